@@ -1,0 +1,323 @@
+//! The events a session log holds, and the record each is stored as.
+//!
+//! A record is one JSON line: `{"seq": N, "ts": "<RFC 3339>", "type": "<event type>", "data": {...}}`.
+//! Event data is parsed strictly (unknown fields, unknown outcomes and unknown policies are
+//! refused), so a log that replays is a log the validator would have written.
+
+use std::time::SystemTime;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::outcome::{FailureKind, Outcome};
+use crate::policy::Policy;
+
+/// The event type names, written once.
+pub mod types {
+    /// A turn opened; approval requests are accepted until `turn/end`.
+    pub const TURN_START: &str = "turn/start";
+    /// The open turn closed.
+    pub const TURN_END: &str = "turn/end";
+    /// A tool call the agent made, with its arguments.
+    pub const TOOL_CALL: &str = "tool/call";
+    /// The result of a tool call.
+    pub const TOOL_RESULT: &str = "tool/result";
+    /// An approval question was asked.
+    pub const APPROVAL_ASKED: &str = "approval/asked";
+    /// An approval question settled.
+    pub const APPROVAL_DECIDED: &str = "approval/decided";
+    /// The session's approval policy was switched.
+    pub const APPROVAL_POLICY: &str = "approval/policy";
+
+    /// Every event type, in the order above.
+    pub const ALL: [&str; 7] = [
+        TURN_START,
+        TURN_END,
+        TOOL_CALL,
+        TOOL_RESULT,
+        APPROVAL_ASKED,
+        APPROVAL_DECIDED,
+        APPROVAL_POLICY,
+    ];
+}
+
+/// `turn/start` and `turn/end` carry no data.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Empty {}
+
+/// `tool/call`: the call the agent made, recorded so gates can read its arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ToolCall {
+    /// The exact call id.
+    pub call_id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The call's JSON arguments.
+    pub arguments: Value,
+}
+
+/// `tool/result`: what the call returned.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ToolResult {
+    /// The exact call id.
+    pub call_id: String,
+    /// Whether the result is an error.
+    pub is_error: bool,
+    /// The result content.
+    #[serde(default)]
+    pub content: Value,
+}
+
+/// `approval/asked {id, toolName, callId?, reason?}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Asked {
+    /// The question's id (a fresh UUID).
+    pub id: String,
+    /// The tool the call is for.
+    pub tool_name: String,
+    /// The exact call id, when the asker has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// The asker's human-readable reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `approval/decided {id, outcome, answerer?, failure?}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Decided {
+    /// The id of the `approval/asked` this settles.
+    pub id: String,
+    /// The outcome.
+    pub outcome: Outcome,
+    /// The listener that decided, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answerer: Option<String>,
+    /// What failed, when a contained failure settled the question.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<FailureRecord>,
+}
+
+/// The `failure` member of `approval/decided`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FailureRecord {
+    /// The listener (plugin) that failed; absent when the host itself was interrupted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<String>,
+    /// The class of failure.
+    pub kind: FailureKind,
+}
+
+/// `approval/policy {policy, source?}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicySwitch {
+    /// The new policy.
+    pub policy: Policy,
+    /// Who switched it (`user`, `delegation`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+/// One event of a session log.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// `turn/start`.
+    TurnStart,
+    /// `turn/end`.
+    TurnEnd,
+    /// `tool/call`.
+    ToolCall(ToolCall),
+    /// `tool/result`.
+    ToolResult(ToolResult),
+    /// `approval/asked`.
+    Asked(Asked),
+    /// `approval/decided`.
+    Decided(Decided),
+    /// `approval/policy`.
+    Policy(PolicySwitch),
+}
+
+/// Event data that does not fit its type.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EventError {
+    /// The type is not one of [`types::ALL`].
+    #[error("unknown event type {0:?}")]
+    UnknownType(String),
+    /// The data does not parse as that type's data.
+    #[error("{kind} data: {reason}")]
+    BadData {
+        /// The event type.
+        kind: &'static str,
+        /// What serde said.
+        reason: String,
+    },
+}
+
+fn parse_data<T: DeserializeOwned>(kind: &'static str, data: Value) -> Result<T, EventError> {
+    serde_json::from_value(data).map_err(|e| EventError::BadData {
+        kind,
+        reason: e.to_string(),
+    })
+}
+
+impl Event {
+    /// The event's type name.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::TurnStart => types::TURN_START,
+            Event::TurnEnd => types::TURN_END,
+            Event::ToolCall(_) => types::TOOL_CALL,
+            Event::ToolResult(_) => types::TOOL_RESULT,
+            Event::Asked(_) => types::APPROVAL_ASKED,
+            Event::Decided(_) => types::APPROVAL_DECIDED,
+            Event::Policy(_) => types::APPROVAL_POLICY,
+        }
+    }
+
+    /// Builds an event from its wire parts, refusing unknown types and data that does not fit
+    /// (an unknown outcome or policy, a missing or unknown field).
+    pub fn from_parts(kind: &str, data: Value) -> Result<Event, EventError> {
+        Ok(match kind {
+            types::TURN_START => {
+                parse_data::<Empty>(types::TURN_START, data)?;
+                Event::TurnStart
+            }
+            types::TURN_END => {
+                parse_data::<Empty>(types::TURN_END, data)?;
+                Event::TurnEnd
+            }
+            types::TOOL_CALL => Event::ToolCall(parse_data(types::TOOL_CALL, data)?),
+            types::TOOL_RESULT => Event::ToolResult(parse_data(types::TOOL_RESULT, data)?),
+            types::APPROVAL_ASKED => Event::Asked(parse_data(types::APPROVAL_ASKED, data)?),
+            types::APPROVAL_DECIDED => Event::Decided(parse_data(types::APPROVAL_DECIDED, data)?),
+            types::APPROVAL_POLICY => Event::Policy(parse_data(types::APPROVAL_POLICY, data)?),
+            other => return Err(EventError::UnknownType(other.to_owned())),
+        })
+    }
+
+    /// The event's `data` object.
+    pub fn data(&self) -> Value {
+        let value = match self {
+            Event::TurnStart | Event::TurnEnd => serde_json::to_value(Empty {}),
+            Event::ToolCall(d) => serde_json::to_value(d),
+            Event::ToolResult(d) => serde_json::to_value(d),
+            Event::Asked(d) => serde_json::to_value(d),
+            Event::Decided(d) => serde_json::to_value(d),
+            Event::Policy(d) => serde_json::to_value(d),
+        };
+        // These types serialise plain structs of strings, enums and JSON values: infallible.
+        value.unwrap_or(Value::Null)
+    }
+}
+
+/// One durable line of a session log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    /// Position in the log, from 1, without gaps.
+    pub seq: u64,
+    /// When the event was appended, RFC 3339 UTC.
+    pub ts: String,
+    /// The event.
+    pub event: Event,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireRecord {
+    seq: u64,
+    ts: String,
+    #[serde(rename = "type")]
+    kind: String,
+    data: Value,
+}
+
+impl Record {
+    /// A record stamped with the current time.
+    pub fn now(seq: u64, event: Event) -> Record {
+        Record {
+            seq,
+            ts: humantime::format_rfc3339_micros(SystemTime::now()).to_string(),
+            event,
+        }
+    }
+
+    /// The record as one JSON line, newline included.
+    pub fn to_line(&self) -> Vec<u8> {
+        let wire = WireRecord {
+            seq: self.seq,
+            ts: self.ts.clone(),
+            kind: self.event.kind().to_owned(),
+            data: self.event.data(),
+        };
+        let mut line = serde_json::to_vec(&wire).unwrap_or_default();
+        line.push(b'\n');
+        line
+    }
+
+    /// Parses one line (without its newline).
+    pub fn parse_line(line: &[u8]) -> Result<Record, String> {
+        let wire: WireRecord = serde_json::from_slice(line).map_err(|e| e.to_string())?;
+        humantime::parse_rfc3339(&wire.ts).map_err(|e| format!("ts {:?}: {e}", wire.ts))?;
+        let event = Event::from_parts(&wire.kind, wire.data).map_err(|e| e.to_string())?;
+        Ok(Record {
+            seq: wire.seq,
+            ts: wire.ts,
+            event,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn asked_omits_absent_fields() {
+        let e = Event::Asked(Asked {
+            id: "q".into(),
+            tool_name: "bash".into(),
+            call_id: None,
+            reason: None,
+        });
+        assert_eq!(e.data(), json!({"id": "q", "toolName": "bash"}));
+    }
+
+    #[test]
+    fn line_round_trips() {
+        let r = Record::now(
+            7,
+            Event::Decided(Decided {
+                id: "q".into(),
+                outcome: Outcome::Cancelled,
+                answerer: None,
+                failure: None,
+            }),
+        );
+        let line = r.to_line();
+        assert_eq!(*line.last().unwrap(), b'\n');
+        let back = Record::parse_line(&line[..line.len() - 1]).unwrap();
+        assert_eq!(back, r);
+    }
+
+    #[test]
+    fn unknown_outcome_and_policy_are_refused() {
+        let err = Event::from_parts(
+            types::APPROVAL_DECIDED,
+            json!({"id": "q", "outcome": "maybe"}),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("unknown variant `maybe`"), "{err}");
+        let err =
+            Event::from_parts(types::APPROVAL_POLICY, json!({"policy": "sometimes"})).unwrap_err();
+        assert!(err.to_string().contains("unknown variant `sometimes`"), "{err}");
+    }
+}

@@ -1,0 +1,171 @@
+//! The pure fold over a session's events: what the log says now (open turn, open questions,
+//! policy override, recorded tool calls) and the rules an event must pass before it is committed.
+//!
+//! The same fold validates appends, rebuilds state when a log is reopened, and checks a log for
+//! the `log` command, so the three can never disagree.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use serde_json::Value;
+
+use crate::event::{Event, PolicySwitch};
+use crate::policy::Policy;
+
+/// A rule an event broke; the event is refused and nothing is written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Violation {
+    /// `turn/start` while a turn is open.
+    #[error("turn/start while a turn is already open")]
+    TurnAlreadyOpen,
+    /// `turn/end` with no open turn.
+    #[error("turn/end without an open turn")]
+    NoTurnToEnd,
+    /// `turn/end` while questions are still open.
+    #[error("turn/end while {0} approval question(s) are still open")]
+    TurnEndWithOpenQuestions(usize),
+    /// An approval event outside an open turn.
+    #[error("{0} outside an open turn")]
+    OutsideTurn(&'static str),
+    /// `approval/asked` with an empty `toolName`.
+    #[error("approval/asked with an empty toolName")]
+    EmptyToolName,
+    /// `approval/asked` with an empty `id`.
+    #[error("approval/asked with an empty id")]
+    EmptyId,
+    /// `approval/asked` reusing an id already asked in this session.
+    #[error("approval/asked repeats id {0:?}")]
+    RepeatedId(String),
+    /// `approval/decided` for an id with no open `approval/asked`.
+    #[error("approval/decided for id {0:?}, which has no open approval/asked")]
+    DecidedWithoutAsked(String),
+    /// `tool/call` with an empty call id or name.
+    #[error("tool/call with an empty {0}")]
+    EmptyToolCallField(&'static str),
+}
+
+/// An open approval question as the log knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenQuestion {
+    /// The question id.
+    pub id: String,
+    /// The `seq` of its `approval/asked` record.
+    pub seq: u64,
+}
+
+/// The state of one session, folded from its events.
+#[derive(Debug, Clone, Default)]
+pub struct SessionFold {
+    turn_open: bool,
+    asked: HashSet<String>,
+    open: BTreeMap<String, u64>,
+    policy: Option<PolicySwitch>,
+    tool_calls: HashMap<String, Value>,
+}
+
+impl SessionFold {
+    /// An empty session.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Checks `event` against the rules without applying it.
+    pub fn check(&self, event: &Event) -> Result<(), Violation> {
+        match event {
+            Event::TurnStart if self.turn_open => Err(Violation::TurnAlreadyOpen),
+            Event::TurnStart => Ok(()),
+            Event::TurnEnd if !self.turn_open => Err(Violation::NoTurnToEnd),
+            Event::TurnEnd if !self.open.is_empty() => {
+                Err(Violation::TurnEndWithOpenQuestions(self.open.len()))
+            }
+            Event::TurnEnd => Ok(()),
+            Event::Asked(a) => {
+                if !self.turn_open {
+                    Err(Violation::OutsideTurn(event.kind()))
+                } else if a.tool_name.is_empty() {
+                    Err(Violation::EmptyToolName)
+                } else if a.id.is_empty() {
+                    Err(Violation::EmptyId)
+                } else if self.asked.contains(&a.id) {
+                    Err(Violation::RepeatedId(a.id.clone()))
+                } else {
+                    Ok(())
+                }
+            }
+            Event::Decided(d) => {
+                if !self.turn_open {
+                    Err(Violation::OutsideTurn(event.kind()))
+                } else if !self.open.contains_key(&d.id) {
+                    Err(Violation::DecidedWithoutAsked(d.id.clone()))
+                } else {
+                    Ok(())
+                }
+            }
+            Event::ToolCall(c) if c.call_id.is_empty() => {
+                Err(Violation::EmptyToolCallField("callId"))
+            }
+            Event::ToolCall(c) if c.name.is_empty() => Err(Violation::EmptyToolCallField("name")),
+            Event::ToolCall(_) | Event::ToolResult(_) | Event::Policy(_) => Ok(()),
+        }
+    }
+
+    /// Applies an event that passed [`SessionFold::check`]; `seq` is its record's position.
+    pub fn apply(&mut self, seq: u64, event: &Event) {
+        match event {
+            Event::TurnStart => self.turn_open = true,
+            Event::TurnEnd => self.turn_open = false,
+            Event::Asked(a) => {
+                self.asked.insert(a.id.clone());
+                self.open.insert(a.id.clone(), seq);
+            }
+            Event::Decided(d) => {
+                self.open.remove(&d.id);
+            }
+            Event::Policy(p) => self.policy = Some(p.clone()),
+            Event::ToolCall(c) => {
+                self.tool_calls.insert(c.call_id.clone(), c.arguments.clone());
+            }
+            Event::ToolResult(_) => {}
+        }
+    }
+
+    /// Checks then applies.
+    pub fn push(&mut self, seq: u64, event: &Event) -> Result<(), Violation> {
+        self.check(event)?;
+        self.apply(seq, event);
+        Ok(())
+    }
+
+    /// Whether the last `turn/start` is not followed by `turn/end`.
+    pub fn turn_open(&self) -> bool {
+        self.turn_open
+    }
+
+    /// The session's own policy switch, if any: the last `approval/policy` event.
+    pub fn policy_override(&self) -> Option<&PolicySwitch> {
+        self.policy.as_ref()
+    }
+
+    /// The effective policy over a deployment default.
+    pub fn effective_policy(&self, default: Policy) -> Policy {
+        self.policy.as_ref().map_or(default, |p| p.policy)
+    }
+
+    /// Questions asked and not yet decided, oldest first.
+    pub fn open_questions(&self) -> Vec<OpenQuestion> {
+        let mut v: Vec<_> = self
+            .open
+            .iter()
+            .map(|(id, seq)| OpenQuestion {
+                id: id.clone(),
+                seq: *seq,
+            })
+            .collect();
+        v.sort_by_key(|q| q.seq);
+        v
+    }
+
+    /// The arguments of the recorded `tool/call` with this call id (the latest, if repeated).
+    pub fn call_arguments(&self, call_id: &str) -> Option<&Value> {
+        self.tool_calls.get(call_id)
+    }
+}

@@ -1,0 +1,54 @@
+//! approval-host answers one question for AI coding agents: may this specific action proceed?
+//!
+//! The path of a request, module by module:
+//!
+//! - [`service`]: the seam. An asker calls [`ApprovalService::request`] with an
+//!   [`ApprovalRequest`] (agent, tool name, optional call id, reason and cancellation); the
+//!   service checks the turn, audits the question, applies the session's [`policy`], runs the
+//!   waterfall and audits the decision.
+//! - [`waterfall`]: the ordered answerers (gates in front, one terminal answerer) that decide or
+//!   delegate; failures are contained as `unavailable`.
+//! - [`outcome`]: the closed vocabularies, `allowed-once | rejected | cancelled | unavailable`
+//!   and `allow-once | reject | cancel | next`.
+//! - [`log`], [`store`], [`fold`], [`event`]: the durable session log, validated before commit,
+//!   group-committed with `fdatasync`, crash-recovered on open.
+//! - [`policy`]: `ask | never` per session, folded from the log over the deployment default, and
+//!   the exact texts an agent sees.
+//! - [`config`]: the deployment file. [`check`]: reading a log back for the `log` command.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), approval_host::ApprovalError> {
+//! use approval_host::{ApprovalRequest, ApprovalService, Outcome, Policy};
+//! let service = ApprovalService::open_dir(".approval-host", Policy::Ask);
+//! let agent = service.agent("session-1", "agent-1").await?;
+//! service.start_turn("session-1").await?;
+//! let outcome = service
+//!     .request(ApprovalRequest::new(&agent, "bash").call_id("call-1"))
+//!     .await?;
+//! assert_eq!(outcome, Outcome::Unavailable); // no answerer registered: fail closed
+//! service.end_turn("session-1").await?;
+//! # Ok(()) }
+//! ```
+
+pub mod agent;
+pub mod check;
+pub mod config;
+pub mod error;
+pub mod event;
+pub mod fold;
+pub mod log;
+pub mod outcome;
+pub mod policy;
+pub mod service;
+mod session;
+pub mod store;
+pub mod waterfall;
+
+pub use agent::Agent;
+pub use config::{ConfigError, Deployment};
+pub use error::{ApprovalError, LogError};
+pub use outcome::{Decision, Failure, FailureKind, Outcome};
+pub use policy::Policy;
+pub use service::{ApprovalRequest, ApprovalService};
+pub use store::{DirStore, Journal, OpenedLog, Store};
+pub use waterfall::{Listener, Position, Question, Registration, Scope};

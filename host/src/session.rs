@@ -1,0 +1,132 @@
+//! One open session inside the service: its log, and the turn gate that keeps every approval
+//! question inside the turn that asked it.
+//!
+//! The gate counts questions in flight. Ending a turn first stops new questions, cancels the ones
+//! in flight (they settle `cancelled` and are audited), waits for them, and only then appends
+//! `turn/end`, so an `approval/asked` never outlives its turn.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::ApprovalError;
+use crate::log::SessionLog;
+
+#[derive(Debug)]
+struct TurnGate {
+    open: bool,
+    closing: bool,
+    token: CancellationToken,
+    inflight: usize,
+}
+
+/// An open session: shared by every [`crate::Agent`] handle of it.
+#[derive(Debug)]
+pub(crate) struct Session {
+    pub(crate) log: SessionLog,
+    gate: Mutex<TurnGate>,
+    idle: Notify,
+    /// Serialises policy switches so "append only when the value changes" holds under races.
+    pub(crate) policy_lock: tokio::sync::Mutex<()>,
+}
+
+/// A question in flight: holds the turn open until dropped.
+pub(crate) struct InFlight {
+    session: Arc<Session>,
+    pub(crate) turn: CancellationToken,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut gate = self.session.gate();
+        gate.inflight -= 1;
+        if gate.inflight == 0 {
+            self.session.idle.notify_waiters();
+        }
+    }
+}
+
+impl Session {
+    pub(crate) fn new(log: SessionLog) -> Self {
+        let open = log.with_fold(|f| f.turn_open());
+        Session {
+            log,
+            gate: Mutex::new(TurnGate {
+                open,
+                closing: false,
+                token: CancellationToken::new(),
+                inflight: 0,
+            }),
+            idle: Notify::new(),
+            policy_lock: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    fn gate(&self) -> MutexGuard<'_, TurnGate> {
+        self.gate.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn id(&self) -> &str {
+        self.log.session()
+    }
+
+    /// Admits a question if a turn is open and not ending.
+    pub(crate) fn enter(self: &Arc<Self>) -> Result<InFlight, ApprovalError> {
+        let mut gate = self.gate();
+        if !gate.open || gate.closing {
+            return Err(ApprovalError::NoOpenTurn {
+                session: self.id().to_owned(),
+            });
+        }
+        gate.inflight += 1;
+        Ok(InFlight {
+            session: self.clone(),
+            turn: gate.token.clone(),
+        })
+    }
+
+    /// Records that `turn/start` was committed.
+    pub(crate) fn opened_turn(&self) {
+        let mut gate = self.gate();
+        gate.open = true;
+        gate.closing = false;
+        gate.token = CancellationToken::new();
+    }
+
+    /// Stops admitting questions and cancels those in flight; returns whether a turn was open.
+    pub(crate) fn begin_close(&self) -> bool {
+        let mut gate = self.gate();
+        if !gate.open {
+            return false;
+        }
+        gate.closing = true;
+        gate.token.cancel();
+        true
+    }
+
+    /// Waits until no question is in flight.
+    pub(crate) async fn drained(&self) {
+        loop {
+            let notified = self.idle.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.gate().inflight == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Records the result of appending `turn/end`.
+    pub(crate) fn closed_turn(&self, committed: bool) {
+        let mut gate = self.gate();
+        gate.closing = false;
+        if committed {
+            gate.open = false;
+        } else {
+            // The turn is still open on the log; let it keep serving with a fresh token.
+            gate.token = CancellationToken::new();
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! Where session logs live: the [`Store`] and [`Journal`] seams, and the embedded default, one
+//! append-only JSON-lines file per session under `<state-dir>/sessions/<session-id>.jsonl`.
+//!
+//! The file store makes three promises: an append returns only once its bytes are durable
+//! (`fdatasync`); a torn last line left by a crash is truncated on open, with a warning, and every
+//! complete line survives; and one process at a time writes a session (an exclusive file lock).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::LogError;
+use crate::event::Record;
+
+/// Durable storage for one session's records, appended in batches.
+pub trait Journal: Send + 'static {
+    /// Writes `bytes` (whole lines) at the end and returns once they are durable. On error the
+    /// journal must not leave a partial batch behind when it can avoid it.
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()>;
+}
+
+/// An opened session log: what is already durable, and where to append.
+pub struct OpenedLog {
+    /// A name for the log in messages (the file path for the file store).
+    pub name: String,
+    /// Complete records already stored, in order.
+    pub records: Vec<Record>,
+    /// The journal to append to.
+    pub journal: Box<dyn Journal>,
+}
+
+/// Opens session logs. The file store ([`DirStore`]) is the embedded default; tests and embedders
+/// may supply their own.
+pub trait Store: Send + Sync + 'static {
+    /// Opens the log of `session` (already validated by [`validate_session_id`]), creating it
+    /// when absent.
+    fn open(&self, session: &str) -> Result<OpenedLog, LogError>;
+}
+
+/// Longest session id accepted.
+pub const MAX_SESSION_ID_LEN: usize = 128;
+
+/// Refuses a session id that could escape the sessions directory or is not portable as a file
+/// name: it must be 1 to 128 characters of `A-Z a-z 0-9 . _ -` and must not start with a dot.
+pub fn validate_session_id(id: &str) -> Result<(), LogError> {
+    let why = if id.is_empty() {
+        Some("it is empty")
+    } else if id.len() > MAX_SESSION_ID_LEN {
+        Some("it is longer than 128 characters")
+    } else if id.starts_with('.') {
+        Some("it starts with a dot")
+    } else if !id
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        Some("only A-Z, a-z, 0-9, '.', '_' and '-' are allowed")
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(LogError::InvalidSessionId {
+            id: id.to_owned(),
+            why,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The embedded default store: `<state-dir>/sessions/<session-id>.jsonl`.
+#[derive(Debug, Clone)]
+pub struct DirStore {
+    state_dir: PathBuf,
+}
+
+impl DirStore {
+    /// A store rooted at `state_dir` (created on first open).
+    pub fn new(state_dir: impl Into<PathBuf>) -> Self {
+        DirStore {
+            state_dir: state_dir.into(),
+        }
+    }
+
+    /// The directory holding the session files.
+    pub fn sessions_dir(&self) -> PathBuf {
+        self.state_dir.join("sessions")
+    }
+
+    /// The file of one session.
+    pub fn session_path(&self, session: &str) -> PathBuf {
+        self.sessions_dir().join(format!("{session}.jsonl"))
+    }
+}
+
+fn io_err(path: &Path, source: io::Error) -> LogError {
+    LogError::Io {
+        log: path.display().to_string(),
+        source: Arc::new(source),
+    }
+}
+
+impl Store for DirStore {
+    fn open(&self, session: &str) -> Result<OpenedLog, LogError> {
+        validate_session_id(session)?;
+        let dir = self.sessions_dir();
+        fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
+        let path = self.session_path(session);
+        let existed = path.exists();
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(&path)
+            .map_err(|e| io_err(&path, e))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(LogError::Locked {
+                    log: path.display().to_string(),
+                });
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(io_err(&path, e)),
+        }
+        if !existed {
+            // Make the new directory entry itself durable, not just the file's contents.
+            File::open(&dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| io_err(&dir, e))?;
+        }
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .map_err(|e| io_err(&path, e))?;
+        let complete = recover_torn_tail(&path, &file, &bytes)?;
+        let records = parse_lines(&path.display().to_string(), &bytes[..complete])?;
+        Ok(OpenedLog {
+            name: path.display().to_string(),
+            records,
+            journal: Box::new(FileJournal {
+                file,
+                len: complete as u64,
+            }),
+        })
+    }
+}
+
+/// Truncates bytes after the last newline (a line torn by a crash mid-write) and returns the
+/// length of the complete part.
+fn recover_torn_tail(path: &Path, file: &File, bytes: &[u8]) -> Result<usize, LogError> {
+    let complete = bytes
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    if complete < bytes.len() {
+        tracing::warn!(
+            log = %path.display(),
+            torn_bytes = bytes.len() - complete,
+            "truncating a torn last line left by an interrupted write"
+        );
+        file.set_len(complete as u64)
+            .and_then(|()| file.sync_all())
+            .map_err(|e| io_err(path, e))?;
+    }
+    Ok(complete)
+}
+
+/// Parses complete lines; any line that does not parse, or a `seq` out of order, is corruption
+/// that names the line, never silently skipped.
+pub fn parse_lines(name: &str, bytes: &[u8]) -> Result<Vec<Record>, LogError> {
+    let mut records = Vec::new();
+    let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    if body.is_empty() {
+        return Ok(records);
+    }
+    for (i, line) in body.split(|&b| b == b'\n').enumerate() {
+        let record = Record::parse_line(line).map_err(|reason| LogError::Corrupt {
+            log: name.to_owned(),
+            line: i + 1,
+            reason,
+        })?;
+        let expected = records.len() as u64 + 1;
+        if record.seq != expected {
+            return Err(LogError::Corrupt {
+                log: name.to_owned(),
+                line: i + 1,
+                reason: format!("seq {} where {expected} was expected", record.seq),
+            });
+        }
+        records.push(record);
+    }
+    Ok(records)
+}
+
+/// The file store's journal: appends, then `fdatasync`.
+struct FileJournal {
+    file: File,
+    /// Length of the durable, complete part of the file.
+    len: u64,
+}
+
+impl Journal for FileJournal {
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let result = self
+            .file
+            .write_all(bytes)
+            .and_then(|()| self.file.sync_data());
+        match result {
+            Ok(()) => {
+                self.len += bytes.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                // Best effort: do not leave a partial batch for the next open to find.
+                let _ = self.file.set_len(self.len);
+                Err(e)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_ids_that_escape_or_are_not_portable() {
+        for bad in [
+            "",
+            ".",
+            "..",
+            "../x",
+            "a/b",
+            "a\\b",
+            ".hidden",
+            "a b",
+            "é",
+            &"x".repeat(129),
+        ] {
+            assert!(validate_session_id(bad).is_err(), "{bad:?} was accepted");
+        }
+        for good in ["s1", "sess-01.a_b", &"x".repeat(128)] {
+            validate_session_id(good).unwrap();
+        }
+    }
+}

@@ -1,0 +1,347 @@
+//! The waterfall of answerers: listeners asked in order until one decides.
+//!
+//! Gates go in front ([`Position::Front`]), terminal answerers at the back. Each listener decides
+//! or says `next`; the first decision wins and later listeners never run; no listener, or every
+//! listener delegating, settles `unavailable`. A listener that fails (returns an error, panics,
+//! answers outside the vocabulary) settles the whole request `unavailable` and stops the
+//! waterfall, so a broken gate can never let a permissive answerer behind it grant.
+//!
+//! Registering returns a [`Registration`]; dropping it removes the listener, so the next request
+//! fails closed. A request already running keeps the listeners it started with.
+
+use std::any::Any;
+use std::fmt;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::{Arc, RwLock, Weak};
+
+use futures_util::FutureExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::{Agent, AgentInner};
+use crate::outcome::{Decision, Failure, FailureKind, Outcome};
+
+/// The future a listener returns.
+pub type ListenerFuture = Pin<Box<dyn Future<Output = Result<Decision, Failure>> + Send>>;
+
+/// An answerer or gate. Implemented for any `Fn(Question) -> impl Future<Output =
+/// Result<Decision, Failure>>`.
+pub trait Listener: Send + Sync + 'static {
+    /// Decides `question`, or says [`Decision::Next`].
+    fn decide(&self, question: Question) -> ListenerFuture;
+}
+
+impl<F, Fut> Listener for F
+where
+    F: Fn(Question) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Decision, Failure>> + Send + 'static,
+{
+    fn decide(&self, question: Question) -> ListenerFuture {
+        Box::pin(self(question))
+    }
+}
+
+struct QuestionInner {
+    id: String,
+    agent: Agent,
+    tool_name: String,
+    call_id: Option<String>,
+    reason: Option<String>,
+    cancel: CancellationToken,
+}
+
+/// What a listener is asked: the request's identity, without tool arguments. Cheap to clone.
+#[derive(Clone)]
+pub struct Question {
+    inner: Arc<QuestionInner>,
+}
+
+impl Question {
+    pub(crate) fn new(
+        id: String,
+        agent: Agent,
+        tool_name: String,
+        call_id: Option<String>,
+        reason: Option<String>,
+        cancel: CancellationToken,
+    ) -> Self {
+        Question {
+            inner: Arc::new(QuestionInner {
+                id,
+                agent,
+                tool_name,
+                call_id,
+                reason,
+                cancel,
+            }),
+        }
+    }
+
+    /// The question id, as recorded in `approval/asked`.
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The asking agent.
+    pub fn agent(&self) -> &Agent {
+        &self.inner.agent
+    }
+
+    /// The asking agent's session id.
+    pub fn session_id(&self) -> &str {
+        self.inner.agent.session_id()
+    }
+
+    /// The tool the call is for.
+    pub fn tool_name(&self) -> &str {
+        &self.inner.tool_name
+    }
+
+    /// The exact call id, when the asker has one.
+    pub fn call_id(&self) -> Option<&str> {
+        self.inner.call_id.as_deref()
+    }
+
+    /// The asker's human-readable reason.
+    pub fn reason(&self) -> Option<&str> {
+        self.inner.reason.as_deref()
+    }
+
+    /// Fires when the question is cancelled (by the asker, or because its turn ended). Once it
+    /// fires, any answer is discarded.
+    pub fn cancelled(&self) -> &CancellationToken {
+        &self.inner.cancel
+    }
+}
+
+impl fmt::Debug for Question {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Question")
+            .field("id", &self.inner.id)
+            .field("agent", &self.inner.agent)
+            .field("tool_name", &self.inner.tool_name)
+            .field("call_id", &self.inner.call_id)
+            .field("reason", &self.inner.reason)
+            .finish()
+    }
+}
+
+/// Which requests a listener sees.
+#[derive(Debug, Clone)]
+pub enum Scope {
+    /// Every request.
+    Global,
+    /// Only requests from this exact agent object.
+    Agent(Agent),
+}
+
+/// Where a listener joins the waterfall.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Position {
+    /// Before every listener registered so far: for decide-or-delegate gates.
+    Front,
+    /// After every listener registered so far: for the terminal answerer.
+    Back,
+}
+
+struct Entry {
+    id: u64,
+    name: String,
+    scope: Option<Weak<AgentInner>>,
+    listener: Arc<dyn Listener>,
+}
+
+impl Entry {
+    fn sees(&self, agent: &Agent) -> bool {
+        match &self.scope {
+            None => true,
+            // The Weak keeps the allocation, so the address is never reused while we compare.
+            Some(weak) => std::ptr::eq(weak.as_ptr(), Arc::as_ptr(&agent.inner)),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Entries {
+    next_id: u64,
+    list: Vec<Arc<Entry>>,
+}
+
+/// The ordered listeners of one service.
+#[derive(Clone, Default)]
+pub struct Waterfall {
+    entries: Arc<RwLock<Entries>>,
+}
+
+impl fmt::Debug for Waterfall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.names()).finish()
+    }
+}
+
+/// A registered listener. Dropping it (or calling [`Registration::unregister`]) removes the
+/// listener from the waterfall.
+#[must_use = "dropping a Registration removes its listener at once"]
+pub struct Registration {
+    id: u64,
+    name: String,
+    entries: Weak<RwLock<Entries>>,
+}
+
+impl Registration {
+    /// The listener's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Removes the listener now.
+    pub fn unregister(self) {}
+}
+
+impl fmt::Debug for Registration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registration")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        if let Some(entries) = self.entries.upgrade() {
+            let mut entries = entries.write().unwrap_or_else(|p| p.into_inner());
+            entries.list.retain(|e| e.id != self.id);
+        }
+    }
+}
+
+/// How the waterfall settled one question.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settled {
+    /// The outcome.
+    pub outcome: Outcome,
+    /// The listener that decided, if one did.
+    pub answerer: Option<String>,
+    /// The listener that failed and how, if one did.
+    pub failure: Option<(String, Failure)>,
+}
+
+impl Settled {
+    /// Settled without any listener deciding.
+    pub fn plain(outcome: Outcome) -> Self {
+        Settled {
+            outcome,
+            answerer: None,
+            failure: None,
+        }
+    }
+}
+
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_owned()
+    }
+}
+
+impl Waterfall {
+    /// An empty waterfall.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `listener` under `name` at `position`, seeing the requests `scope` allows.
+    pub fn register(
+        &self,
+        name: impl Into<String>,
+        scope: Scope,
+        position: Position,
+        listener: impl Listener,
+    ) -> Registration {
+        self.register_arc(name, scope, position, Arc::new(listener))
+    }
+
+    /// [`Waterfall::register`] for a listener already behind an `Arc`.
+    pub fn register_arc(
+        &self,
+        name: impl Into<String>,
+        scope: Scope,
+        position: Position,
+        listener: Arc<dyn Listener>,
+    ) -> Registration {
+        let name = name.into();
+        let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
+        entries.next_id += 1;
+        let entry = Arc::new(Entry {
+            id: entries.next_id,
+            name: name.clone(),
+            scope: match scope {
+                Scope::Global => None,
+                Scope::Agent(agent) => Some(Arc::downgrade(&agent.inner)),
+            },
+            listener,
+        });
+        let id = entry.id;
+        match position {
+            Position::Front => entries.list.insert(0, entry),
+            Position::Back => entries.list.push(entry),
+        }
+        Registration {
+            id,
+            name,
+            entries: Arc::downgrade(&self.entries),
+        }
+    }
+
+    /// The registered listeners' names, in the order they are asked.
+    pub fn names(&self) -> Vec<String> {
+        let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
+        entries.list.iter().map(|e| e.name.clone()).collect()
+    }
+
+    /// Asks the listeners that see `question`'s agent, in order, until one decides.
+    pub async fn run(&self, question: &Question) -> Settled {
+        let snapshot: Vec<Arc<Entry>> = {
+            let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
+            entries
+                .list
+                .iter()
+                .filter(|e| e.sees(question.agent()))
+                .cloned()
+                .collect()
+        };
+        for entry in snapshot {
+            // A panic may come from building the future or from polling it; both are contained.
+            let answer = match std::panic::catch_unwind(AssertUnwindSafe(|| {
+                entry.listener.decide(question.clone())
+            })) {
+                Ok(future) => AssertUnwindSafe(future).catch_unwind().await,
+                Err(payload) => Err(payload),
+            };
+            let failure = match answer {
+                Ok(Ok(Decision::Next)) => continue,
+                Ok(Ok(decision)) => {
+                    let outcome = decision.outcome().unwrap_or(Outcome::Unavailable);
+                    return Settled {
+                        outcome,
+                        answerer: Some(entry.name.clone()),
+                        failure: None,
+                    };
+                }
+                Ok(Err(failure)) => failure,
+                Err(payload) => Failure::new(FailureKind::Panic, panic_message(&*payload)),
+            };
+            tracing::warn!(listener = %entry.name, question = question.id(), %failure, "listener failed; the request settles unavailable");
+            return Settled {
+                outcome: Outcome::Unavailable,
+                answerer: None,
+                failure: Some((entry.name.clone(), failure)),
+            };
+        }
+        Settled::plain(Outcome::Unavailable)
+    }
+}
