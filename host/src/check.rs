@@ -101,13 +101,13 @@ pub fn check_bytes(bytes: &[u8]) -> Checked {
         records.push(record);
     }
     summary.records = records.len();
-    if problem.is_none() {
-        if let Some(q) = fold.open_questions().first() {
-            problem = Some(Problem {
-                line: q.seq as usize,
-                message: format!("approval/asked {:?} has no approval/decided", q.id),
-            });
-        }
+    if problem.is_none()
+        && let Some(q) = fold.open_questions().first()
+    {
+        problem = Some(Problem {
+            line: q.seq as usize,
+            message: format!("approval/asked {:?} has no approval/decided", q.id),
+        });
     }
     Checked {
         records,

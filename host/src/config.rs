@@ -88,12 +88,10 @@ impl Deployment {
         })?;
         let default_policy = match raw.approval.policy {
             None => Policy::Ask,
-            Some(value) => value
-                .parse()
-                .map_err(|_| ConfigError::Policy {
-                    path: path.to_owned(),
-                    value,
-                })?,
+            Some(value) => value.parse().map_err(|_| ConfigError::Policy {
+                path: path.to_owned(),
+                value,
+            })?,
         };
         Ok(Deployment {
             path: Some(path.to_owned()),

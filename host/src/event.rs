@@ -318,6 +318,9 @@ mod tests {
         assert!(err.to_string().contains("unknown variant `maybe`"), "{err}");
         let err =
             Event::from_parts(types::APPROVAL_POLICY, json!({"policy": "sometimes"})).unwrap_err();
-        assert!(err.to_string().contains("unknown variant `sometimes`"), "{err}");
+        assert!(
+            err.to_string().contains("unknown variant `sometimes`"),
+            "{err}"
+        );
     }
 }

@@ -122,7 +122,8 @@ impl SessionFold {
             }
             Event::Policy(p) => self.policy = Some(p.clone()),
             Event::ToolCall(c) => {
-                self.tool_calls.insert(c.call_id.clone(), c.arguments.clone());
+                self.tool_calls
+                    .insert(c.call_id.clone(), c.arguments.clone());
             }
             Event::ToolResult(_) => {}
         }

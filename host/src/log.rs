@@ -195,10 +195,7 @@ impl Drop for SessionLog {
     fn drop(&mut self) {
         // Closing the queue lets the writer drain what is queued and exit; joining it means the
         // store's lock is released when this returns, so the session can be reopened at once.
-        self.queue
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        self.queue.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(writer) = self.writer.take() {
             let _ = writer.join();
         }

@@ -56,7 +56,9 @@ impl fmt::Display for Outcome {
 
 /// A string that is not one of the four outcomes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown outcome {0:?}: expected one of \"allowed-once\", \"rejected\", \"cancelled\" or \"unavailable\"")]
+#[error(
+    "unknown outcome {0:?}: expected one of \"allowed-once\", \"rejected\", \"cancelled\" or \"unavailable\""
+)]
 pub struct UnknownOutcome(pub String);
 
 impl FromStr for Outcome {
@@ -123,7 +125,9 @@ impl Decision {
             .ok_or_else(|| {
                 Failure::new(
                     FailureKind::InvalidResult,
-                    format!("{s:?} is not one of \"allow-once\", \"reject\", \"cancel\" or \"next\""),
+                    format!(
+                        "{s:?} is not one of \"allow-once\", \"reject\", \"cancel\" or \"next\""
+                    ),
                 )
             })
     }

@@ -84,7 +84,9 @@ impl FromStr for Policy {
 pub fn change_notice(from: Policy, to: Policy, source: Option<&str>) -> String {
     match source {
         Some(SOURCE_USER) => {
-            format!("The approval policy changed from \"{from}\" to \"{to}\" (changed by the user).")
+            format!(
+                "The approval policy changed from \"{from}\" to \"{to}\" (changed by the user)."
+            )
         }
         Some(other) => {
             format!("The approval policy changed from \"{from}\" to \"{to}\" (changed by {other}).")

@@ -373,7 +373,14 @@ impl ApprovalService {
         } else if self.effective_policy(&agent) == Policy::Never {
             Settled::plain(Outcome::Rejected)
         } else {
-            let question = Question::new(id.clone(), agent, tool_name, call_id, reason, ask_cancel.clone());
+            let question = Question::new(
+                id.clone(),
+                agent,
+                tool_name,
+                call_id,
+                reason,
+                ask_cancel.clone(),
+            );
             let caller = match &cancel {
                 Some(token) => Either::Left(token.cancelled()),
                 None => Either::Right(futures_util::future::pending()),

@@ -128,8 +128,7 @@ impl Store for DirStore {
                 .map_err(|e| io_err(&dir, e))?;
         }
         let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)
-            .map_err(|e| io_err(&path, e))?;
+        file.read_to_end(&mut bytes).map_err(|e| io_err(&path, e))?;
         let complete = recover_torn_tail(&path, &file, &bytes)?;
         let records = parse_lines(&path.display().to_string(), &bytes[..complete])?;
         Ok(OpenedLog {
@@ -146,10 +145,7 @@ impl Store for DirStore {
 /// Truncates bytes after the last newline (a line torn by a crash mid-write) and returns the
 /// length of the complete part.
 fn recover_torn_tail(path: &Path, file: &File, bytes: &[u8]) -> Result<usize, LogError> {
-    let complete = bytes
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(0, |i| i + 1);
+    let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
     if complete < bytes.len() {
         tracing::warn!(
             log = %path.display(),

@@ -1,1 +1,8 @@
+//! Integration tests for approval-host: one binary, a module per behaviour area.
 
+mod cli;
+mod crash;
+mod policy;
+mod seam;
+mod session_log;
+mod support;

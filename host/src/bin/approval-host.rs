@@ -19,7 +19,12 @@ use tokio_util::sync::CancellationToken;
 #[command(name = "approval-host", version, about, long_about = None)]
 struct Cli {
     /// Where session logs live (`<DIR>/sessions/<session>.jsonl`).
-    #[arg(long, global = true, value_name = "DIR", default_value = ".approval-host")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "DIR",
+        default_value = ".approval-host"
+    )]
     state_dir: PathBuf,
 
     #[command(subcommand)]

@@ -1,0 +1,272 @@
+//! The `approval-host` binary: `ask` and `log`, their output, exit codes and error texts.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::json;
+
+use crate::support::{events_at, log_path, types};
+
+fn run(state_dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_approval-host"))
+        .arg("--state-dir")
+        .arg(state_dir)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn ask_without_config_is_unavailable_audited_and_exits_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(
+        dir.path(),
+        &[
+            "ask",
+            "--session",
+            "s1",
+            "--agent",
+            "a1",
+            "--tool",
+            "bash",
+            "--call-id",
+            "c1",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "unavailable\n");
+    let events = events_at(&log_path(dir.path(), "s1"));
+    assert_eq!(
+        types(&events),
+        [
+            "turn/start",
+            "approval/asked",
+            "approval/decided",
+            "turn/end"
+        ]
+    );
+    assert_eq!(
+        events[1].1,
+        json!({"id": events[1].1["id"], "toolName": "bash", "callId": "c1"})
+    );
+    assert_eq!(
+        events[2].1,
+        json!({"id": events[1].1["id"], "outcome": "unavailable"})
+    );
+
+    let out = run(
+        dir.path(),
+        &[
+            "ask",
+            "--session",
+            "s1",
+            "--agent",
+            "a1",
+            "--tool",
+            "bash",
+            "--json",
+        ],
+    );
+    assert!(out.status.success());
+    assert_eq!(stdout(&out), "{\"outcome\":\"unavailable\"}\n");
+}
+
+#[test]
+fn ask_under_a_never_deployment_is_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("deploy.toml");
+    std::fs::write(&config, "[approval]\npolicy = \"never\"\n").unwrap();
+    let out = run(
+        dir.path(),
+        &[
+            "ask",
+            "--session",
+            "s",
+            "--agent",
+            "a",
+            "--tool",
+            "bash",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "rejected\n");
+}
+
+#[test]
+fn a_bad_policy_in_the_config_exits_2_naming_the_value_and_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("deploy.toml");
+    std::fs::write(&config, "[approval]\npolicy = \"sometimes\"\n").unwrap();
+    let out = run(
+        dir.path(),
+        &[
+            "ask",
+            "--session",
+            "s",
+            "--agent",
+            "a",
+            "--tool",
+            "bash",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "approval-host: {}: [approval] policy = \"sometimes\": approval policy must be one of \"ask\" or \"never\"\n",
+            config.display()
+        )
+    );
+    assert!(!log_path(dir.path(), "s").exists(), "nothing was asked");
+}
+
+#[test]
+fn an_unknown_config_key_exits_2_naming_the_key_and_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("deploy.toml");
+    std::fs::write(&config, "[approval]\npolcy = \"ask\"\n").unwrap();
+    let out = run(
+        dir.path(),
+        &[
+            "ask",
+            "--session",
+            "s",
+            "--agent",
+            "a",
+            "--tool",
+            "bash",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains(&config.display().to_string()), "{err}");
+    assert!(err.contains("unknown field `polcy`"), "{err}");
+}
+
+#[test]
+fn bad_arguments_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(
+        dir.path(),
+        &["ask", "--session", "../x", "--agent", "a", "--tool", "bash"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("invalid session id \"../x\""),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(dir.path(), &["ask", "--session", "s", "--agent", "a"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--tool"), "{}", stderr(&out));
+    let missing = dir.path().join("missing.toml");
+    let out = run(
+        dir.path(),
+        &[
+            "ask",
+            "--session",
+            "s",
+            "--agent",
+            "a",
+            "--tool",
+            "t",
+            "--config",
+            missing.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("missing.toml"), "{}", stderr(&out));
+}
+
+#[test]
+fn log_prints_and_checks_a_clean_log() {
+    let dir = tempfile::tempdir().unwrap();
+    for _ in 0..2 {
+        let out = run(
+            dir.path(),
+            &[
+                "ask",
+                "--session",
+                "s",
+                "--agent",
+                "a",
+                "--tool",
+                "bash",
+                "--reason",
+                "x",
+            ],
+        );
+        assert!(out.status.success());
+    }
+    let out = run(dir.path(), &["log", "s"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert_eq!(text.lines().count(), 9, "{text}");
+    assert!(text.lines().nth(1).unwrap().contains("approval/asked"));
+    assert!(text.contains("\"outcome\":\"unavailable\""));
+    assert_eq!(
+        text.lines().last().unwrap(),
+        "ok: 8 records, 2 turns, 2 questions, each decided once inside its turn"
+    );
+}
+
+#[test]
+fn log_exits_1_naming_the_first_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(
+        dir.path(),
+        &["ask", "--session", "s", "--agent", "a", "--tool", "bash"],
+    );
+    assert!(out.status.success());
+    let path = log_path(dir.path(), "s");
+    // Drop the decided line (and renumber), leaving an asked without its decision.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut kept: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|v: &serde_json::Value| v["type"] != "approval/decided" && v["type"] != "turn/end")
+        .collect();
+    for (i, v) in kept.iter_mut().enumerate() {
+        v["seq"] = json!(i + 1);
+    }
+    let body: String = kept.iter().map(|v| format!("{v}\n")).collect();
+    std::fs::write(&path, body).unwrap();
+    let out = run(dir.path(), &["log", "s"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("line 2: approval/asked"), "{err}");
+    assert!(err.ends_with("has no approval/decided\n"), "{err}");
+
+    let out = run(dir.path(), &["log", "nobody"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("no session log at"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn help_lists_the_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(dir.path(), &["--help"]);
+    assert!(out.status.success());
+    let text = stdout(&out);
+    assert!(text.contains("ask"), "{text}");
+    assert!(text.contains("log"), "{text}");
+}

@@ -1,0 +1,167 @@
+//! Shared fixtures: a service over a temporary state directory, a store whose writes can be made
+//! to fail or to wait, listeners that count their calls, and readers for the log on disk.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+
+use approval_host::{
+    ApprovalService, Decision, DirStore, Failure, Journal, LogError, OpenedLog, Policy, Question,
+    Store,
+};
+use serde_json::Value;
+
+/// A service over a fresh temporary state directory.
+pub struct Host {
+    pub dir: tempfile::TempDir,
+    pub service: ApprovalService,
+}
+
+impl Host {
+    pub fn new() -> Self {
+        Self::with_policy(Policy::Ask)
+    }
+
+    pub fn with_policy(policy: Policy) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let service = ApprovalService::open_dir(dir.path(), policy);
+        Host { dir, service }
+    }
+
+    /// A new service over the same state directory, as after a restart.
+    pub fn restart(&mut self, policy: Policy) {
+        self.service = ApprovalService::open_dir(self.dir.path(), policy);
+    }
+
+    pub fn events(&self, session: &str) -> Vec<(String, Value)> {
+        events_at(&log_path(self.dir.path(), session))
+    }
+}
+
+pub fn log_path(state_dir: &Path, session: &str) -> PathBuf {
+    DirStore::new(state_dir).session_path(session)
+}
+
+/// Every line of a log as `(type, data)`, asserting the record shape on the way.
+pub fn events_at(path: &Path) -> Vec<(String, Value)> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .enumerate()
+        .map(|(i, line)| {
+            let v: Value = serde_json::from_str(line).unwrap();
+            let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+            assert_eq!(keys, ["seq", "ts", "type", "data"], "line {}", i + 1);
+            assert_eq!(v["seq"], (i + 1) as u64);
+            (v["type"].as_str().unwrap().to_owned(), v["data"].clone())
+        })
+        .collect()
+}
+
+/// The event types of a log, in order.
+pub fn types(events: &[(String, Value)]) -> Vec<&str> {
+    events.iter().map(|(t, _)| t.as_str()).collect()
+}
+
+/// A listener that always answers `decision` and counts its calls.
+pub fn counting(decision: Decision) -> (Arc<AtomicUsize>, impl approval_host::Listener) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = calls.clone();
+    let listener = move |_q: Question| {
+        c.fetch_add(1, Ordering::SeqCst);
+        async move { Ok::<_, Failure>(decision) }
+    };
+    (calls, listener)
+}
+
+/// Controls what [`ControlledStore`]'s journals do.
+#[derive(Default)]
+pub struct Control {
+    /// Journal appends so far (each is one group commit).
+    pub appends: AtomicUsize,
+    /// Appends that succeed before every later one fails; `usize::MAX` never fails.
+    pub fail_after: AtomicUsize,
+    /// While set, an append waits until it is cleared.
+    held: Mutex<bool>,
+    released: Condvar,
+}
+
+/// The error every failing append returns.
+pub const INJECTED: &str = "injected disk failure";
+
+impl Control {
+    pub fn new() -> Arc<Self> {
+        let c = Control::default();
+        c.fail_after.store(usize::MAX, Ordering::SeqCst);
+        Arc::new(c)
+    }
+
+    /// Lets `n` more appends succeed, then fails the rest.
+    pub fn fail_after(&self, n: usize) {
+        let done = self.appends.load(Ordering::SeqCst);
+        self.fail_after.store(done + n, Ordering::SeqCst);
+    }
+
+    pub fn hold(&self) {
+        *self.held.lock().unwrap() = true;
+    }
+
+    pub fn release(&self) {
+        *self.held.lock().unwrap() = false;
+        self.released.notify_all();
+    }
+}
+
+/// The file store, with journals that obey a [`Control`].
+pub struct ControlledStore {
+    pub inner: DirStore,
+    pub control: Arc<Control>,
+}
+
+struct ControlledJournal {
+    inner: Box<dyn Journal>,
+    control: Arc<Control>,
+}
+
+impl Journal for ControlledJournal {
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let mut held = self.control.held.lock().unwrap();
+        while *held {
+            held = self.control.released.wait(held).unwrap();
+        }
+        drop(held);
+        let n = self.control.appends.fetch_add(1, Ordering::SeqCst);
+        if n >= self.control.fail_after.load(Ordering::SeqCst) {
+            return Err(io::Error::new(io::ErrorKind::StorageFull, INJECTED));
+        }
+        self.inner.append(bytes)
+    }
+}
+
+impl Store for ControlledStore {
+    fn open(&self, session: &str) -> Result<OpenedLog, LogError> {
+        let opened = self.inner.open(session)?;
+        Ok(OpenedLog {
+            name: opened.name,
+            records: opened.records,
+            journal: Box::new(ControlledJournal {
+                inner: opened.journal,
+                control: self.control.clone(),
+            }),
+        })
+    }
+}
+
+/// A service whose store obeys the returned control.
+pub fn controlled(policy: Policy) -> (tempfile::TempDir, ApprovalService, Arc<Control>) {
+    let dir = tempfile::tempdir().unwrap();
+    let control = Control::new();
+    let service = ApprovalService::new(
+        ControlledStore {
+            inner: DirStore::new(dir.path()),
+            control: control.clone(),
+        },
+        policy,
+    );
+    (dir, service, control)
+}
