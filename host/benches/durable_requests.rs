@@ -85,7 +85,10 @@ fn main() {
 
     let raw_dir = tempfile::tempdir_in(&base).unwrap();
     let raw = raw_fdatasync_rate(raw_dir.path(), seconds);
-    println!("durable requests (each = asked + decided, both fdatasync'd), {seconds} s per row, in {}", base.display());
+    println!(
+        "durable requests (each = asked + decided, both fdatasync'd), {seconds} s per row, in {}",
+        base.display()
+    );
     println!("{:<34} {:>12}", "scenario", "per second");
     println!("{:<34} {:>12.0}", "raw append + fdatasync (1 writer)", raw);
     for (askers, logs) in [(1, 1), (8, 1), (64, 1), (64, 64)] {
