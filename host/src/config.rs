@@ -1,11 +1,14 @@
-//! The deployment file (TOML): the default approval policy today, plugins later.
+//! The deployment file (TOML): the default approval policy and the plugins, in order.
 //!
-//! Loading is strict: an unknown key or a value outside a vocabulary is an error that names the
-//! file and the field, never a silently ignored setting.
+//! Loading is strict: an unknown key, a value outside a vocabulary, a duplicate plugin name or a
+//! missing file is an error that names the file, the plugin and the field, never a silently
+//! ignored setting. Relative paths are resolved against the deployment file's directory.
 
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use serde::Deserialize;
+use toml::{Table, Value};
 
 use crate::policy::{POLICY_VOCABULARY_ERROR, Policy};
 
@@ -21,12 +24,12 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-    /// The file is not valid TOML for a deployment (an unknown key, a wrong type...).
+    /// The file is not valid TOML.
     #[error("{path}: {message}")]
     Parse {
         /// The file.
         path: PathBuf,
-        /// What the parser said, with the line and the key.
+        /// What the parser said, with the line.
         message: String,
     },
     /// `[approval] policy` is outside the vocabulary.
@@ -37,19 +40,99 @@ pub enum ConfigError {
         /// The refused value.
         value: String,
     },
+    /// A key or value outside a plugin entry's contract.
+    #[error("{path}: {place}: {message}")]
+    Field {
+        /// The file.
+        path: PathBuf,
+        /// Where: `[approval]`, `plugin "name"`, `plugin #2` (when it has no usable name)...
+        place: String,
+        /// The field and what is wrong with it.
+        message: String,
+    },
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawDeployment {
-    #[serde(default)]
-    approval: RawApproval,
+/// Whether a plugin gates (asked before every answerer) or answers (terminal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Asked before every answerer, in file order; decides or delegates.
+    Gate,
+    /// Asked after every gate, in file order.
+    Answerer,
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawApproval {
-    policy: Option<String>,
+impl Role {
+    /// `gate` or `answerer`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Role::Gate => "gate",
+            Role::Answerer => "answerer",
+        }
+    }
+}
+
+/// Whether a healthy instance serves the next decision or each decision gets a fresh one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Isolation {
+    /// Warm reuse of healthy instances (the default: measured ~30× cheaper per decision).
+    Reuse,
+    /// A fresh instance per decision: no state survives between decisions.
+    PerDecision,
+}
+
+impl Isolation {
+    /// `reuse` or `per-decision`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Isolation::Reuse => "reuse",
+            Isolation::PerDecision => "per-decision",
+        }
+    }
+}
+
+/// Default per-decision deadline.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(1000);
+/// Default linear-memory cap, in MiB.
+pub const DEFAULT_MEMORY_MB: u64 = 64;
+
+/// One `[[plugin]]` entry, validated and with paths resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginSpec {
+    /// Unique name, used in logs and audit events.
+    pub name: String,
+    /// The component file.
+    pub path: PathBuf,
+    /// Gate or answerer.
+    pub role: Role,
+    /// The expected SHA-256 of the file (lowercase hex), when pinned.
+    pub sha256: Option<String>,
+    /// Per-decision deadline.
+    pub timeout: Duration,
+    /// Linear-memory cap in bytes.
+    pub memory_bytes: u64,
+    /// Instance reuse.
+    pub isolation: Isolation,
+    /// Strings the plugin reads with `host.config`.
+    pub config: BTreeMap<String, String>,
+    /// Read-only directory grants: guest path → host directory.
+    pub files: Vec<(String, PathBuf)>,
+}
+
+impl PluginSpec {
+    /// A spec with the defaults for everything but name, path and role.
+    pub fn new(name: impl Into<String>, path: impl Into<PathBuf>, role: Role) -> Self {
+        PluginSpec {
+            name: name.into(),
+            path: path.into(),
+            role,
+            sha256: None,
+            timeout: DEFAULT_TIMEOUT,
+            memory_bytes: DEFAULT_MEMORY_MB << 20,
+            isolation: Isolation::Reuse,
+            config: BTreeMap::new(),
+            files: Vec::new(),
+        }
+    }
 }
 
 /// A loaded deployment.
@@ -59,15 +142,211 @@ pub struct Deployment {
     pub path: Option<PathBuf>,
     /// The policy of sessions without their own switch (`ask` when omitted).
     pub default_policy: Policy,
+    /// Plugins in file order (the waterfall puts gates first, then answerers).
+    pub plugins: Vec<PluginSpec>,
+}
+
+const PLUGIN_KEYS: [&str; 9] = [
+    "name",
+    "path",
+    "role",
+    "sha256",
+    "timeout_ms",
+    "memory_mb",
+    "isolation",
+    "config",
+    "files",
+];
+
+struct Ctx<'a> {
+    path: &'a Path,
+    dir: &'a Path,
+}
+
+impl Ctx<'_> {
+    fn err(&self, place: &str, message: impl Into<String>) -> ConfigError {
+        ConfigError::Field {
+            path: self.path.to_owned(),
+            place: place.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    fn resolve(&self, p: &str) -> PathBuf {
+        let p = Path::new(p);
+        if p.is_absolute() {
+            p.to_owned()
+        } else {
+            self.dir.join(p)
+        }
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    v.type_str()
+}
+
+fn string<'v>(ctx: &Ctx, place: &str, key: &str, v: &'v Value) -> Result<&'v str, ConfigError> {
+    v.as_str().ok_or_else(|| {
+        ctx.err(
+            place,
+            format!("{key} must be a string, not {}", type_name(v)),
+        )
+    })
+}
+
+fn positive(ctx: &Ctx, place: &str, key: &str, v: &Value, max: i64) -> Result<u64, ConfigError> {
+    match v.as_integer() {
+        Some(n) if n > 0 && n <= max => Ok(n as u64),
+        Some(n) => Err(ctx.err(place, format!("{key} = {n}: must be between 1 and {max}"))),
+        None => Err(ctx.err(
+            place,
+            format!("{key} must be an integer, not {}", type_name(v)),
+        )),
+    }
+}
+
+fn string_table(
+    ctx: &Ctx,
+    place: &str,
+    key: &str,
+    v: &Value,
+) -> Result<Vec<(String, String)>, ConfigError> {
+    let table = v.as_table().ok_or_else(|| {
+        ctx.err(
+            place,
+            format!("[plugin.{key}] must be a table, not {}", type_name(v)),
+        )
+    })?;
+    table
+        .iter()
+        .map(|(k, v)| {
+            let s = v.as_str().ok_or_else(|| {
+                ctx.err(
+                    place,
+                    format!("{key}.{k} must be a string, not {}", type_name(v)),
+                )
+            })?;
+            Ok((k.clone(), s.to_owned()))
+        })
+        .collect()
+}
+
+fn plugin(ctx: &Ctx, index: usize, entry: &Value) -> Result<PluginSpec, ConfigError> {
+    let numbered = format!("plugin #{}", index + 1);
+    let table = entry
+        .as_table()
+        .ok_or_else(|| ctx.err(&numbered, "each [[plugin]] must be a table"))?;
+    let name = match table.get("name") {
+        None => return Err(ctx.err(&numbered, "name is missing")),
+        Some(v) => string(ctx, &numbered, "name", v)?.to_owned(),
+    };
+    if name.is_empty() || name.chars().any(|c| c.is_control()) {
+        return Err(ctx.err(
+            &numbered,
+            format!("name = {name:?}: must be non-empty, without control characters"),
+        ));
+    }
+    let place = format!("plugin {name:?}");
+    let place = place.as_str();
+    for key in table.keys() {
+        if !PLUGIN_KEYS.contains(&key.as_str()) {
+            return Err(ctx.err(
+                place,
+                format!(
+                    "unknown key {key:?} (expected one of {})",
+                    PLUGIN_KEYS.join(", ")
+                ),
+            ));
+        }
+    }
+    let path = match table.get("path") {
+        None => return Err(ctx.err(place, "path is missing")),
+        Some(v) => ctx.resolve(string(ctx, place, "path", v)?),
+    };
+    if !path.is_file() {
+        return Err(ctx.err(
+            place,
+            format!("path {:?}: no such file", path.display().to_string()),
+        ));
+    }
+    let role = match table.get("role") {
+        None => return Err(ctx.err(place, "role is missing (\"gate\" or \"answerer\")")),
+        Some(v) => match string(ctx, place, "role", v)? {
+            "gate" => Role::Gate,
+            "answerer" => Role::Answerer,
+            other => {
+                return Err(ctx.err(
+                    place,
+                    format!("role = {other:?}: must be \"gate\" or \"answerer\""),
+                ));
+            }
+        },
+    };
+    let mut spec = PluginSpec::new(name, path, role);
+    if let Some(v) = table.get("sha256") {
+        let digest = string(ctx, place, "sha256", v)?;
+        if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(ctx.err(
+                place,
+                format!("sha256 = {digest:?}: must be 64 hexadecimal digits"),
+            ));
+        }
+        spec.sha256 = Some(digest.to_ascii_lowercase());
+    }
+    if let Some(v) = table.get("timeout_ms") {
+        spec.timeout = Duration::from_millis(positive(ctx, place, "timeout_ms", v, 600_000)?);
+    }
+    if let Some(v) = table.get("memory_mb") {
+        spec.memory_bytes = positive(ctx, place, "memory_mb", v, 4096)? << 20;
+    }
+    if let Some(v) = table.get("isolation") {
+        spec.isolation = match string(ctx, place, "isolation", v)? {
+            "reuse" => Isolation::Reuse,
+            "per-decision" => Isolation::PerDecision,
+            other => {
+                return Err(ctx.err(
+                    place,
+                    format!("isolation = {other:?}: must be \"reuse\" or \"per-decision\""),
+                ));
+            }
+        };
+    }
+    if let Some(v) = table.get("config") {
+        spec.config = string_table(ctx, place, "config", v)?.into_iter().collect();
+    }
+    if let Some(v) = table.get("files") {
+        for (guest, host) in string_table(ctx, place, "files", v)? {
+            if !guest.starts_with('/') {
+                return Err(ctx.err(
+                    place,
+                    format!("files.{guest:?}: the guest path must be absolute"),
+                ));
+            }
+            let host = ctx.resolve(&host);
+            if !host.is_dir() {
+                return Err(ctx.err(
+                    place,
+                    format!(
+                        "files.{guest:?} = {:?}: no such directory",
+                        host.display().to_string()
+                    ),
+                ));
+            }
+            spec.files.push((guest, host));
+        }
+    }
+    Ok(spec)
 }
 
 impl Deployment {
-    /// The embedded default: policy `ask` and no answerer, so every request settles
-    /// `unavailable` (fail-closed without configuration).
+    /// The embedded default: policy `ask` and no plugin, so every request settles `unavailable`
+    /// (fail-closed without configuration).
     pub fn embedded() -> Self {
         Deployment {
             path: None,
             default_policy: Policy::Ask,
+            plugins: Vec::new(),
         }
     }
 
@@ -80,22 +359,71 @@ impl Deployment {
         Self::parse(path, &text)
     }
 
-    /// Parses deployment text; `path` names it in errors.
+    /// Parses deployment text; `path` names it in errors and anchors relative paths.
     pub fn parse(path: &Path, text: &str) -> Result<Self, ConfigError> {
-        let raw: RawDeployment = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: path.to_owned(),
-            message: e.to_string().trim_end().to_owned(),
-        })?;
-        let default_policy = match raw.approval.policy {
-            None => Policy::Ask,
-            Some(value) => value.parse().map_err(|_| ConfigError::Policy {
+        let doc: Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| ConfigError::Parse {
                 path: path.to_owned(),
-                value,
-            })?,
-        };
+                message: e.to_string().trim_end().to_owned(),
+            })?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let ctx = Ctx { path, dir };
+        let mut default_policy = Policy::Ask;
+        let mut plugins = Vec::new();
+        for (key, value) in &doc {
+            match key.as_str() {
+                "approval" => {
+                    let table = value
+                        .as_table()
+                        .ok_or_else(|| ctx.err("[approval]", "must be a table"))?;
+                    for (k, v) in table {
+                        match k.as_str() {
+                            "policy" => {
+                                let value = string(&ctx, "[approval]", "policy", v)?;
+                                default_policy =
+                                    value.parse().map_err(|_| ConfigError::Policy {
+                                        path: path.to_owned(),
+                                        value: value.to_owned(),
+                                    })?;
+                            }
+                            other => {
+                                return Err(ctx.err(
+                                    "[approval]",
+                                    format!("unknown key {other:?} (expected policy)"),
+                                ));
+                            }
+                        }
+                    }
+                }
+                "plugin" => {
+                    let entries = value.as_array().ok_or_else(|| {
+                        ctx.err("plugin", "must be an array of [[plugin]] tables")
+                    })?;
+                    let mut names = HashSet::new();
+                    for (i, entry) in entries.iter().enumerate() {
+                        let spec = plugin(&ctx, i, entry)?;
+                        if !names.insert(spec.name.clone()) {
+                            return Err(ctx.err(
+                                &format!("plugin {:?}", spec.name),
+                                "name is used by an earlier plugin; names must be unique",
+                            ));
+                        }
+                        plugins.push(spec);
+                    }
+                }
+                other => {
+                    return Err(ctx.err(
+                        "top level",
+                        format!("unknown key {other:?} (expected [approval] or [[plugin]])"),
+                    ));
+                }
+            }
+        }
         Ok(Deployment {
             path: Some(path.to_owned()),
             default_policy,
+            plugins,
         })
     }
 }

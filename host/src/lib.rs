@@ -31,6 +31,7 @@
 //! ```
 
 pub mod agent;
+pub mod bundled;
 pub mod check;
 pub mod config;
 pub mod error;
@@ -38,6 +39,7 @@ pub mod event;
 pub mod fold;
 pub mod log;
 pub mod outcome;
+pub mod plugin;
 pub mod policy;
 pub mod service;
 mod session;
@@ -45,9 +47,10 @@ pub mod store;
 pub mod waterfall;
 
 pub use agent::Agent;
-pub use config::{ConfigError, Deployment};
+pub use config::{ConfigError, Deployment, Isolation, PluginSpec, Role};
 pub use error::{ApprovalError, LogError};
 pub use outcome::{Decision, Failure, FailureKind, Outcome};
+pub use plugin::{Mounted, Plugin, PluginError, PluginHost};
 pub use policy::Policy;
 pub use service::{ApprovalRequest, ApprovalService};
 pub use store::{DirStore, Journal, OpenedLog, Store};

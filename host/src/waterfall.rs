@@ -108,6 +108,16 @@ impl Question {
         self.inner.reason.as_deref()
     }
 
+    /// The JSON arguments of the call `call_id` as the asking session recorded them in its
+    /// `tool/call` event, or `None`.
+    pub fn call_arguments(&self, call_id: &str) -> Option<serde_json::Value> {
+        self.inner
+            .agent
+            .session()
+            .log
+            .with_fold(|f| f.call_arguments(call_id).cloned())
+    }
+
     /// Fires when the question is cancelled (by the asker, or because its turn ended). Once it
     /// fires, any answer is discarded.
     pub fn cancelled(&self) -> &CancellationToken {

@@ -7,9 +7,15 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+mod demo;
+
 use approval_host::check::check_file;
+use approval_host::plugin::inspect::inspect_bytes;
 use approval_host::store::validate_session_id;
-use approval_host::{ApprovalRequest, ApprovalService, Deployment, DirStore};
+use approval_host::{
+    ApprovalRequest, ApprovalService, Deployment, DirStore, Mounted, PluginError, PluginHost,
+    PluginSpec, Role,
+};
 use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
@@ -18,14 +24,10 @@ use tokio_util::sync::CancellationToken;
 #[derive(Parser, Debug)]
 #[command(name = "approval-host", version, about, long_about = None)]
 struct Cli {
-    /// Where session logs live (`<DIR>/sessions/<session>.jsonl`).
-    #[arg(
-        long,
-        global = true,
-        value_name = "DIR",
-        default_value = ".approval-host"
-    )]
-    state_dir: PathBuf,
+    /// Where session logs live (`<DIR>/sessions/<session>.jsonl`) [default: .approval-host;
+    /// for `demo`, a fresh temporary directory].
+    #[arg(long, global = true, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
 
     #[command(subcommand)]
     command: Command,
@@ -54,13 +56,27 @@ enum Command {
         /// A human-readable reason shown to the answerer.
         #[arg(long, value_name = "R")]
         reason: Option<String>,
-        /// The deployment file (TOML).
+        /// The deployment file (TOML): default policy and plugins.
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
+        /// The call's JSON arguments, recorded as its `tool/call` event first so gates can read
+        /// them (needs --call-id).
+        #[arg(long, value_name = "JSON", requires = "call_id")]
+        arguments: Option<String>,
         /// Print `{"outcome":"..."}` instead of the bare outcome.
         #[arg(long)]
         json: bool,
     },
+    /// Check whether a component fits the plugin world (approval:plugin/answerer@0.1.x): its
+    /// exports, its imports (only the host interface and WASI 0.2) and its API version. Exits 1
+    /// with the exact mismatch.
+    Check {
+        /// The component file.
+        plugin: PathBuf,
+    },
+    /// Run the main job on the embedded default: a bundled deployment of the example plugins and
+    /// scripted requests that show every outcome, each with its audit trail.
+    Demo,
     /// Print a session log readably and check it: every approval/asked has exactly one
     /// approval/decided, all inside turns. Exits 1 naming the first problem.
     Log {
@@ -87,7 +103,10 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             eprintln!("approval-host: {err:#}");
-            if err.is::<UsageError>() || err.is::<approval_host::ConfigError>() {
+            if err.is::<UsageError>()
+                || err.is::<approval_host::ConfigError>()
+                || err.is::<clap::Error>()
+            {
                 ExitCode::from(2)
             } else {
                 ExitCode::from(1)
@@ -96,7 +115,13 @@ fn main() -> ExitCode {
     }
 }
 
+const DEFAULT_STATE_DIR: &str = ".approval-host";
+
 fn run(cli: Cli) -> Result<ExitCode> {
+    let state_dir = cli
+        .state_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR));
     match cli.command {
         Command::Ask {
             session,
@@ -105,25 +130,35 @@ fn run(cli: Cli) -> Result<ExitCode> {
             call_id,
             reason,
             config,
+            arguments,
             json,
         } => {
             validate_session_id(&session).map_err(|e| UsageError(e.to_string()))?;
             if tool.is_empty() {
                 return Err(UsageError("--tool must not be empty".to_owned()).into());
             }
+            let arguments = arguments
+                .map(|a| {
+                    serde_json::from_str::<serde_json::Value>(&a)
+                        .map_err(|e| UsageError(format!("--arguments is not JSON: {e}")))
+                })
+                .transpose()?;
             let deployment = match &config {
                 Some(path) => Deployment::load(path)?,
                 None => Deployment::embedded(),
             };
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             let outcome = runtime.block_on(ask(
-                &cli.state_dir,
+                &state_dir,
                 &deployment,
-                &session,
-                &agent,
-                &tool,
-                call_id,
-                reason,
+                Ask {
+                    session: &session,
+                    agent: &agent,
+                    tool: &tool,
+                    call_id,
+                    reason,
+                    arguments,
+                },
             ))?;
             if json {
                 println!("{}", serde_json::json!({ "outcome": outcome.as_str() }));
@@ -134,27 +169,107 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Log { session } => {
             validate_session_id(&session).map_err(|e| UsageError(e.to_string()))?;
-            print_log(&DirStore::new(&cli.state_dir).session_path(&session))
+            print_log(&DirStore::new(&state_dir).session_path(&session))
+        }
+        Command::Check { plugin } => check(&plugin),
+        Command::Demo => {
+            let temp;
+            let dir = match &cli.state_dir {
+                Some(dir) => dir.clone(),
+                None => {
+                    temp = tempfile::tempdir().context("creating a state directory")?;
+                    temp.path().to_owned()
+                }
+            };
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            runtime.block_on(demo::run(&dir))?;
+            Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Loads a deployment's plugins; a plugin that cannot load is the deployment's fault (exit 2).
+fn mount(
+    service: &ApprovalService,
+    deployment: &Deployment,
+) -> Result<Option<(PluginHost, Mounted)>> {
+    if deployment.plugins.is_empty() {
+        return Ok(None);
+    }
+    let host = PluginHost::new()?;
+    let mounted = Mounted::load(service, &host, deployment).map_err(|e| {
+        let file = deployment
+            .path
+            .as_ref()
+            .map_or_else(String::new, |p| format!("{}: ", p.display()));
+        UsageError(format!("{file}{e}"))
+    })?;
+    Ok(Some((host, mounted)))
+}
+
+fn check(path: &Path) -> Result<ExitCode> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let host = PluginHost::new()?;
+    let name = path
+        .file_stem()
+        .map_or_else(|| "plugin".to_owned(), |s| s.to_string_lossy().into_owned());
+    let spec = PluginSpec::new(name, path, Role::Gate);
+    match host.load_bytes(&spec, &bytes) {
+        Ok(plugin) => {
+            let inspection = inspect_bytes(host.engine(), &bytes).map_err(anyhow::Error::msg)?;
+            println!(
+                "{}: fits approval:plugin/answerer@{}",
+                path.display(),
+                plugin.api_version()
+            );
+            println!("  exports: {}", inspection.exports.join(", "));
+            println!("  imports: {}", inspection.imports.join(", "));
+            println!("  sha256:  {}", plugin.digest());
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(PluginError::Component { reason, .. }) => {
+            println!("{}: {reason}", path.display());
+            Ok(ExitCode::from(1))
+        }
+        Err(other) => Err(other.into()),
+    }
+}
+
+struct Ask<'a> {
+    session: &'a str,
+    agent: &'a str,
+    tool: &'a str,
+    call_id: Option<String>,
+    reason: Option<String>,
+    arguments: Option<serde_json::Value>,
 }
 
 async fn ask(
     state_dir: &Path,
     deployment: &Deployment,
-    session: &str,
-    agent: &str,
-    tool: &str,
-    call_id: Option<String>,
-    reason: Option<String>,
+    ask: Ask<'_>,
 ) -> Result<approval_host::Outcome> {
+    let Ask {
+        session,
+        agent,
+        tool,
+        call_id,
+        reason,
+        arguments,
+    } = ask;
     let service = ApprovalService::open_dir(state_dir, deployment.default_policy);
+    let _plugins = mount(&service, deployment)?;
     let agent = service.agent(session, agent).await?;
     if service.turn_open(session).await? {
         tracing::warn!(session, "closing a turn left open by an interrupted run");
         service.end_turn(session).await?;
     }
     service.start_turn(session).await?;
+    if let (Some(arguments), Some(call_id)) = (arguments, &call_id) {
+        service
+            .record_tool_call(&agent, call_id, tool, arguments)
+            .await?;
+    }
     let cancel = CancellationToken::new();
     let on_interrupt = cancel.clone();
     tokio::spawn(async move {

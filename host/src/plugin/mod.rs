@@ -1,0 +1,464 @@
+//! Answerers and gates as sandboxed WebAssembly components.
+//!
+//! A [`PluginHost`] owns one wasmtime engine (component model, Cranelift, epoch interruption with a
+//! running ticker) and the linker for each plugin API version it serves. [`PluginHost::load`]
+//! reads a component, checks its pinned digest, compiles it and pre-links it against the world it
+//! was built for, so a component that does not fit is refused at load, never at decision time.
+//! A loaded [`Plugin`] is a waterfall [`Listener`]: each decision runs on a blocking thread under
+//! a deadline, a memory cap and a stack limit, in an instance that is dropped after any failure
+//! (and, with `isolation = "per-decision"`, after every decision). Any failure settles the request
+//! `unavailable` and stops the waterfall.
+//!
+//! Modules: [`engine`] (engine and ticker), `limits` (caps and failure classes), `sandbox`
+//! (the WASI a plugin gets), `v0_1` (API 0.1 bindings), [`inspect`] (what a component imports
+//! and exports, for `approval-host check`).
+
+pub mod engine;
+pub mod inspect;
+mod limits;
+mod sandbox;
+mod v0_1;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::Linker;
+use wasmtime::{Engine, Store, UpdateDeadline};
+
+use crate::config::{Deployment, Isolation, PluginSpec, Role};
+use crate::outcome::{Decision, Failure, FailureKind};
+use crate::service::ApprovalService;
+use crate::waterfall::{Listener, ListenerFuture, Position, Question, Registration, Scope};
+use limits::Stop;
+use sandbox::{PluginState, Shared};
+
+/// Severity of a plugin's log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LogLevel {
+    /// Finest detail.
+    Trace,
+    /// Debugging detail.
+    Debug,
+    /// Normal operation (and the guest's stdout).
+    Info,
+    /// Something unexpected (and the guest's stderr).
+    Warn,
+    /// A failure.
+    Error,
+}
+
+/// Where plugin log lines (host `log` calls, stdout, stderr) go, tagged with the plugin's name.
+pub trait LogSink: Send + Sync + 'static {
+    /// Records one line.
+    fn log(&self, plugin: &str, level: LogLevel, message: &str);
+}
+
+/// The default sink: the host's `tracing` log, with a `plugin` field.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TracingSink;
+
+impl LogSink for TracingSink {
+    fn log(&self, plugin: &str, level: LogLevel, message: &str) {
+        match level {
+            LogLevel::Trace => tracing::trace!(plugin, "{message}"),
+            LogLevel::Debug => tracing::debug!(plugin, "{message}"),
+            LogLevel::Info => tracing::info!(plugin, "{message}"),
+            LogLevel::Warn => tracing::warn!(plugin, "{message}"),
+            LogLevel::Error => tracing::error!(plugin, "{message}"),
+        }
+    }
+}
+
+/// A plugin that could not be loaded. Each names the plugin and the field at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    /// The engine could not start.
+    #[error("starting the WebAssembly engine: {0}")]
+    Engine(String),
+    /// The component file could not be read.
+    #[error("plugin {name:?}: path {path:?}: {source}")]
+    Read {
+        /// The plugin.
+        name: String,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file's SHA-256 is not the pinned one.
+    #[error(
+        "plugin {name:?}: sha256: the file's digest is {actual}, but the deployment pins {expected}"
+    )]
+    Digest {
+        /// The plugin.
+        name: String,
+        /// The pinned digest.
+        expected: String,
+        /// The file's digest.
+        actual: String,
+    },
+    /// The file is not a component that implements a served world.
+    #[error("plugin {name:?}: path {path:?}: {reason}")]
+    Component {
+        /// The plugin.
+        name: String,
+        /// The file.
+        path: PathBuf,
+        /// The exact mismatch.
+        reason: String,
+    },
+    /// A granted directory could not be opened.
+    #[error("plugin {name:?}: {reason}")]
+    Grant {
+        /// The plugin.
+        name: String,
+        /// Which grant and why.
+        reason: String,
+    },
+}
+
+struct HostInner {
+    engine: Engine,
+    linker_v0_1: Linker<PluginState>,
+    sink: Arc<dyn LogSink>,
+    _ticker: engine::Ticker,
+}
+
+/// The WebAssembly plugin host: one engine, shared by every plugin it loads.
+#[derive(Clone)]
+pub struct PluginHost {
+    inner: Arc<HostInner>,
+}
+
+impl std::fmt::Debug for PluginHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginHost").finish_non_exhaustive()
+    }
+}
+
+/// Lowercase hex SHA-256 of `bytes`: a component's version digest.
+pub fn digest(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+impl PluginHost {
+    /// A host whose plugins log through `tracing`.
+    pub fn new() -> Result<Self, PluginError> {
+        Self::with_log_sink(Arc::new(TracingSink))
+    }
+
+    /// A host whose plugins log to `sink`.
+    pub fn with_log_sink(sink: Arc<dyn LogSink>) -> Result<Self, PluginError> {
+        let engine =
+            Engine::new(&engine::config()).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+            .and_then(|()| v0_1::add_to_linker(&mut linker))
+            .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        let ticker = engine::Ticker::start(engine.clone())
+            .map_err(|e| PluginError::Engine(format!("epoch ticker: {e}")))?;
+        Ok(PluginHost {
+            inner: Arc::new(HostInner {
+                engine,
+                linker_v0_1: linker,
+                sink,
+                _ticker: ticker,
+            }),
+        })
+    }
+
+    /// The engine plugins are compiled for.
+    pub fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    /// Reads, verifies, compiles and pre-links the plugin `spec` names.
+    pub fn load(&self, spec: &PluginSpec) -> Result<Arc<Plugin>, PluginError> {
+        let bytes = std::fs::read(&spec.path).map_err(|source| PluginError::Read {
+            name: spec.name.clone(),
+            path: spec.path.clone(),
+            source,
+        })?;
+        self.load_bytes(spec, &bytes)
+    }
+
+    /// [`PluginHost::load`] for a component already in memory (`spec.path` names it in errors).
+    pub fn load_bytes(&self, spec: &PluginSpec, bytes: &[u8]) -> Result<Arc<Plugin>, PluginError> {
+        let actual = digest(bytes);
+        if let Some(expected) = &spec.sha256
+            && *expected != actual
+        {
+            return Err(PluginError::Digest {
+                name: spec.name.clone(),
+                expected: expected.clone(),
+                actual,
+            });
+        }
+        let component_error = |reason: String| PluginError::Component {
+            name: spec.name.clone(),
+            path: spec.path.clone(),
+            reason,
+        };
+        let inspection = inspect::inspect_bytes(self.engine(), bytes).map_err(component_error)?;
+        let template = v0_1::Template::new(&self.inner.linker_v0_1, &inspection.component)
+            .map_err(|e| {
+                component_error(format!("does not implement {}: {e:#}", inspect::WORLD))
+            })?;
+        let shared = Arc::new(Shared {
+            spec: spec.clone(),
+            sink: self.inner.sink.clone(),
+        });
+        // Open the grants once now, so a bad grant is a load error, not a decision failure.
+        PluginState::new(shared.clone()).map_err(|reason| PluginError::Grant {
+            name: spec.name.clone(),
+            reason,
+        })?;
+        Ok(Arc::new(Plugin {
+            host: self.clone(),
+            shared,
+            digest: actual,
+            api_version: inspection.api_version,
+            template,
+            idle: Mutex::new(Vec::new()),
+        }))
+    }
+}
+
+/// A store with a live instance in it.
+struct Live {
+    store: Store<PluginState>,
+    instance: v0_1::Instance,
+}
+
+/// Most idle instances kept per plugin under `isolation = "reuse"`.
+const MAX_IDLE: usize = 64;
+
+/// A loaded plugin: a pre-linked template and its idle instances.
+pub struct Plugin {
+    host: PluginHost,
+    shared: Arc<Shared>,
+    digest: String,
+    api_version: String,
+    template: v0_1::Template,
+    idle: Mutex<Vec<Live>>,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin")
+            .field("name", &self.shared.spec.name)
+            .field("role", &self.shared.spec.role)
+            .field("digest", &self.digest)
+            .finish_non_exhaustive()
+    }
+}
+
+fn arm(store: &mut Store<PluginState>, question: &Question, deadline: Instant) {
+    let state = store.data_mut();
+    state.deadline = deadline;
+    state.cancel = Some(question.cancelled().clone());
+    state.stopped = None;
+    state.question = Some(question.clone());
+    store.set_epoch_deadline(1);
+}
+
+impl Plugin {
+    /// The plugin's name.
+    pub fn name(&self) -> &str {
+        &self.shared.spec.name
+    }
+
+    /// Gate or answerer.
+    pub fn role(&self) -> Role {
+        self.shared.spec.role
+    }
+
+    /// The spec it was loaded from.
+    pub fn spec(&self) -> &PluginSpec {
+        &self.shared.spec
+    }
+
+    /// The SHA-256 of the component: its version digest.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// The plugin API version the component was built against, e.g. `0.1.0`.
+    pub fn api_version(&self) -> &str {
+        &self.api_version
+    }
+
+    /// Idle instances kept for reuse.
+    pub fn idle_instances(&self) -> usize {
+        self.idle.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    fn fresh(&self, question: &Question, deadline: Instant) -> Result<Live, Failure> {
+        let state = PluginState::new(self.shared.clone())
+            .map_err(|reason| Failure::error(format!("preparing the sandbox: {reason}")))?;
+        let mut store = Store::new(&self.host.inner.engine, state);
+        store.limiter(|s| &mut s.limits);
+        store.epoch_deadline_callback(|mut ctx| {
+            let state = ctx.data_mut();
+            let stop = if state.cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
+                Some(Stop::Cancelled)
+            } else if Instant::now() >= state.deadline {
+                Some(Stop::Deadline)
+            } else {
+                None
+            };
+            match stop {
+                Some(stop) => {
+                    state.stopped = Some(stop);
+                    Ok(UpdateDeadline::Interrupt)
+                }
+                None => Ok(UpdateDeadline::Continue(1)),
+            }
+        });
+        // Instantiation runs guest code (start functions): armed like a call.
+        arm(&mut store, question, deadline);
+        match self.template.instantiate(&mut store) {
+            Ok(instance) => Ok(Live { store, instance }),
+            Err(e) => {
+                let s = store.data();
+                Err(limits::classify(&e, s.stopped, s.limits.memory_hit))
+            }
+        }
+    }
+
+    /// Runs one decision on the calling (blocking) thread.
+    fn decide_blocking(&self, question: &Question) -> Result<Decision, Failure> {
+        let deadline = Instant::now() + self.shared.spec.timeout;
+        let reuse = self.shared.spec.isolation == Isolation::Reuse;
+        let idle = if reuse {
+            self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop()
+        } else {
+            None
+        };
+        let mut live = match idle {
+            Some(live) => live,
+            None => self.fresh(question, deadline)?,
+        };
+        arm(&mut live.store, question, deadline);
+        let result = live.instance.decide(&mut live.store, question);
+        live.store.data_mut().question = None;
+        match result {
+            Ok(decision) => {
+                if reuse {
+                    let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+                    if idle.len() < MAX_IDLE {
+                        idle.push(live);
+                    }
+                }
+                Ok(decision)
+            }
+            // The instance is dropped here: a failed instance is never entered again.
+            Err(e) => {
+                let s = live.store.data();
+                Err(limits::classify(&e, s.stopped, s.limits.memory_hit))
+            }
+        }
+    }
+
+    /// Decides `question` on a blocking thread, so a slow plugin never stalls other requests.
+    pub async fn decide(self: &Arc<Self>, question: Question) -> Result<Decision, Failure> {
+        let plugin = self.clone();
+        match tokio::task::spawn_blocking(move || plugin.decide_blocking(&question)).await {
+            Ok(result) => result,
+            Err(e) => Err(Failure::new(FailureKind::Panic, e.to_string())),
+        }
+    }
+
+    /// This plugin as a waterfall listener.
+    pub fn listener(self: &Arc<Self>) -> impl Listener + use<> {
+        PluginListener(self.clone())
+    }
+}
+
+struct PluginListener(Arc<Plugin>);
+
+impl Listener for PluginListener {
+    fn decide(&self, question: Question) -> ListenerFuture {
+        let plugin = self.0.clone();
+        Box::pin(async move { plugin.decide(question).await })
+    }
+}
+
+/// Plugins registered on a service, in waterfall order. Dropping it unloads them all.
+#[derive(Default)]
+pub struct Mounted {
+    entries: Vec<(Arc<Plugin>, Registration)>,
+}
+
+impl std::fmt::Debug for Mounted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.entries.iter().map(|(p, _)| p.name()))
+            .finish()
+    }
+}
+
+impl Mounted {
+    /// Registers `plugins` on `service`: gates in front, in the given order, ahead of every
+    /// listener already registered; answerers at the back, in the given order.
+    pub fn mount(service: &ApprovalService, plugins: Vec<Arc<Plugin>>) -> Mounted {
+        let mut entries: Vec<(Arc<Plugin>, Registration)> = Vec::new();
+        let gates: Vec<_> = plugins.iter().filter(|p| p.role() == Role::Gate).collect();
+        // Prepending in reverse leaves the gates in file order at the front.
+        for plugin in gates.into_iter().rev() {
+            let reg = service.register(
+                plugin.name(),
+                Scope::Global,
+                Position::Front,
+                plugin.listener(),
+            );
+            entries.push((plugin.clone(), reg));
+        }
+        entries.reverse();
+        for plugin in plugins.iter().filter(|p| p.role() == Role::Answerer) {
+            let reg = service.register(
+                plugin.name(),
+                Scope::Global,
+                Position::Back,
+                plugin.listener(),
+            );
+            entries.push((plugin.clone(), reg));
+        }
+        Mounted { entries }
+    }
+
+    /// Loads every plugin of `deployment` (all or nothing: a deployment that cannot load one of
+    /// its plugins must not run without it) and mounts them on `service`.
+    pub fn load(
+        service: &ApprovalService,
+        host: &PluginHost,
+        deployment: &Deployment,
+    ) -> Result<Mounted, PluginError> {
+        let plugins = deployment
+            .plugins
+            .iter()
+            .map(|spec| host.load(spec))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Mounted::mount(service, plugins))
+    }
+
+    /// The mounted plugins, in waterfall order.
+    pub fn plugins(&self) -> impl Iterator<Item = &Arc<Plugin>> {
+        self.entries.iter().map(|(p, _)| p)
+    }
+
+    /// Unloads the plugin named `name`: its listener is gone from the next request on, while a
+    /// decision already running finishes on the instance it started on. Returns whether it was
+    /// mounted.
+    pub fn unload(&mut self, name: &str) -> bool {
+        let before = self.entries.len();
+        self.entries.retain(|(p, _)| p.name() != name);
+        before != self.entries.len()
+    }
+}

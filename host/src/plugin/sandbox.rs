@@ -1,0 +1,176 @@
+//! The locked-down WASI a plugin gets, and the per-store state the host keeps for it.
+//!
+//! No environment variables, no arguments, no stdin, no sockets, no name lookup, and no
+//! directory but the read-only ones the deployment grants. Stdout and stderr are written to the
+//! host log line by line, tagged with the plugin's name. Clocks and random are left as WASI
+//! provides them.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio_util::sync::CancellationToken;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use super::limits::{Limits, Stop};
+use super::{LogLevel, LogSink};
+use crate::config::PluginSpec;
+use crate::waterfall::Question;
+
+/// Longest log line kept from a guest; the rest is cut, so a chatty guest cannot flood the log.
+pub(crate) const MAX_LOG_LINE: usize = 4096;
+
+/// What every store of one plugin shares.
+pub(crate) struct Shared {
+    pub(crate) spec: PluginSpec,
+    pub(crate) sink: Arc<dyn LogSink>,
+}
+
+impl Shared {
+    pub(crate) fn log(&self, level: LogLevel, message: &str) {
+        let cut = if message.len() > MAX_LOG_LINE {
+            let mut end = MAX_LOG_LINE;
+            while !message.is_char_boundary(end) {
+                end -= 1;
+            }
+            &message[..end]
+        } else {
+            message
+        };
+        self.sink.log(&self.spec.name, level, cut);
+    }
+}
+
+/// The host side of one plugin store.
+pub(crate) struct PluginState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) question: Option<Question>,
+    pub(crate) limits: Limits,
+    pub(crate) deadline: Instant,
+    pub(crate) cancel: Option<CancellationToken>,
+    pub(crate) stopped: Option<Stop>,
+}
+
+impl WasiView for PluginState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl PluginState {
+    pub(crate) fn new(shared: Arc<Shared>) -> Result<PluginState, String> {
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stdout(LogOutput {
+            shared: shared.clone(),
+            level: LogLevel::Info,
+        })
+        .stderr(LogOutput {
+            shared: shared.clone(),
+            level: LogLevel::Warn,
+        })
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false)
+        .socket_addr_check(|_, _| Box::pin(async { false }))
+        // Decisions run on blocking threads, so file access may block them directly.
+        .allow_blocking_current_thread(true);
+        for (guest, host) in &shared.spec.files {
+            wasi.preopened_dir(host, guest, FsPerms::ReadOnly)
+                .map_err(|e| {
+                    format!("files.{guest:?} = {:?}: {e:#}", host.display().to_string())
+                })?;
+        }
+        Ok(PluginState {
+            wasi: wasi.build(),
+            table: ResourceTable::new(),
+            limits: Limits {
+                memory_cap: usize::try_from(shared.spec.memory_bytes).unwrap_or(usize::MAX),
+                memory_hit: false,
+            },
+            shared,
+            question: None,
+            deadline: Instant::now(),
+            cancel: None,
+            stopped: None,
+        })
+    }
+}
+
+/// A guest's stdout or stderr, as host log lines.
+#[derive(Clone)]
+struct LogOutput {
+    shared: Arc<Shared>,
+    level: LogLevel,
+}
+
+impl IsTerminal for LogOutput {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for LogOutput {
+    fn p2_stream(&self) -> Box<dyn OutputStream> {
+        Box::new(LineWriter {
+            out: self.clone(),
+            buf: Vec::new(),
+        })
+    }
+
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        // Only WASI 0.2 guests are served; a 0.3 stream would be discarded.
+        Box::new(tokio::io::sink())
+    }
+}
+
+struct LineWriter {
+    out: LogOutput,
+    buf: Vec<u8>,
+}
+
+impl LineWriter {
+    fn emit(&mut self, upto: usize) {
+        let line: Vec<u8> = self.buf.drain(..upto).collect();
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim_end_matches(['\n', '\r']);
+        self.out.shared.log(self.out.level, text);
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for LineWriter {
+    async fn ready(&mut self) {}
+}
+
+impl OutputStream for LineWriter {
+    fn write(&mut self, bytes: bytes::Bytes) -> StreamResult<()> {
+        self.buf.extend_from_slice(&bytes);
+        while let Some(pos) = self.buf.iter().position(|&b| b == b'\n') {
+            self.emit(pos + 1);
+        }
+        if self.buf.len() > MAX_LOG_LINE {
+            let all = self.buf.len();
+            self.emit(all);
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> StreamResult<()> {
+        if !self.buf.is_empty() {
+            let all = self.buf.len();
+            self.emit(all);
+        }
+        Ok(())
+    }
+
+    fn check_write(&mut self) -> StreamResult<usize> {
+        Ok(64 << 10)
+    }
+}

@@ -1,0 +1,107 @@
+//! Plugin API 0.1 (`approval:plugin@0.1.x`): the bindings, the host functions, and the mapping
+//! between the 0.1 types and the host's. A future API version adds a sibling module; this one
+//! stays so 0.1 plugins keep loading.
+
+use wasmtime::Store;
+use wasmtime::component::{Component, HasSelf, Linker};
+
+use super::LogLevel;
+use super::sandbox::PluginState;
+use crate::outcome::Decision;
+use crate::waterfall::Question;
+
+mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "answerer",
+    });
+}
+
+use bindings::approval::plugin::{host, types};
+
+/// The WIT package this module serves.
+pub(crate) const PACKAGE: &str = "approval:plugin";
+/// The version this module was generated from.
+pub(crate) const VERSION: &str = "0.1.0";
+
+impl types::Host for PluginState {}
+
+impl host::Host for PluginState {
+    fn log(&mut self, level: host::Level, message: String) {
+        let level = match level {
+            host::Level::Trace => LogLevel::Trace,
+            host::Level::Debug => LogLevel::Debug,
+            host::Level::Info => LogLevel::Info,
+            host::Level::Warn => LogLevel::Warn,
+            host::Level::Error => LogLevel::Error,
+        };
+        self.shared.log(level, &message);
+    }
+
+    fn config(&mut self, key: String) -> Option<String> {
+        self.shared.spec.config.get(&key).cloned()
+    }
+
+    fn call_arguments(&mut self, call_id: String) -> Option<String> {
+        self.question
+            .as_ref()?
+            .call_arguments(&call_id)
+            .map(|v| v.to_string())
+    }
+}
+
+/// Adds the 0.1 host interfaces to `linker`.
+pub(crate) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
+    bindings::Answerer::add_to_linker::<PluginState, HasSelf<PluginState>>(linker, |s| s)
+}
+
+/// A compiled, pre-linked 0.1 plugin, ready to instantiate.
+pub(crate) struct Template {
+    pre: bindings::AnswererPre<PluginState>,
+}
+
+/// A live 0.1 instance.
+pub(crate) struct Instance {
+    bindings: bindings::Answerer,
+}
+
+impl Template {
+    /// Links and type-checks `component` against the 0.1 world.
+    pub(crate) fn new(
+        linker: &Linker<PluginState>,
+        component: &Component,
+    ) -> wasmtime::Result<Template> {
+        let pre = linker.instantiate_pre(component)?;
+        Ok(Template {
+            pre: bindings::AnswererPre::new(pre)?,
+        })
+    }
+
+    pub(crate) fn instantiate(&self, store: &mut Store<PluginState>) -> wasmtime::Result<Instance> {
+        Ok(Instance {
+            bindings: self.pre.instantiate(store)?,
+        })
+    }
+}
+
+impl Instance {
+    pub(crate) fn decide(
+        &self,
+        store: &mut Store<PluginState>,
+        question: &Question,
+    ) -> wasmtime::Result<Decision> {
+        let request = types::Request {
+            agent: question.agent().id().to_owned(),
+            session: question.session_id().to_owned(),
+            tool_name: question.tool_name().to_owned(),
+            call_id: question.call_id().map(str::to_owned),
+            reason: question.reason().map(str::to_owned),
+        };
+        Ok(match self.bindings.call_decide(store, &request)? {
+            types::Decision::AllowOnce => Decision::AllowOnce,
+            types::Decision::Reject => Decision::Reject,
+            types::Decision::Cancel => Decision::Cancel,
+            types::Decision::Next => Decision::Next,
+        })
+    }
+}
