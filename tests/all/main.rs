@@ -2,6 +2,8 @@
 
 mod cli;
 mod crash;
+mod fixtures;
+mod plugins;
 mod policy;
 mod seam;
 mod session_log;

@@ -1,0 +1,188 @@
+//! Adversarial plugin components, written as WAT and built into components here with the `wat`
+//! and `wit-component` crates, plus the guests the build made from `plugins/`.
+//!
+//! Every WAT fixture behaves when the tool name is `ok` (answers `allow-once`), and misbehaves
+//! otherwise, so a test can show the plugin serving again after a contained failure.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use approval_host::plugin::{LogLevel, LogSink};
+use tokio::sync::mpsc;
+
+const WIT_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../wit");
+
+/// The core module around `body`, the misbehaviour. `decide` takes the flattened request (12 i32:
+/// agent, session, tool-name as ptr/len, then call-id and reason as tag/ptr/len) and returns the
+/// decision's discriminant.
+fn core_module(imports: &str, body: &str, data: &str) -> String {
+    format!(
+        r#"(module
+  (import "approval:plugin/host@0.1.0" "log" (func $log (param i32 i32 i32)))
+  {imports}
+  (memory (export "memory") 1)
+  (global $heap (mut i32) (i32.const 4096))
+  (data (i32.const 16) "looping")
+  (data (i32.const 32) "\ff\fe\fd")
+  {data}
+  (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32)
+    (local $ptr i32)
+    (local.set $ptr (i32.and (i32.add (global.get $heap) (i32.const 7)) (i32.const -8)))
+    (global.set $heap (i32.add (local.get $ptr) (local.get 3)))
+    (if (i32.gt_u (global.get $heap) (i32.mul (memory.size) (i32.const 65536)))
+      (then (drop (memory.grow (i32.const 1)))))
+    (local.get $ptr))
+  (func $recurse (param i32) (result i32)
+    (i32.add (call $recurse (i32.add (local.get 0) (i32.const 1))) (local.get 0)))
+  (func (export "decide")
+    (param i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32) (result i32)
+    (if (i32.eq (local.get 5) (i32.const 2)) (then (return (i32.const 0))))
+    {body})
+)"#
+    )
+}
+
+fn encode(module: &str, wit: Option<&str>, world: &str) -> Vec<u8> {
+    let mut module = wat::parse_str(module).unwrap();
+    let mut resolve = wit_parser::Resolve::default();
+    let (pkg, _) = resolve.push_dir(WIT_DIR).unwrap();
+    let main = match wit {
+        Some(text) => resolve.push_str("fixture.wit", text).unwrap(),
+        None => pkg,
+    };
+    let world = resolve.select_world(&[main], Some(world)).unwrap();
+    wit_component::embed_component_metadata(
+        &mut module,
+        &resolve,
+        world,
+        wit_component::StringEncoding::UTF8,
+    )
+    .unwrap();
+    wit_component::ComponentEncoder::default()
+        .module(&module)
+        .unwrap()
+        .validate(true)
+        .encode()
+        .unwrap()
+}
+
+/// A component of the answerer world that misbehaves with `body`.
+pub fn answerer(body: &str) -> Vec<u8> {
+    encode(&core_module("", body, ""), None, "answerer")
+}
+
+pub fn trap() -> Vec<u8> {
+    answerer("unreachable")
+}
+
+/// Logs "looping", then spins forever.
+pub fn endless_loop() -> Vec<u8> {
+    answerer(
+        "(call $log (i32.const 2) (i32.const 16) (i32.const 7))
+         (loop $spin (br $spin))
+         (i32.const 0)",
+    )
+}
+
+/// Grows memory until the cap stops it (a failed grow that did not trap would spin to the
+/// deadline instead, and the test would see `timeout`).
+pub fn memory_bomb() -> Vec<u8> {
+    answerer(
+        "(loop $grow (drop (memory.grow (i32.const 16))) (br $grow))
+         (i32.const 0)",
+    )
+}
+
+pub fn stack_overflow() -> Vec<u8> {
+    answerer("(call $recurse (i32.const 0))")
+}
+
+pub fn bad_discriminant() -> Vec<u8> {
+    answerer("(i32.const 7)")
+}
+
+/// Passes the host a string that points past the end of memory.
+pub fn out_of_bounds() -> Vec<u8> {
+    answerer(
+        "(call $log (i32.const 2) (i32.const 65500) (i32.const 4096))
+         (i32.const 0)",
+    )
+}
+
+/// Passes the host bytes that are not UTF-8.
+pub fn invalid_utf8() -> Vec<u8> {
+    answerer(
+        "(call $log (i32.const 2) (i32.const 32) (i32.const 3))
+         (i32.const 0)",
+    )
+}
+
+/// Exports `decide` with another signature than the world's.
+pub fn wrong_export_signature() -> Vec<u8> {
+    let wit = "package test:wrong;
+        world answerer { export decide: func(tool: string) -> u32; }";
+    let module = r#"(module
+      (memory (export "memory") 1)
+      (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32) (i32.const 1024))
+      (func (export "decide") (param i32 i32) (result i32) (i32.const 0)))"#;
+    encode(module, Some(wit), "answerer")
+}
+
+/// Imports an interface the host does not provide.
+pub fn foreign_import() -> Vec<u8> {
+    let wit = "package test:fixtures;
+        interface socket { connect: func(addr: string); }
+        world answerer {
+          use approval:plugin/types@0.1.0.{request, decision};
+          import approval:plugin/host@0.1.0;
+          import socket;
+          export decide: func(request: request) -> decision;
+        }";
+    let module = core_module(
+        r#"(import "test:fixtures/socket" "connect" (func $connect (param i32 i32)))"#,
+        "(call $connect (i32.const 16) (i32.const 7)) (i32.const 0)",
+        "",
+    );
+    encode(&module, Some(wit), "answerer")
+}
+
+/// Writes `bytes` to a file in `dir` and returns its path.
+pub fn write(dir: &std::path::Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+/// A log sink that keeps every line and forwards it to a channel.
+#[derive(Clone)]
+pub struct Captured {
+    pub lines: Arc<Mutex<Vec<(String, LogLevel, String)>>>,
+    tx: mpsc::UnboundedSender<String>,
+}
+
+impl Captured {
+    pub fn new() -> (Captured, mpsc::UnboundedReceiver<String>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (
+            Captured {
+                lines: Arc::default(),
+                tx,
+            },
+            rx,
+        )
+    }
+
+    pub fn lines(&self) -> Vec<(String, LogLevel, String)> {
+        self.lines.lock().unwrap().clone()
+    }
+}
+
+impl LogSink for Captured {
+    fn log(&self, plugin: &str, level: LogLevel, message: &str) {
+        self.lines
+            .lock()
+            .unwrap()
+            .push((plugin.to_owned(), level, message.to_owned()));
+        let _ = self.tx.send(message.to_owned());
+    }
+}
