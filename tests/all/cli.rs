@@ -155,7 +155,10 @@ fn an_unknown_config_key_exits_2_naming_the_key_and_the_file() {
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
     assert!(err.contains(&config.display().to_string()), "{err}");
-    assert!(err.contains("unknown field `polcy`"), "{err}");
+    assert!(
+        err.contains("[approval]: unknown key \"polcy\" (expected policy)"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -269,4 +272,237 @@ fn help_lists_the_commands() {
     let text = stdout(&out);
     assert!(text.contains("ask"), "{text}");
     assert!(text.contains("log"), "{text}");
+}
+
+fn deployment(dir: &Path, extra: &str) -> std::path::PathBuf {
+    use approval_host::bundled;
+    let config = dir.join("deploy.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[[plugin]]
+name = "allow-tools"
+path = {allow:?}
+role = "gate"
+[plugin.config]
+tools = "read,grep"
+
+[[plugin]]
+name = "deny-commands"
+path = {deny:?}
+role = "gate"
+[plugin.config]
+patterns = "rm -rf,curl "
+
+[[plugin]]
+name = "reject-all"
+path = {reject:?}
+role = "answerer"
+{extra}
+"#,
+            allow = bundled::ALLOW_TOOLS_PATH,
+            deny = bundled::DENY_COMMANDS_PATH,
+            reject = bundled::REJECT_ALL_PATH,
+        ),
+    )
+    .unwrap();
+    config
+}
+
+#[test]
+fn ask_runs_the_example_plugins_and_gates_read_the_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = deployment(dir.path(), "");
+    let config = config.to_str().unwrap();
+    let cases = [
+        (vec!["--tool", "read"], "allowed-once"),
+        (
+            vec![
+                "--tool",
+                "bash",
+                "--call-id",
+                "c1",
+                "--arguments",
+                r#"{"command":"rm -rf /"}"#,
+            ],
+            "rejected",
+        ),
+        (
+            vec![
+                "--tool",
+                "bash",
+                "--call-id",
+                "c2",
+                "--arguments",
+                r#"{"command":"ls"}"#,
+            ],
+            "rejected",
+        ),
+    ];
+    for (args, expected) in cases {
+        let mut all = vec!["ask", "--session", "s", "--agent", "a", "--config", config];
+        all.extend(args.iter().copied());
+        let out = run(dir.path(), &all);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(stdout(&out).trim(), expected, "{args:?}");
+    }
+    let events = events_at(&log_path(dir.path(), "s"));
+    let decided: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|(t, _)| t == "approval/decided")
+        .map(|(_, d)| d)
+        .collect();
+    let answerers: Vec<&str> = decided
+        .iter()
+        .map(|d| d["answerer"].as_str().unwrap())
+        .collect();
+    assert_eq!(answerers, ["allow-tools", "deny-commands", "reject-all"]);
+    let call = events.iter().find(|(t, _)| t == "tool/call").unwrap();
+    assert_eq!(
+        call.1,
+        json!({"callId": "c1", "name": "bash", "arguments": {"command": "rm -rf /"}})
+    );
+    let out = run(dir.path(), &["log", "s"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn arguments_need_a_call_id_and_valid_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = ["ask", "--session", "s", "--agent", "a", "--tool", "bash"];
+    let mut args = base.to_vec();
+    args.extend(["--arguments", "{}"]);
+    let out = run(dir.path(), &args);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--call-id"), "{}", stderr(&out));
+    let mut args = base.to_vec();
+    args.extend(["--call-id", "c", "--arguments", "{nope"]);
+    let out = run(dir.path(), &args);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--arguments is not JSON"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_plugin_that_does_not_load_exits_2_naming_the_file_and_the_plugin() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.wasm");
+    std::fs::write(&bad, wat::parse_str("(module)").unwrap()).unwrap();
+    let config = deployment(
+        dir.path(),
+        &format!(
+            "[[plugin]]\nname = \"broken\"\npath = {:?}\nrole = \"gate\"\n",
+            bad.display().to_string()
+        ),
+    );
+    let out = run(
+        dir.path(),
+        &[
+            "ask",
+            "--session",
+            "s",
+            "--agent",
+            "a",
+            "--tool",
+            "read",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with(&format!(
+            "approval-host: {}: plugin \"broken\": path ",
+            config.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("core WebAssembly module, not a component"),
+        "{err}"
+    );
+    assert!(
+        !log_path(dir.path(), "s").exists(),
+        "nothing ran without the gate"
+    );
+}
+
+#[test]
+fn check_reports_fit_and_exact_mismatches() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(
+        dir.path(),
+        &["check", approval_host::bundled::DENY_COMMANDS_PATH],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains(": fits approval:plugin/answerer@0.1.0\n"),
+        "{text}"
+    );
+    assert!(text.contains("  exports: decide\n"), "{text}");
+    assert!(text.contains("approval:plugin/host@0.1.0"), "{text}");
+
+    let foreign = crate::fixtures::write(
+        dir.path(),
+        "foreign.wasm",
+        &crate::fixtures::foreign_import(),
+    );
+    let out = run(dir.path(), &["check", foreign.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stdout(&out),
+        format!(
+            "{}: imports `test:fixtures/socket`, which the host does not provide (only approval:plugin/host, approval:plugin/types at 0.1.x, and WASI 0.2)\n",
+            foreign.display()
+        )
+    );
+    let wrong = crate::fixtures::write(
+        dir.path(),
+        "wrong.wasm",
+        &crate::fixtures::wrong_export_signature(),
+    );
+    let out = run(dir.path(), &["check", wrong.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains("does not implement approval:plugin/answerer@0.1.x"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn demo_shows_every_outcome_with_its_audit_trail() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(dir.path(), &["demo"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let outcomes: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("  => "))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            "allowed-once",
+            "rejected",
+            "rejected",
+            "cancelled",
+            "unavailable",
+            "rejected"
+        ]
+    );
+    assert_eq!(text.matches("approval/asked").count(), 6, "{text}");
+    assert_eq!(text.matches("approval/decided").count(), 6, "{text}");
+    assert!(text.contains("\"answerer\":\"allow-tools\""), "{text}");
+    assert!(text.contains("\"answerer\":\"deny-commands\""), "{text}");
+    assert!(text.contains("\"answerer\":\"reject-all\""), "{text}");
+    // The demo used the state directory it was given, and its log checks clean.
+    let out = run(dir.path(), &["log", "demo"]);
+    assert!(out.status.success(), "{}", stderr(&out));
 }

@@ -2,6 +2,7 @@
 
 mod cli;
 mod crash;
+mod deployment;
 mod fixtures;
 mod plugins;
 mod policy;

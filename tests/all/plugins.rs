@@ -250,7 +250,8 @@ async fn the_sandbox_lends_only_what_the_deployment_grants() {
     // (probe config, grant, expected: allow-once when the attempt worked, rejected when it failed)
     let secret = outside.path().join("secret.txt");
     let secret = secret.to_str().unwrap();
-    let cases: Vec<(&str, Vec<(&str, &str)>, bool, Outcome)> = vec![
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, bool, Outcome);
+    let cases: Vec<Case> = vec![
         (
             "granted-read",
             vec![("probe", "read"), ("path", "/rules/allowed.txt")],
