@@ -380,6 +380,7 @@ impl ApprovalService {
                 call_id,
                 reason,
                 ask_cancel.clone(),
+                cancel.clone(),
             );
             let caller = match &cancel {
                 Some(token) => Either::Left(token.cancelled()),
@@ -393,8 +394,13 @@ impl ApprovalService {
                     ask_cancel.cancel();
                     Settled::plain(Outcome::Cancelled)
                 }
-                // Losing the race drops the waterfall future: a late answer is discarded.
-                settled = waterfall.run(&question) => settled,
+                // Losing the race drops the waterfall future: a late answer is discarded. A
+                // listener that blocked through the cancellation also answers late.
+                settled = waterfall.run(&question) => if question.is_cancelled() {
+                    Settled::plain(Outcome::Cancelled)
+                } else {
+                    settled
+                },
             }
         };
 

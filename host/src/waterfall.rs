@@ -49,6 +49,7 @@ struct QuestionInner {
     call_id: Option<String>,
     reason: Option<String>,
     cancel: CancellationToken,
+    caller: Option<CancellationToken>,
 }
 
 /// What a listener is asked: the request's identity, without tool arguments. Cheap to clone.
@@ -65,6 +66,7 @@ impl Question {
         call_id: Option<String>,
         reason: Option<String>,
         cancel: CancellationToken,
+        caller: Option<CancellationToken>,
     ) -> Self {
         Question {
             inner: Arc::new(QuestionInner {
@@ -74,6 +76,7 @@ impl Question {
                 call_id,
                 reason,
                 cancel,
+                caller,
             }),
         }
     }
@@ -118,10 +121,25 @@ impl Question {
             .with_fold(|f| f.call_arguments(call_id).cloned())
     }
 
-    /// Fires when the question is cancelled (by the asker, or because its turn ended). Once it
-    /// fires, any answer is discarded.
-    pub fn cancelled(&self) -> &CancellationToken {
-        &self.inner.cancel
+    /// Whether the question was cancelled (by the asker, by the caller leaving, or because its
+    /// turn ended). Once it is, any answer is discarded. Cheap: a listener that blocks should
+    /// check it.
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.cancel.is_cancelled()
+            || self.inner.caller.as_ref().is_some_and(|c| c.is_cancelled())
+    }
+
+    /// Completes when the question is cancelled.
+    pub async fn cancelled(&self) {
+        match &self.inner.caller {
+            Some(caller) => {
+                tokio::select! {
+                    () = self.inner.cancel.cancelled() => {}
+                    () = caller.cancelled() => {}
+                }
+            }
+            None => self.inner.cancel.cancelled().await,
+        }
     }
 }
 

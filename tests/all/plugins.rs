@@ -449,6 +449,15 @@ async fn example_plugins_decide_in_deployment_order() {
 
 #[tokio::test]
 async fn a_slow_plugin_never_stalls_other_requests_and_cancellation_stops_it() {
+    slow_plugin_case().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_plugin_never_stalls_other_requests_on_a_multi_threaded_runtime() {
+    slow_plugin_case().await;
+}
+
+async fn slow_plugin_case() {
     let mut rig = rig().await;
     let spinner = rig.load("spinner", &fixtures::endless_loop(), |s| {
         s.timeout = Duration::from_secs(30)
@@ -482,6 +491,15 @@ async fn a_slow_plugin_never_stalls_other_requests_and_cancellation_stops_it() {
     assert!(!slow.is_finished(), "the spinning plugin is still running");
     token.cancel();
     assert_eq!(slow.await.unwrap().unwrap(), Outcome::Cancelled);
+    // The guest was stopped, not left spinning until its 30 s deadline: the next request on the
+    // same plugin gets a fresh instance and runs (and spins) again.
+    let token = CancellationToken::new();
+    let service = rig.host.service.clone();
+    let req = ApprovalRequest::new(&slow_agent, "bash").cancel(token.clone());
+    let again = tokio::spawn(async move { service.request(req).await });
+    assert_eq!(rig.logged.recv().await.unwrap(), "looping");
+    token.cancel();
+    assert_eq!(again.await.unwrap().unwrap(), Outcome::Cancelled);
 }
 
 #[tokio::test]

@@ -323,7 +323,7 @@ fn answers_late(
         async move {
             started.send("started").unwrap();
             let _dropped = Notify(started);
-            q.cancelled().cancelled().await;
+            q.cancelled().await;
             // The service has normally dropped this future by now; if not, it must ignore `late`.
             late
         }

@@ -262,7 +262,6 @@ impl std::fmt::Debug for Plugin {
 fn arm(store: &mut Store<PluginState>, question: &Question, deadline: Instant) {
     let state = store.data_mut();
     state.deadline = deadline;
-    state.cancel = Some(question.cancelled().clone());
     state.stopped = None;
     state.question = Some(question.clone());
     store.set_epoch_deadline(1);
@@ -306,7 +305,7 @@ impl Plugin {
         store.limiter(|s| &mut s.limits);
         store.epoch_deadline_callback(|mut ctx| {
             let state = ctx.data_mut();
-            let stop = if state.cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
+            let stop = if state.question.as_ref().is_some_and(Question::is_cancelled) {
                 Some(Stop::Cancelled)
             } else if Instant::now() >= state.deadline {
                 Some(Stop::Deadline)
@@ -366,8 +365,16 @@ impl Plugin {
         }
     }
 
-    /// Decides `question` on a blocking thread, so a slow plugin never stalls other requests.
+    /// Decides `question` off the async workers, so a slow plugin never stalls other requests:
+    /// in place on a multi-threaded runtime (its other tasks move to another worker), else on a
+    /// blocking thread. Cancellation reaches the guest through the epoch callback either way.
     pub async fn decide(self: &Arc<Self>, question: Question) -> Result<Decision, Failure> {
+        use tokio::runtime::{Handle, RuntimeFlavor};
+        let multi_thread =
+            Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
+        if multi_thread {
+            return tokio::task::block_in_place(|| self.decide_blocking(&question));
+        }
         let plugin = self.clone();
         match tokio::task::spawn_blocking(move || plugin.decide_blocking(&question)).await {
             Ok(result) => result,

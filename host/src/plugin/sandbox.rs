@@ -8,7 +8,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use tokio_util::sync::CancellationToken;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
@@ -51,7 +50,6 @@ pub(crate) struct PluginState {
     pub(crate) question: Option<Question>,
     pub(crate) limits: Limits,
     pub(crate) deadline: Instant,
-    pub(crate) cancel: Option<CancellationToken>,
     pub(crate) stopped: Option<Stop>,
 }
 
@@ -97,7 +95,6 @@ impl PluginState {
             shared,
             question: None,
             deadline: Instant::now(),
-            cancel: None,
             stopped: None,
         })
     }

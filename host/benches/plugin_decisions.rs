@@ -1,0 +1,225 @@
+//! Decision latency through WebAssembly gates against the same logic as native listeners, warm
+//! instance reuse against a fresh instance per decision, and decisions per second with 64
+//! concurrent askers.
+//!
+//! The session log here discards its bytes (a journal that does not write), so the figures are
+//! the seam and the plugins alone; `durable_requests` measures the disk. Each scenario asks
+//! through N gates: N-1 `allow-tools` gates that delegate (`next`) and a last one that grants.
+//! Run: `cargo bench -p approval-host --bench plugin_decisions` (`BENCH_SAMPLES`, default 2000).
+
+use std::io;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use approval_host::config::{Isolation, PluginSpec, Role};
+use approval_host::store::{Journal, OpenedLog, Store};
+use approval_host::{
+    Agent, ApprovalRequest, ApprovalService, Decision, Failure, LogError, Mounted, Outcome,
+    PluginHost, Policy, Position, Question, Registration, Scope, bundled,
+};
+
+/// A store whose journals accept every batch without writing it.
+struct NullStore;
+
+struct NullJournal;
+
+impl Journal for NullJournal {
+    fn append(&mut self, _bytes: &[u8]) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Store for NullStore {
+    fn open(&self, session: &str) -> Result<OpenedLog, LogError> {
+        Ok(OpenedLog {
+            name: format!("null:{session}"),
+            records: Vec::new(),
+            journal: Box::new(NullJournal),
+        })
+    }
+}
+
+fn gate_spec(i: usize, grants: bool, isolation: Isolation) -> PluginSpec {
+    let mut spec = PluginSpec::new(format!("gate-{i}"), bundled::ALLOW_TOOLS_PATH, Role::Gate);
+    spec.isolation = isolation;
+    spec.config.insert(
+        "tools".into(),
+        if grants { "read,bash" } else { "read,grep" }.into(),
+    );
+    spec
+}
+
+enum Kind {
+    Wasm(Isolation),
+    Native,
+}
+
+/// Registers `n` gates of `kind`, the last of which grants `bash`.
+fn mount(
+    service: &ApprovalService,
+    host: &PluginHost,
+    n: usize,
+    kind: &Kind,
+) -> Vec<Box<dyn std::any::Any>> {
+    let mut keep: Vec<Box<dyn std::any::Any>> = Vec::new();
+    match kind {
+        Kind::Wasm(isolation) => {
+            let plugins = (0..n)
+                .map(|i| host.load(&gate_spec(i, i == n - 1, *isolation)).unwrap())
+                .collect();
+            keep.push(Box::new(Mounted::mount(service, plugins)));
+        }
+        Kind::Native => {
+            for i in 0..n {
+                let tools: Vec<String> = gate_spec(i, i == n - 1, Isolation::Reuse).config["tools"]
+                    .split(',')
+                    .map(|t| t.trim().to_owned())
+                    .collect();
+                let reg: Registration = service.register(
+                    format!("native-{i}"),
+                    Scope::Global,
+                    Position::Back,
+                    move |q: Question| {
+                        let listed = tools.iter().any(|t| t == q.tool_name());
+                        async move {
+                            Ok::<_, Failure>(if listed {
+                                Decision::AllowOnce
+                            } else {
+                                Decision::Next
+                            })
+                        }
+                    },
+                );
+                keep.push(Box::new(reg));
+            }
+        }
+    }
+    keep
+}
+
+async fn latencies(service: &ApprovalService, agent: &Agent, samples: usize) -> Vec<Duration> {
+    for _ in 0..samples / 10 {
+        service
+            .request(ApprovalRequest::new(agent, "bash"))
+            .await
+            .unwrap();
+    }
+    let mut out = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        let start = Instant::now();
+        let outcome = service
+            .request(ApprovalRequest::new(agent, "bash"))
+            .await
+            .unwrap();
+        out.push(start.elapsed());
+        assert_eq!(outcome, Outcome::AllowedOnce);
+    }
+    out.sort();
+    out
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+async fn throughput(service: &ApprovalService, agent: &Agent, askers: usize, seconds: f64) -> f64 {
+    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..askers)
+        .map(|_| {
+            let service = service.clone();
+            let agent = agent.clone();
+            tokio::spawn(async move {
+                let mut n = 0u64;
+                while Instant::now() < deadline {
+                    service
+                        .request(ApprovalRequest::new(&agent, "bash"))
+                        .await
+                        .unwrap();
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap();
+    }
+    total as f64 / start.elapsed().as_secs_f64()
+}
+
+fn main() {
+    let samples: usize = std::env::var("BENCH_SAMPLES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2000);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let host = PluginHost::new().unwrap();
+    runtime.block_on(async {
+        println!("decision latency per request (seam + gates, log discarded), {samples} samples");
+        println!("{:<36} {:>10} {:>10}", "scenario", "median µs", "p99 µs");
+        let scenarios: Vec<(String, usize, Kind)> = vec![
+            ("1 native gate".into(), 1, Kind::Native),
+            ("1 wasm gate, reuse".into(), 1, Kind::Wasm(Isolation::Reuse)),
+            (
+                "1 wasm gate, per-decision".into(),
+                1,
+                Kind::Wasm(Isolation::PerDecision),
+            ),
+            ("4 native gates".into(), 4, Kind::Native),
+            (
+                "4 wasm gates, reuse".into(),
+                4,
+                Kind::Wasm(Isolation::Reuse),
+            ),
+            (
+                "4 wasm gates, per-decision".into(),
+                4,
+                Kind::Wasm(Isolation::PerDecision),
+            ),
+            ("16 native gates".into(), 16, Kind::Native),
+            (
+                "16 wasm gates, reuse".into(),
+                16,
+                Kind::Wasm(Isolation::Reuse),
+            ),
+            (
+                "16 wasm gates, per-decision".into(),
+                16,
+                Kind::Wasm(Isolation::PerDecision),
+            ),
+        ];
+        for (label, n, kind) in &scenarios {
+            let service = ApprovalService::new(NullStore, Policy::Ask);
+            let _keep = mount(&service, &host, *n, kind);
+            let agent = service.agent("bench", "a").await.unwrap();
+            service.start_turn("bench").await.unwrap();
+            let l = latencies(&service, &agent, samples).await;
+            println!(
+                "{label:<36} {:>10.1} {:>10.1}",
+                micros(l[l.len() / 2]),
+                micros(l[l.len() * 99 / 100])
+            );
+        }
+        println!();
+        println!("{:<36} {:>10}", "64 concurrent askers", "decisions/s");
+        for (label, n, kind) in [
+            ("4 native gates", 4, Kind::Native),
+            ("4 wasm gates, reuse", 4, Kind::Wasm(Isolation::Reuse)),
+            (
+                "4 wasm gates, per-decision",
+                4,
+                Kind::Wasm(Isolation::PerDecision),
+            ),
+        ] {
+            let service = ApprovalService::new(NullStore, Policy::Ask);
+            let _keep = mount(&service, &host, n, &kind);
+            let agent = service.agent("bench", "a").await.unwrap();
+            service.start_turn("bench").await.unwrap();
+            let rate = throughput(&service, &agent, 64, 2.0).await;
+            println!("{label:<36} {rate:>10.0}");
+        }
+        let _ = Arc::new(());
+    });
+}
