@@ -8,7 +8,6 @@
 //! Run: `cargo bench -p approval-host --bench plugin_decisions` (`BENCH_SAMPLES`, default 2000).
 
 use std::io;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use approval_host::config::{Isolation, PluginSpec, Role};
@@ -149,6 +148,38 @@ async fn throughput(service: &ApprovalService, agent: &Agent, askers: usize, sec
     total as f64 / start.elapsed().as_secs_f64()
 }
 
+/// A component whose `decide` spins until its deadline.
+fn spinner_component() -> Vec<u8> {
+    let mut module = wat::parse_str(
+        r#"(module
+          (memory (export "memory") 1)
+          (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32) (i32.const 1024))
+          (func (export "decide") (param i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32)
+            (result i32)
+            (loop $spin (br $spin))
+            (i32.const 0)))"#,
+    )
+    .unwrap();
+    let mut resolve = wit_parser::Resolve::default();
+    let (pkg, _) = resolve
+        .push_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../wit"))
+        .unwrap();
+    let world = resolve.select_world(&[pkg], Some("answerer")).unwrap();
+    wit_component::embed_component_metadata(
+        &mut module,
+        &resolve,
+        world,
+        wit_component::StringEncoding::UTF8,
+    )
+    .unwrap();
+    wit_component::ComponentEncoder::default()
+        .module(&module)
+        .unwrap()
+        .validate(true)
+        .encode()
+        .unwrap()
+}
+
 fn main() {
     let samples: usize = std::env::var("BENCH_SAMPLES")
         .ok()
@@ -220,6 +251,45 @@ fn main() {
             let rate = throughput(&service, &agent, 64, 2.0).await;
             println!("{label:<36} {rate:>10.0}");
         }
-        let _ = Arc::new(());
+        // The same 4 reuse gates while 8 decisions spin in a slow plugin (scoped to another
+        // agent) for the whole measurement: the fast path must not stall behind them.
+        let service = ApprovalService::new(NullStore, Policy::Ask);
+        let _keep = mount(&service, &host, 4, &Kind::Wasm(Isolation::Reuse));
+        let dir = tempfile::tempdir().unwrap();
+        let spinner = dir.path().join("spinner.wasm");
+        std::fs::write(&spinner, spinner_component()).unwrap();
+        let mut spec = PluginSpec::new("spinner", &spinner, Role::Answerer);
+        spec.timeout = Duration::from_secs(5);
+        let spinner = host.load(&spec).unwrap();
+        let slow_agent = service.agent("slow", "s").await.unwrap();
+        service.start_turn("slow").await.unwrap();
+        let _slow = service.register(
+            "spinner",
+            Scope::Agent(slow_agent.clone()),
+            Position::Front,
+            spinner.listener(),
+        );
+        let slow: Vec<_> = (0..8)
+            .map(|_| {
+                let service = service.clone();
+                let agent = slow_agent.clone();
+                tokio::spawn(async move {
+                    service
+                        .request(ApprovalRequest::new(&agent, "bash"))
+                        .await
+                        .unwrap()
+                })
+            })
+            .collect();
+        let agent = service.agent("bench", "a").await.unwrap();
+        service.start_turn("bench").await.unwrap();
+        let rate = throughput(&service, &agent, 64, 2.0).await;
+        let still_spinning = slow.iter().filter(|t| !t.is_finished()).count();
+        println!("{:<36} {rate:>10.0}", "4 wasm gates, reuse, 8 slow beside");
+        println!("  ({still_spinning} of 8 slow decisions were still running when it ended)");
+        service.end_turn("slow").await.unwrap();
+        for t in slow {
+            assert_eq!(t.await.unwrap(), Outcome::Cancelled);
+        }
     });
 }
