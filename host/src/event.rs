@@ -99,6 +99,9 @@ pub struct Decided {
     /// The listener that decided, when one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answerer: Option<String>,
+    /// The SHA-256 of the plugin version that decided or failed, for plugins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
     /// What failed, when a contained failure settled the question.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<FailureRecord>,
@@ -299,6 +302,7 @@ mod tests {
                 id: "q".into(),
                 outcome: Outcome::Cancelled,
                 answerer: None,
+                digest: None,
                 failure: None,
             }),
         );

@@ -420,6 +420,7 @@ impl ApprovalService {
                 id,
                 outcome: settled.outcome,
                 answerer,
+                digest: settled.version,
                 failure,
             }))
             .await?;
@@ -437,6 +438,7 @@ async fn settle_interrupted(log: &SessionLog) -> Result<(), LogError> {
             id: q.id,
             outcome: Outcome::Unavailable,
             answerer: None,
+            digest: None,
             failure: Some(FailureRecord {
                 plugin: None,
                 kind: FailureKind::Interrupted,

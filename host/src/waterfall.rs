@@ -30,6 +30,13 @@ pub type ListenerFuture = Pin<Box<dyn Future<Output = Result<Decision, Failure>>
 pub trait Listener: Send + Sync + 'static {
     /// Decides `question`, or says [`Decision::Next`].
     fn decide(&self, question: Question) -> ListenerFuture;
+
+    /// Like [`Listener::decide`], also naming the version of the listener that will answer (a
+    /// plugin's digest), for the audit. A listener whose version can change between calls takes
+    /// its snapshot here.
+    fn decide_versioned(&self, question: Question) -> (Option<String>, ListenerFuture) {
+        (None, self.decide(question))
+    }
 }
 
 impl<F, Fut> Listener for F
@@ -169,12 +176,16 @@ pub enum Scope {
 pub enum Position {
     /// Before every listener registered so far: for decide-or-delegate gates.
     Front,
-    /// After every listener registered so far: for the terminal answerer.
+    /// After every listener registered so far with `Front` or `Back`: for terminal answerers.
     Back,
+    /// After everything, and kept behind `Back` listeners registered later: for fallback
+    /// answerers such as a connected client.
+    Last,
 }
 
 struct Entry {
     id: u64,
+    last: bool,
     name: String,
     scope: Option<Weak<AgentInner>>,
     listener: Arc<dyn Listener>,
@@ -251,6 +262,8 @@ pub struct Settled {
     pub outcome: Outcome,
     /// The listener that decided, if one did.
     pub answerer: Option<String>,
+    /// The version (digest) of the listener that decided or failed, when it has one.
+    pub version: Option<String>,
     /// The listener that failed and how, if one did.
     pub failure: Option<(String, Failure)>,
 }
@@ -261,6 +274,7 @@ impl Settled {
         Settled {
             outcome,
             answerer: None,
+            version: None,
             failure: None,
         }
     }
@@ -301,11 +315,22 @@ impl Waterfall {
         position: Position,
         listener: Arc<dyn Listener>,
     ) -> Registration {
-        let name = name.into();
         let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
+        self.insert(&mut entries, name.into(), scope, position, listener)
+    }
+
+    fn insert(
+        &self,
+        entries: &mut Entries,
+        name: String,
+        scope: Scope,
+        position: Position,
+        listener: Arc<dyn Listener>,
+    ) -> Registration {
         entries.next_id += 1;
         let entry = Arc::new(Entry {
             id: entries.next_id,
+            last: position == Position::Last,
             name: name.clone(),
             scope: match scope {
                 Scope::Global => None,
@@ -316,13 +341,43 @@ impl Waterfall {
         let id = entry.id;
         match position {
             Position::Front => entries.list.insert(0, entry),
-            Position::Back => entries.list.push(entry),
+            Position::Back => {
+                let at = entries
+                    .list
+                    .iter()
+                    .position(|e| e.last)
+                    .unwrap_or(entries.list.len());
+                entries.list.insert(at, entry);
+            }
+            Position::Last => entries.list.push(entry),
         }
         Registration {
             id,
             name,
             entries: Arc::downgrade(&self.entries),
         }
+    }
+
+    /// Removes `remove` and adds `add` (in order) as one change: no request sees the waterfall
+    /// between the two, so swapping a gate never leaves a moment without it.
+    pub fn swap(
+        &self,
+        remove: Vec<Registration>,
+        add: Vec<(String, Scope, Position, Arc<dyn Listener>)>,
+    ) -> Vec<Registration> {
+        let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
+        let ids: Vec<u64> = remove.iter().map(|r| r.id).collect();
+        entries.list.retain(|e| !ids.contains(&e.id));
+        let added = add
+            .into_iter()
+            .map(|(name, scope, position, listener)| {
+                self.insert(&mut entries, name, scope, position, listener)
+            })
+            .collect();
+        drop(entries);
+        // Their entries are gone already; dropping them now is a no-op.
+        drop(remove);
+        added
     }
 
     /// The registered listeners' names, in the order they are asked.
@@ -344,10 +399,14 @@ impl Waterfall {
         };
         for entry in snapshot {
             // A panic may come from building the future or from polling it; both are contained.
+            let mut version = None;
             let answer = match std::panic::catch_unwind(AssertUnwindSafe(|| {
-                entry.listener.decide(question.clone())
+                entry.listener.decide_versioned(question.clone())
             })) {
-                Ok(future) => AssertUnwindSafe(future).catch_unwind().await,
+                Ok((v, future)) => {
+                    version = v;
+                    AssertUnwindSafe(future).catch_unwind().await
+                }
                 Err(payload) => Err(payload),
             };
             let failure = match answer {
@@ -357,6 +416,7 @@ impl Waterfall {
                     return Settled {
                         outcome,
                         answerer: Some(entry.name.clone()),
+                        version,
                         failure: None,
                     };
                 }
@@ -367,6 +427,7 @@ impl Waterfall {
             return Settled {
                 outcome: Outcome::Unavailable,
                 answerer: None,
+                version,
                 failure: Some((entry.name.clone(), failure)),
             };
         }

@@ -6,6 +6,7 @@ mod deployment;
 mod fixtures;
 mod plugins;
 mod policy;
+mod reload;
 mod seam;
 mod session_log;
 mod support;

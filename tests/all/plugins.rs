@@ -88,7 +88,7 @@ async fn contained(name: &str, bytes: Vec<u8>, kind: &str, tweak: impl FnOnce(&m
     let decided = rig.last_decided();
     assert_eq!(
         decided,
-        json!({"id": decided["id"], "outcome": "unavailable",
+        json!({"id": decided["id"], "outcome": "unavailable", "digest": plugin.digest(),
                "failure": {"plugin": name, "kind": kind}}),
         "{name}"
     );

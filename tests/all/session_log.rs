@@ -28,6 +28,7 @@ fn decided(id: &str) -> Event {
         id: id.into(),
         outcome: Outcome::Rejected,
         answerer: None,
+        digest: None,
         failure: None,
     })
 }

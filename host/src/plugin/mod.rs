@@ -16,8 +16,13 @@
 pub mod engine;
 pub mod inspect;
 mod limits;
+pub mod mount;
 mod sandbox;
+pub mod slot;
 mod v0_1;
+
+pub use mount::{Mounted, PluginStatus, ReloadReport};
+pub use slot::{Counters, QuarantinePolicy, Slot, SlotState};
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -27,10 +32,9 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::Linker;
 use wasmtime::{Engine, Store, UpdateDeadline};
 
-use crate::config::{Deployment, Isolation, PluginSpec, Role};
+use crate::config::{Isolation, PluginSpec, Role};
 use crate::outcome::{Decision, Failure, FailureKind};
-use crate::service::ApprovalService;
-use crate::waterfall::{Listener, ListenerFuture, Position, Question, Registration, Scope};
+use crate::waterfall::{Listener, ListenerFuture, Question};
 use limits::Stop;
 use sandbox::{PluginState, Shared};
 
@@ -394,78 +398,5 @@ impl Listener for PluginListener {
     fn decide(&self, question: Question) -> ListenerFuture {
         let plugin = self.0.clone();
         Box::pin(async move { plugin.decide(question).await })
-    }
-}
-
-/// Plugins registered on a service, in waterfall order. Dropping it unloads them all.
-#[derive(Default)]
-pub struct Mounted {
-    entries: Vec<(Arc<Plugin>, Registration)>,
-}
-
-impl std::fmt::Debug for Mounted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list()
-            .entries(self.entries.iter().map(|(p, _)| p.name()))
-            .finish()
-    }
-}
-
-impl Mounted {
-    /// Registers `plugins` on `service`: gates in front, in the given order, ahead of every
-    /// listener already registered; answerers at the back, in the given order.
-    pub fn mount(service: &ApprovalService, plugins: Vec<Arc<Plugin>>) -> Mounted {
-        let mut entries: Vec<(Arc<Plugin>, Registration)> = Vec::new();
-        let gates: Vec<_> = plugins.iter().filter(|p| p.role() == Role::Gate).collect();
-        // Prepending in reverse leaves the gates in file order at the front.
-        for plugin in gates.into_iter().rev() {
-            let reg = service.register(
-                plugin.name(),
-                Scope::Global,
-                Position::Front,
-                plugin.listener(),
-            );
-            entries.push((plugin.clone(), reg));
-        }
-        entries.reverse();
-        for plugin in plugins.iter().filter(|p| p.role() == Role::Answerer) {
-            let reg = service.register(
-                plugin.name(),
-                Scope::Global,
-                Position::Back,
-                plugin.listener(),
-            );
-            entries.push((plugin.clone(), reg));
-        }
-        Mounted { entries }
-    }
-
-    /// Loads every plugin of `deployment` (all or nothing: a deployment that cannot load one of
-    /// its plugins must not run without it) and mounts them on `service`.
-    pub fn load(
-        service: &ApprovalService,
-        host: &PluginHost,
-        deployment: &Deployment,
-    ) -> Result<Mounted, PluginError> {
-        let plugins = deployment
-            .plugins
-            .iter()
-            .map(|spec| host.load(spec))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Mounted::mount(service, plugins))
-    }
-
-    /// The mounted plugins, in waterfall order.
-    pub fn plugins(&self) -> impl Iterator<Item = &Arc<Plugin>> {
-        self.entries.iter().map(|(p, _)| p)
-    }
-
-    /// Unloads the plugin named `name`: its listener is gone from the next request on, while a
-    /// decision already running finishes on the instance it started on. Returns whether it was
-    /// mounted.
-    pub fn unload(&mut self, name: &str) -> bool {
-        let before = self.entries.len();
-        self.entries.retain(|(p, _)| p.name() != name);
-        before != self.entries.len()
     }
 }
