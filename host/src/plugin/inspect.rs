@@ -44,6 +44,16 @@ fn served(name: &str) -> bool {
 /// Compiles `bytes` and checks that its imports and exports fit a served world. The error is the
 /// exact mismatch, in words a plugin author can act on.
 pub fn inspect_bytes(engine: &Engine, bytes: &[u8]) -> Result<Inspection, String> {
+    inspect_with(engine, bytes, || Component::new(engine, bytes))
+}
+
+/// [`inspect_bytes`] with the component obtained by `compile` (from a compiled cache, say), once
+/// `bytes` are known to be a component.
+pub fn inspect_with(
+    engine: &Engine,
+    bytes: &[u8],
+    compile: impl FnOnce() -> wasmtime::Result<Component>,
+) -> Result<Inspection, String> {
     if wasmparser::Parser::is_core_wasm(bytes) {
         return Err(
             "is a core WebAssembly module, not a component: build for wasm32-wasip2, or wrap it with `wasm-tools component new`"
@@ -53,8 +63,7 @@ pub fn inspect_bytes(engine: &Engine, bytes: &[u8]) -> Result<Inspection, String
     if !wasmparser::Parser::is_component(bytes) {
         return Err("is not a WebAssembly component".to_owned());
     }
-    let component =
-        Component::new(engine, bytes).map_err(|e| format!("is not a valid component: {e:#}"))?;
+    let component = compile().map_err(|e| format!("is not a valid component: {e:#}"))?;
     let ty = component.component_type();
     let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_owned()).collect();
     let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_owned()).collect();

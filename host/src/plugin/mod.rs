@@ -13,6 +13,7 @@
 //! (the WASI a plugin gets), `v0_1` (API 0.1 bindings), [`inspect`] (what a component imports
 //! and exports, for `approval-host check`).
 
+pub mod cache;
 pub mod engine;
 pub mod inspect;
 mod limits;
@@ -126,6 +127,7 @@ pub enum PluginError {
 
 struct HostInner {
     engine: Engine,
+    cache: Option<cache::CompiledCache>,
     linker_v0_1: Linker<PluginState>,
     sink: Arc<dyn LogSink>,
     _ticker: engine::Ticker,
@@ -159,6 +161,21 @@ impl PluginHost {
 
     /// A host whose plugins log to `sink`.
     pub fn with_log_sink(sink: Arc<dyn LogSink>) -> Result<Self, PluginError> {
+        Self::build(sink, None)
+    }
+
+    /// A host that keeps compiled components in `cache` and logs to `sink`.
+    pub fn with_cache(
+        sink: Arc<dyn LogSink>,
+        cache: cache::CompiledCache,
+    ) -> Result<Self, PluginError> {
+        Self::build(sink, Some(cache))
+    }
+
+    fn build(
+        sink: Arc<dyn LogSink>,
+        cache: Option<cache::CompiledCache>,
+    ) -> Result<Self, PluginError> {
         let engine =
             Engine::new(&engine::config()).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
         let mut linker = Linker::new(&engine);
@@ -170,6 +187,7 @@ impl PluginHost {
         Ok(PluginHost {
             inner: Arc::new(HostInner {
                 engine,
+                cache,
                 linker_v0_1: linker,
                 sink,
                 _ticker: ticker,
@@ -209,7 +227,16 @@ impl PluginHost {
             path: spec.path.clone(),
             reason,
         };
-        let inspection = inspect::inspect_bytes(self.engine(), bytes).map_err(component_error)?;
+        let engine = self.engine();
+        let inspection = match &self.inner.cache {
+            Some(cache) => inspect::inspect_with(engine, bytes, || {
+                let (component, source) = cache.load(engine, &actual, bytes)?;
+                tracing::debug!(plugin = %spec.name, ?source, "component ready");
+                Ok(component)
+            }),
+            None => inspect::inspect_bytes(engine, bytes),
+        }
+        .map_err(component_error)?;
         let template = v0_1::Template::new(&self.inner.linker_v0_1, &inspection.component)
             .map_err(|e| {
                 component_error(format!("does not implement {}: {e:#}", inspect::WORLD))
