@@ -41,6 +41,7 @@ pub mod log;
 pub mod outcome;
 pub mod plugin;
 pub mod policy;
+pub mod serve;
 pub mod service;
 mod session;
 pub mod store;

@@ -5,12 +5,15 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 mod demo;
 
 use approval_host::check::check_file;
+use approval_host::plugin::QuarantinePolicy;
 use approval_host::plugin::inspect::inspect_bytes;
+use approval_host::serve::{ServeError, ServeOptions, Server};
 use approval_host::store::validate_session_id;
 use approval_host::{
     ApprovalRequest, ApprovalService, Deployment, DirStore, Mounted, PluginError, PluginHost,
@@ -73,6 +76,28 @@ enum Command {
     Check {
         /// The component file.
         plugin: PathBuf,
+    },
+    /// Serve JSON-RPC 2.0 (one message per line) over stdio, or a Unix socket for many clients,
+    /// with the deployment's plugins hot-reloaded when their files change.
+    Serve {
+        /// The deployment file (TOML).
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// Listen on this Unix socket instead of stdio.
+        #[arg(long, value_name = "PATH")]
+        socket: Option<PathBuf>,
+        /// Do not watch the deployment and plugin files (reload only on `plugins/reload`).
+        #[arg(long)]
+        no_watch: bool,
+        /// Quarantine a plugin after more than this many failures within the window.
+        #[arg(long, value_name = "N", default_value_t = 5)]
+        quarantine_failures: usize,
+        /// The window failures are counted in, in seconds.
+        #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+        quarantine_window: u64,
+        /// How long a quarantine lasts, in seconds (a reload ends it sooner).
+        #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+        quarantine_backoff: u64,
     },
     /// Run the main job on the embedded default: a bundled deployment of the example plugins and
     /// scripted requests that show every outcome, each with its audit trail.
@@ -172,6 +197,27 @@ fn run(cli: Cli) -> Result<ExitCode> {
             print_log(&DirStore::new(&state_dir).session_path(&session))
         }
         Command::Check { plugin } => check(&plugin),
+        Command::Serve {
+            config,
+            socket,
+            no_watch,
+            quarantine_failures,
+            quarantine_window,
+            quarantine_backoff,
+        } => {
+            let options = ServeOptions {
+                config,
+                state_dir,
+                quarantine: QuarantinePolicy {
+                    max_failures: quarantine_failures,
+                    window: Duration::from_secs(quarantine_window),
+                    backoff: Duration::from_secs(quarantine_backoff),
+                },
+            };
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            runtime.block_on(serve(options, socket, !no_watch))?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Demo => {
             let temp;
             let dir = match &cli.state_dir {
@@ -186,6 +232,30 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+async fn serve(options: ServeOptions, socket: Option<PathBuf>, watch: bool) -> Result<()> {
+    let server = Server::start(options).await.map_err(|e| match e {
+        ServeError::Config(e) => anyhow::Error::new(e),
+        other => anyhow::Error::new(UsageError(other.to_string())),
+    })?;
+    let _watcher = if watch {
+        Some(server.watch(Duration::from_millis(200)).await?)
+    } else {
+        None
+    };
+    match socket {
+        Some(path) => {
+            tokio::select! {
+                served = server.serve_unix(&path) => served?,
+                _ = tokio::signal::ctrl_c() => {
+                    let _ = std::fs::remove_file(&path);
+                }
+            }
+        }
+        None => server.serve_stdio().await,
+    }
+    Ok(())
 }
 
 /// Loads a deployment's plugins; a plugin that cannot load is the deployment's fault (exit 2).

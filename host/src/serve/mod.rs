@@ -1,0 +1,688 @@
+//! `approval-host serve`: the host as a long-running JSON-RPC 2.0 service for harnesses in any
+//! language, over stdio or a Unix socket, with hot reload of the deployment and its plugins.
+//!
+//! Each connection may open sessions (the connection that opens a session owns it), run turns,
+//! record tool calls, ask, switch policy and read the runtime context. A connection that
+//! initialised with `answerer: true` is registered as the last answerer for the sessions it owns:
+//! the host sends it `approval/prompt` and maps its reply; any reply but the three decisions
+//! never grants, and an error reply or a closed connection settles `unavailable`. Nothing a client
+//! sends can crash the server: bad input gets a JSON-RPC error and the server keeps serving.
+
+pub mod rpc;
+mod watch;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Instant;
+
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::Agent;
+use crate::config::{ConfigError, Deployment};
+use crate::outcome::{Decision, Failure};
+use crate::plugin::cache::CompiledCache;
+use crate::plugin::{
+    LogSink, Mounted, PluginError, PluginHost, QuarantinePolicy, ReloadReport, TracingSink,
+};
+use crate::policy::Policy;
+use crate::service::{ApprovalRequest, ApprovalService};
+use crate::waterfall::{Listener, ListenerFuture, Position, Question, Registration, Scope};
+use rpc::{RpcError, opt_str_param, str_param};
+
+pub use watch::Watcher;
+
+/// The protocol version `initialize` reports.
+pub const PROTOCOL_VERSION: &str = "0.1";
+
+/// Plugin API versions this host serves.
+pub const PLUGIN_API_VERSIONS: [&str; 1] = ["0.1"];
+
+/// What `serve` needs.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// The deployment file.
+    pub config: PathBuf,
+    /// Session logs and the compiled cache live here.
+    pub state_dir: PathBuf,
+    /// When plugins are quarantined.
+    pub quarantine: QuarantinePolicy,
+}
+
+/// A server that could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The deployment file is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A plugin of the deployment did not load.
+    #[error("{file}: {source}")]
+    Plugin {
+        /// The deployment file.
+        file: String,
+        /// Why.
+        #[source]
+        source: PluginError,
+    },
+    /// Listening or watching failed.
+    #[error("{0}")]
+    Io(String),
+}
+
+struct SessionEntry {
+    owner: u64,
+    agent: Agent,
+}
+
+struct Inner {
+    options: ServeOptions,
+    service: ApprovalService,
+    host: PluginHost,
+    mounted: Arc<tokio::sync::Mutex<Mounted>>,
+    sessions: Mutex<HashMap<String, SessionEntry>>,
+    next_conn: AtomicU64,
+}
+
+/// A running host.
+#[derive(Clone)]
+pub struct Server {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("config", &self.inner.options.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// Loads the deployment (all plugins, or none: the server does not start without one) with
+    /// compiled components cached under `<state-dir>/cache`.
+    pub async fn start(options: ServeOptions) -> Result<Server, ServeError> {
+        Self::start_with_sink(options, Arc::new(TracingSink)).await
+    }
+
+    /// [`Server::start`] with plugin log lines going to `sink`.
+    pub async fn start_with_sink(
+        options: ServeOptions,
+        sink: Arc<dyn LogSink>,
+    ) -> Result<Server, ServeError> {
+        let deployment = Deployment::load(&options.config)?;
+        let service = ApprovalService::open_dir(&options.state_dir, deployment.default_policy);
+        let cache = CompiledCache::new(options.state_dir.join("cache"));
+        let host = PluginHost::with_cache(sink, cache).map_err(|source| ServeError::Plugin {
+            file: options.config.display().to_string(),
+            source,
+        })?;
+        let started = Instant::now();
+        let (svc, h, quarantine) = (service.clone(), host.clone(), options.quarantine);
+        let mounted = tokio::task::spawn_blocking(move || {
+            Mounted::load_with(&svc, &h, &deployment, quarantine)
+        })
+        .await
+        .map_err(|e| ServeError::Io(e.to_string()))?
+        .map_err(|source| ServeError::Plugin {
+            file: options.config.display().to_string(),
+            source,
+        })?;
+        tracing::info!(
+            plugins = mounted.plugins().len(),
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "deployment loaded"
+        );
+        Ok(Server {
+            inner: Arc::new(Inner {
+                options,
+                service,
+                host,
+                mounted: Arc::new(tokio::sync::Mutex::new(mounted)),
+                sessions: Mutex::new(HashMap::new()),
+                next_conn: AtomicU64::new(1),
+            }),
+        })
+    }
+
+    /// The approval service behind the server.
+    pub fn service(&self) -> &ApprovalService {
+        &self.inner.service
+    }
+
+    /// Re-reads the deployment file and moves to it (see [`Mounted::apply`]); quarantines end.
+    /// An invalid deployment file changes nothing.
+    pub async fn reload(&self) -> Result<ReloadReport, ConfigError> {
+        let deployment = Deployment::load(&self.inner.options.config)?;
+        let mounted = self.inner.mounted.clone();
+        let host = self.inner.host.clone();
+        let report = tokio::task::spawn_blocking(move || {
+            let mut mounted = mounted.blocking_lock();
+            let report = mounted.apply(&host, &deployment);
+            mounted.release_all();
+            report
+        })
+        .await
+        .unwrap_or_default();
+        tracing::info!(?report, "deployment reloaded");
+        Ok(report)
+    }
+
+    /// The files a reload depends on: the deployment file and every plugin's component.
+    pub async fn watched_paths(&self) -> Vec<PathBuf> {
+        let mut paths = vec![self.inner.options.config.clone()];
+        if let Ok(d) = Deployment::load(&self.inner.options.config) {
+            paths.extend(d.plugins.into_iter().map(|p| p.path));
+        }
+        paths
+    }
+
+    /// Serves one client on stdin/stdout until stdin closes.
+    pub async fn serve_stdio(&self) {
+        self.connection(tokio::io::stdin(), tokio::io::stdout())
+            .await;
+    }
+
+    /// Serves many clients on a Unix socket at `path` until the task is dropped.
+    pub async fn serve_unix(&self, path: &Path) -> Result<(), ServeError> {
+        if path.exists() {
+            if tokio::net::UnixStream::connect(path).await.is_ok() {
+                return Err(ServeError::Io(format!(
+                    "{}: another server is listening there",
+                    path.display()
+                )));
+            }
+            std::fs::remove_file(path)
+                .map_err(|e| ServeError::Io(format!("{}: {e}", path.display())))?;
+        }
+        let listener = tokio::net::UnixListener::bind(path)
+            .map_err(|e| ServeError::Io(format!("{}: {e}", path.display())))?;
+        loop {
+            let (stream, _) = listener
+                .accept()
+                .await
+                .map_err(|e| ServeError::Io(format!("{}: {e}", path.display())))?;
+            let server = self.clone();
+            tokio::spawn(async move {
+                let (read, write) = stream.into_split();
+                server.connection(read, write).await;
+            });
+        }
+    }
+
+    /// Serves one client on a reader and writer of JSON lines.
+    pub async fn connection<R, W>(&self, reader: R, mut writer: W)
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+        let conn = Arc::new(Conn {
+            id: self.inner.next_conn.fetch_add(1, Ordering::Relaxed),
+            out: tx,
+            next_out: AtomicU64::new(1),
+            prompts: Mutex::new(HashMap::new()),
+            inflight: Mutex::new(HashMap::new()),
+            answerer: Mutex::new(None),
+        });
+        let writer_task = tokio::spawn(async move {
+            while let Some(mut line) = rx.recv().await {
+                line.push('\n');
+                if writer.write_all(line.as_bytes()).await.is_err() || writer.flush().await.is_err()
+                {
+                    break;
+                }
+            }
+        });
+        // Requests run in the order they arrive, one at a time, except `approval/request`, which
+        // may wait on an answerer for long and so runs beside the others once admitted.
+        let (calls, mut queue) = mpsc::unbounded_channel::<Call>();
+        let dispatcher = {
+            let server = self.clone();
+            let conn = conn.clone();
+            tokio::spawn(async move {
+                let mut asks = tokio::task::JoinSet::new();
+                while let Some((id, method, params)) = queue.recv().await {
+                    if method == "approval/request" {
+                        let server = server.clone();
+                        let conn = conn.clone();
+                        asks.spawn(async move {
+                            let result = server.call(&conn, &id, &method, params).await;
+                            conn.send(rpc::response(&id, result));
+                        });
+                    } else {
+                        let result = server.call(&conn, &id, &method, params).await;
+                        conn.send(rpc::response(&id, result));
+                    }
+                }
+                // The client stopped sending: it can no longer answer prompts (they settle
+                // `unavailable`), but its questions still finish and are answered and audited.
+                conn.lock_answerer().take();
+                conn.lock_prompts().clear();
+                while asks.join_next().await.is_some() {}
+            })
+        };
+        let mut lines = FramedRead::new(reader, LinesCodec::new_with_max_length(rpc::MAX_LINE));
+        while let Some(frame) = lines.next().await {
+            match frame {
+                Ok(line) => self.handle_line(&conn, &calls, &line),
+                Err(LinesCodecError::MaxLineLengthExceeded) => conn.send(rpc::response(
+                    &Value::Null,
+                    Err(RpcError::new(
+                        rpc::INVALID_REQUEST,
+                        "message longer than 1 MiB; skipped",
+                    )),
+                )),
+                Err(LinesCodecError::Io(_)) => break,
+            }
+        }
+        drop(calls);
+        let _ = dispatcher.await;
+        self.disconnect(&conn).await;
+        drop(conn);
+        let _ = writer_task.await;
+    }
+
+    /// Releases what a closed connection held: its answerer, its pending prompts (they settle
+    /// `unavailable`), its requests (cancelled) and its sessions (open turns are ended).
+    async fn disconnect(&self, conn: &Arc<Conn>) {
+        conn.lock_answerer().take();
+        conn.lock_prompts().clear();
+        for (_, token) in conn.lock_inflight().drain() {
+            token.cancel();
+        }
+        let owned: Vec<String> = {
+            let mut sessions = self.inner.lock_sessions();
+            let ids: Vec<String> = sessions
+                .iter()
+                .filter(|(_, e)| e.owner == conn.id)
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in &ids {
+                sessions.remove(id);
+            }
+            ids
+        };
+        for session in owned {
+            if self
+                .inner
+                .service
+                .turn_open(&session)
+                .await
+                .unwrap_or(false)
+            {
+                let _ = self.inner.service.end_turn(&session).await;
+            }
+        }
+    }
+
+    fn handle_line(&self, conn: &Arc<Conn>, queue: &mpsc::UnboundedSender<Call>, line: &str) {
+        if line.trim().is_empty() {
+            return;
+        }
+        let message: Value = match serde_json::from_str(line) {
+            Ok(v) => v,
+            Err(e) => {
+                conn.send(rpc::response(
+                    &Value::Null,
+                    Err(RpcError::new(rpc::PARSE_ERROR, format!("parse error: {e}"))),
+                ));
+                return;
+            }
+        };
+        let id = message.get("id").cloned();
+        match (message.get("method").and_then(Value::as_str), id) {
+            (Some(method), Some(id)) if !id.is_null() => {
+                let params = message.get("params").cloned().unwrap_or(Value::Null);
+                let _ = queue.send((id, method.to_owned(), params));
+            }
+            (Some("$/cancel_request"), _) => {
+                if let Some(id) = message.pointer("/params/id")
+                    && let Some(token) = conn.lock_inflight().get(&id.to_string())
+                {
+                    token.cancel();
+                }
+            }
+            (Some(_), _) => {} // Unknown notifications are ignored, as JSON-RPC asks.
+            (None, Some(id))
+                if message.get("result").is_some() || message.get("error").is_some() =>
+            {
+                let answer = match message.get("error") {
+                    Some(e) => Err(RpcError::new(
+                        e.get("code").and_then(Value::as_i64).unwrap_or(0),
+                        e.get("message")
+                            .and_then(Value::as_str)
+                            .unwrap_or("error")
+                            .to_owned(),
+                    )),
+                    None => Ok(message.get("result").cloned().unwrap_or(Value::Null)),
+                };
+                if let Some(waiter) = id.as_u64().and_then(|id| conn.lock_prompts().remove(&id)) {
+                    let _ = waiter.send(answer);
+                }
+            }
+            (None, id) => conn.send(rpc::response(
+                &id.unwrap_or(Value::Null),
+                Err(RpcError::new(
+                    rpc::INVALID_REQUEST,
+                    "not a JSON-RPC request, notification or response",
+                )),
+            )),
+        }
+    }
+
+    fn owned(&self, conn: &Conn, params: &Value) -> Result<(String, Agent), RpcError> {
+        let session = str_param(params, "sessionId")?;
+        let sessions = self.inner.lock_sessions();
+        match sessions.get(session) {
+            Some(e) if e.owner == conn.id => Ok((session.to_owned(), e.agent.clone())),
+            Some(_) => Err(RpcError::new(
+                rpc::NOT_OWNER,
+                format!("session {session:?} is owned by another connection"),
+            )),
+            None => Err(RpcError::new(
+                rpc::NOT_OWNER,
+                format!("session {session:?} is not open on this connection (session/open first)"),
+            )),
+        }
+    }
+
+    async fn call(
+        &self,
+        conn: &Arc<Conn>,
+        id: &Value,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, RpcError> {
+        let service = &self.inner.service;
+        match method {
+            "initialize" => {
+                if params.get("answerer").and_then(Value::as_bool) == Some(true) {
+                    let listener = ClientAnswerer {
+                        server: Arc::downgrade(&self.inner),
+                        conn: Arc::downgrade(conn),
+                    };
+                    let reg = service.register(
+                        format!("client-{}", conn.id),
+                        Scope::Global,
+                        Position::Last,
+                        listener,
+                    );
+                    *conn.lock_answerer() = Some(reg);
+                }
+                Ok(json!({
+                    "serverInfo": {"name": "approval-host", "version": env!("CARGO_PKG_VERSION")},
+                    "protocolVersion": PROTOCOL_VERSION,
+                    "pluginApiVersions": PLUGIN_API_VERSIONS,
+                }))
+            }
+            "session/open" => {
+                let session = str_param(&params, "sessionId")?;
+                let agent_id = str_param(&params, "agentId")?;
+                let parent_id = opt_str_param(&params, "parentAgentId")?;
+                if let Some(e) = self.inner.lock_sessions().get(session) {
+                    return Err(RpcError::new(
+                        rpc::NOT_OWNER,
+                        if e.owner == conn.id {
+                            format!("session {session:?} is already open on this connection")
+                        } else {
+                            format!("session {session:?} is owned by another connection")
+                        },
+                    ));
+                }
+                let parent = match parent_id {
+                    None => None,
+                    Some(pid) => Some(
+                        self.inner
+                            .lock_sessions()
+                            .values()
+                            .find(|e| e.owner == conn.id && e.agent.id() == pid)
+                            .map(|e| e.agent.clone())
+                            .ok_or_else(|| {
+                                RpcError::params(format!(
+                                    "parentAgentId {pid:?} is not an agent of a session this connection owns"
+                                ))
+                            })?,
+                    ),
+                };
+                let agent = match &parent {
+                    Some(parent) => service.subagent(parent, session, agent_id).await,
+                    None => service.agent(session, agent_id).await,
+                }
+                .map_err(RpcError::failed)?;
+                let mut sessions = self.inner.lock_sessions();
+                if sessions.contains_key(session) {
+                    return Err(RpcError::new(
+                        rpc::NOT_OWNER,
+                        format!("session {session:?} was opened by another connection meanwhile"),
+                    ));
+                }
+                let policy = service.effective_policy(&agent);
+                sessions.insert(
+                    session.to_owned(),
+                    SessionEntry {
+                        owner: conn.id,
+                        agent,
+                    },
+                );
+                Ok(json!({"sessionId": session, "agentId": agent_id, "policy": policy}))
+            }
+            "turn/start" | "turn/end" => {
+                let (session, _) = self.owned(conn, &params)?;
+                if method == "turn/start" {
+                    service.start_turn(&session).await
+                } else {
+                    service.end_turn(&session).await
+                }
+                .map_err(RpcError::failed)?;
+                Ok(json!({}))
+            }
+            "tool/call" => {
+                let (_, agent) = self.owned(conn, &params)?;
+                let call_id = str_param(&params, "callId")?;
+                let name = str_param(&params, "name")?;
+                let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
+                service
+                    .record_tool_call(&agent, call_id, name, arguments)
+                    .await
+                    .map_err(RpcError::failed)?;
+                Ok(json!({}))
+            }
+            "approval/request" => {
+                let (_, agent) = self.owned(conn, &params)?;
+                let agent_id = str_param(&params, "agentId")?;
+                if agent_id != agent.id() {
+                    return Err(RpcError::params(format!(
+                        "agentId {agent_id:?} is not the session's agent {:?}",
+                        agent.id()
+                    )));
+                }
+                let tool = str_param(&params, "toolName")?;
+                if tool.is_empty() {
+                    return Err(RpcError::params("toolName must not be empty"));
+                }
+                let token = CancellationToken::new();
+                let mut request = ApprovalRequest::new(&agent, tool).cancel(token.clone());
+                if let Some(c) = opt_str_param(&params, "callId")? {
+                    request = request.call_id(c);
+                }
+                if let Some(r) = opt_str_param(&params, "reason")? {
+                    request = request.reason(r);
+                }
+                let key = id.to_string();
+                conn.lock_inflight().insert(key.clone(), token);
+                let result = service.request(request).await;
+                conn.lock_inflight().remove(&key);
+                let outcome = result.map_err(RpcError::failed)?;
+                Ok(json!({"outcome": outcome}))
+            }
+            "policy/set" => {
+                let (_, agent) = self.owned(conn, &params)?;
+                let value = str_param(&params, "policy")?;
+                let policy: Policy = value
+                    .parse()
+                    .map_err(|e: crate::policy::UnknownPolicy| RpcError::params(e.to_string()))?;
+                let changed = service
+                    .set_policy(&agent, policy, Some(crate::policy::SOURCE_USER))
+                    .await
+                    .map_err(RpcError::failed)?;
+                Ok(json!({"changed": changed, "policy": policy}))
+            }
+            "context/get" => {
+                let (_, agent) = self.owned(conn, &params)?;
+                Ok(json!({
+                    "policy": service.effective_policy(&agent),
+                    "context": service.runtime_context(&agent),
+                    "notices": agent.take_notices(),
+                }))
+            }
+            "plugins/list" => {
+                let mounted = self.inner.mounted.lock().await;
+                Ok(json!({"plugins": mounted.status()}))
+            }
+            "plugins/reload" => {
+                let report = self.reload().await.map_err(RpcError::failed)?;
+                let mounted = self.inner.mounted.lock().await;
+                Ok(json!({
+                    "added": report.added,
+                    "swapped": report.swapped,
+                    "removed": report.removed,
+                    "failed": report.failed.iter().map(|(n, e)| json!({"name": n, "error": e})).collect::<Vec<_>>(),
+                    "plugins": mounted.status(),
+                }))
+            }
+            other => Err(RpcError::new(
+                rpc::METHOD_NOT_FOUND,
+                format!("unknown method {other:?}"),
+            )),
+        }
+    }
+}
+
+impl Inner {
+    fn lock_sessions(&self) -> MutexGuard<'_, HashMap<String, SessionEntry>> {
+        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+type PromptWaiter = oneshot::Sender<Result<Value, RpcError>>;
+
+/// A request waiting its turn: id, method, params.
+type Call = (Value, String, Value);
+
+/// One client connection.
+struct Conn {
+    id: u64,
+    out: mpsc::UnboundedSender<String>,
+    next_out: AtomicU64,
+    prompts: Mutex<HashMap<u64, PromptWaiter>>,
+    inflight: Mutex<HashMap<String, CancellationToken>>,
+    answerer: Mutex<Option<Registration>>,
+}
+
+impl Conn {
+    fn send(&self, line: String) {
+        let _ = self.out.send(line);
+    }
+
+    fn lock_prompts(&self) -> MutexGuard<'_, HashMap<u64, PromptWaiter>> {
+        self.prompts.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock_inflight(&self) -> MutexGuard<'_, HashMap<String, CancellationToken>> {
+        self.inflight.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock_answerer(&self) -> MutexGuard<'_, Option<Registration>> {
+        self.answerer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A connection that answers for the sessions it owns.
+struct ClientAnswerer {
+    server: Weak<Inner>,
+    conn: Weak<Conn>,
+}
+
+/// Withdraws a prompt whose question went away before the client answered.
+struct PromptGuard {
+    conn: Weak<Conn>,
+    id: u64,
+    answered: bool,
+}
+
+impl Drop for PromptGuard {
+    fn drop(&mut self) {
+        if !self.answered
+            && let Some(conn) = self.conn.upgrade()
+            && conn.lock_prompts().remove(&self.id).is_some()
+        {
+            conn.send(rpc::notification(
+                "$/cancel_request",
+                json!({"id": self.id}),
+            ));
+        }
+    }
+}
+
+impl Listener for ClientAnswerer {
+    fn decide(&self, question: Question) -> ListenerFuture {
+        let (Some(server), Some(conn)) = (self.server.upgrade(), self.conn.upgrade()) else {
+            return Box::pin(async { Ok(Decision::Next) });
+        };
+        let owned = server
+            .lock_sessions()
+            .get(question.session_id())
+            .is_some_and(|e| e.owner == conn.id && e.agent.same(question.agent()));
+        if !owned {
+            return Box::pin(async { Ok(Decision::Next) });
+        }
+        let id = conn.next_out.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        conn.lock_prompts().insert(id, tx);
+        let mut params = json!({
+            "requestId": question.id(),
+            "sessionId": question.session_id(),
+            "toolName": question.tool_name(),
+        });
+        if let Some(c) = question.call_id() {
+            params["callId"] = json!(c);
+        }
+        if let Some(r) = question.reason() {
+            params["reason"] = json!(r);
+        }
+        conn.send(rpc::request(id, "approval/prompt", params));
+        let guard = PromptGuard {
+            conn: Arc::downgrade(&conn),
+            id,
+            answered: false,
+        };
+        drop(conn);
+        Box::pin(async move {
+            // Move the whole guard in (not just a field): dropping this future withdraws the prompt.
+            let mut guard = guard;
+            let answer = rx.await;
+            guard.answered = true;
+            match answer {
+                Ok(Ok(result)) => Ok(match result.get("decision").and_then(Value::as_str) {
+                    Some("allow-once") => Decision::AllowOnce,
+                    Some("cancel") => Decision::Cancel,
+                    // "reject", and any other reply: never a grant.
+                    _ => Decision::Reject,
+                }),
+                Ok(Err(e)) => Err(Failure::error(format!(
+                    "the client answered the prompt with an error: {}",
+                    e.message
+                ))),
+                Err(_) => Err(Failure::error(
+                    "the client disconnected before answering the prompt",
+                )),
+            }
+        })
+    }
+}
