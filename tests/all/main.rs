@@ -9,5 +9,6 @@ mod plugins;
 mod policy;
 mod reload;
 mod seam;
+mod serve;
 mod session_log;
 mod support;

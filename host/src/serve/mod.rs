@@ -17,11 +17,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Instant;
 
-use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
-use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
@@ -267,18 +265,25 @@ impl Server {
                 while asks.join_next().await.is_some() {}
             })
         };
-        let mut lines = FramedRead::new(reader, LinesCodec::new_with_max_length(rpc::MAX_LINE));
-        while let Some(frame) = lines.next().await {
-            match frame {
-                Ok(line) => self.handle_line(&conn, &calls, &line),
-                Err(LinesCodecError::MaxLineLengthExceeded) => conn.send(rpc::response(
+        let mut reader = tokio::io::BufReader::new(reader);
+        let mut line = Vec::new();
+        loop {
+            match rpc::read_line(&mut reader, &mut line).await {
+                Ok(rpc::Line::Text) => match std::str::from_utf8(&line) {
+                    Ok(text) => self.handle_line(&conn, &calls, text),
+                    Err(_) => conn.send(rpc::response(
+                        &Value::Null,
+                        Err(RpcError::new(rpc::PARSE_ERROR, "parse error: not UTF-8")),
+                    )),
+                },
+                Ok(rpc::Line::TooLong) => conn.send(rpc::response(
                     &Value::Null,
                     Err(RpcError::new(
                         rpc::INVALID_REQUEST,
                         "message longer than 1 MiB; skipped",
                     )),
                 )),
-                Err(LinesCodecError::Io(_)) => break,
+                Ok(rpc::Line::End) | Err(_) => break,
             }
         }
         drop(calls);

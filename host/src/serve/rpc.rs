@@ -2,6 +2,7 @@
 //! server writes.
 
 use serde_json::{Value, json};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 /// Longest line the server reads; a longer one is refused and skipped.
 pub const MAX_LINE: usize = 1 << 20;
@@ -88,5 +89,58 @@ pub fn opt_str_param<'a>(params: &'a Value, name: &str) -> Result<Option<&'a str
         Some(other) => Err(RpcError::params(format!(
             "{name} must be a string, not {other}"
         ))),
+    }
+}
+
+/// What [`read_line`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Line {
+    /// A line (without its newline) is in the buffer.
+    Text,
+    /// A line longer than [`MAX_LINE`] was skipped.
+    TooLong,
+    /// The input ended.
+    End,
+}
+
+/// Reads one line into `buf`, never holding more than [`MAX_LINE`] bytes of it: a longer line is
+/// skipped to its end and reported, and reading carries on after it.
+pub async fn read_line<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Line> {
+    buf.clear();
+    let mut too_long = false;
+    loop {
+        let chunk = reader.fill_buf().await?;
+        if chunk.is_empty() {
+            return Ok(if too_long {
+                Line::TooLong
+            } else if buf.is_empty() {
+                Line::End
+            } else {
+                Line::Text
+            });
+        }
+        let (taken, done) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        if !too_long {
+            let body = &chunk[..if done { taken - 1 } else { taken }];
+            if buf.len() + body.len() > MAX_LINE {
+                too_long = true;
+                buf.clear();
+            } else {
+                buf.extend_from_slice(body);
+            }
+        }
+        reader.consume(taken);
+        if done {
+            if buf.last() == Some(&b'\r') {
+                buf.pop();
+            }
+            return Ok(if too_long { Line::TooLong } else { Line::Text });
+        }
     }
 }
