@@ -458,7 +458,7 @@ fn check_reports_fit_and_exact_mismatches() {
     assert_eq!(
         stdout(&out),
         format!(
-            "{}: imports `test:fixtures/socket`, which the host does not provide (only approval:plugin/host, approval:plugin/types at 0.1.x, and WASI 0.2)\n",
+            "{}: imports `test:fixtures/socket`, which the host does not provide (only approval:plugin/host, approval:plugin/types, and WASI 0.2)\n",
             foreign.display()
         )
     );

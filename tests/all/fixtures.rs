@@ -186,3 +186,35 @@ impl LogSink for Captured {
         let _ = self.tx.send(message.to_owned());
     }
 }
+
+/// A well-behaved answerer built against `approval:plugin@{version}` (the same contract under
+/// another version number), answering `allow-once`.
+pub fn versioned(version: &str) -> Vec<u8> {
+    let wit = std::fs::read_to_string(format!("{WIT_DIR}/approval.wit"))
+        .unwrap()
+        .replace(
+            "approval:plugin@0.1.0",
+            &format!("approval:plugin@{version}"),
+        );
+    let module = core_module("", "(i32.const 0)", "").replace(
+        "approval:plugin/host@0.1.0",
+        &format!("approval:plugin/host@{version}"),
+    );
+    let mut module = wat::parse_str(&module).unwrap();
+    let mut resolve = wit_parser::Resolve::default();
+    let pkg = resolve.push_str("approval.wit", &wit).unwrap();
+    let world = resolve.select_world(&[pkg], Some("answerer")).unwrap();
+    wit_component::embed_component_metadata(
+        &mut module,
+        &resolve,
+        world,
+        wit_component::StringEncoding::UTF8,
+    )
+    .unwrap();
+    wit_component::ComponentEncoder::default()
+        .module(&module)
+        .unwrap()
+        .validate(true)
+        .encode()
+        .unwrap()
+}

@@ -560,3 +560,23 @@ async fn never_policy_runs_no_plugin() {
     assert!(rig.log.lines().is_empty(), "the plugin never ran");
     let _ = ApprovalService::clone(&rig.host.service);
 }
+
+#[tokio::test]
+async fn a_later_0_1_patch_loads_and_0_2_is_refused_by_version() {
+    let rig = rig().await;
+    let plugin = rig.load("patched", &fixtures::versioned("0.1.3"), |_| {});
+    assert_eq!(plugin.api_version(), "0.1.3");
+    let _reg =
+        rig.host
+            .service
+            .register("patched", Scope::Global, Position::Back, plugin.listener());
+    assert_eq!(rig.ask("bash").await, Outcome::AllowedOnce);
+
+    let text = load_error(&fixtures::versioned("0.2.0"));
+    assert!(
+        text.ends_with(
+            "is built against approval:plugin@0.2.0; this host serves approval:plugin@0.1.x"
+        ),
+        "{text}"
+    );
+}

@@ -4,8 +4,6 @@
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-use super::v0_1;
-
 /// The world every plugin implements.
 pub const WORLD: &str = "approval:plugin/answerer@0.1.x";
 
@@ -35,7 +33,8 @@ fn package_and_version(name: &str) -> Option<(&str, &str)> {
 /// 0.2.
 fn served(name: &str) -> bool {
     match package_and_version(name) {
-        Some((package, version)) if package == v0_1::PACKAGE => version.starts_with("0.1."),
+        // Any version of the plugin API passes here; the loader says which ones it serves.
+        Some((package, _)) if package == super::api::PACKAGE => true,
         Some((package, version)) if package.starts_with("wasi:") => version.starts_with("0.2."),
         _ => false,
     }
@@ -69,9 +68,8 @@ pub fn inspect_with(
     let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_owned()).collect();
     if let Some(foreign) = imports.iter().find(|n| !served(n)) {
         return Err(format!(
-            "imports `{foreign}`, which the host does not provide (only {}/host, {}/types at 0.1.x, and WASI 0.2)",
-            v0_1::PACKAGE,
-            v0_1::PACKAGE
+            "imports `{foreign}`, which the host does not provide (only {p}/host, {p}/types, and WASI 0.2)",
+            p = super::api::PACKAGE
         ));
     }
     if !exports.iter().any(|e| e == EXPORT) {
@@ -87,8 +85,8 @@ pub fn inspect_with(
     let api_version = imports
         .iter()
         .filter_map(|n| package_and_version(n))
-        .find(|(p, _)| *p == v0_1::PACKAGE)
-        .map_or(v0_1::VERSION, |(_, v)| v)
+        .find(|(p, _)| *p == super::api::PACKAGE)
+        .map_or(super::v0_1::VERSION, |(_, v)| v)
         .to_owned();
     Ok(Inspection {
         component,
@@ -106,7 +104,10 @@ mod tests {
     fn serves_the_plugin_api_and_wasi_0_2_only() {
         assert!(served("approval:plugin/host@0.1.0"));
         assert!(served("approval:plugin/types@0.1.3"));
-        assert!(!served("approval:plugin/host@0.2.0"));
+        assert!(
+            served("approval:plugin/host@0.2.0"),
+            "refused later, by version"
+        );
         assert!(served("wasi:cli/environment@0.2.6"));
         assert!(!served(""));
         assert!(!served("wasi:cli/environment@0.3.0"));

@@ -13,6 +13,7 @@
 //! (the WASI a plugin gets), `v0_1` (API 0.1 bindings), [`inspect`] (what a component imports
 //! and exports, for `approval-host check`).
 
+mod api;
 pub mod cache;
 pub mod engine;
 pub mod inspect;
@@ -23,6 +24,9 @@ pub mod slot;
 mod v0_1;
 
 pub use mount::{Mounted, PluginStatus, ReloadReport};
+
+/// The plugin API versions this host serves (`approval:plugin@0.1.x`).
+pub const SERVED_API_VERSIONS: [&str; 1] = api::Api::SERVED;
 pub use slot::{Counters, QuarantinePolicy, Slot, SlotState};
 
 use std::path::PathBuf;
@@ -30,7 +34,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use sha2::{Digest, Sha256};
-use wasmtime::component::Linker;
 use wasmtime::{Engine, Store, UpdateDeadline};
 
 use crate::config::{Isolation, PluginSpec, Role};
@@ -128,7 +131,7 @@ pub enum PluginError {
 struct HostInner {
     engine: Engine,
     cache: Option<cache::CompiledCache>,
-    linker_v0_1: Linker<PluginState>,
+    linkers: api::Linkers,
     sink: Arc<dyn LogSink>,
     _ticker: engine::Ticker,
 }
@@ -178,17 +181,15 @@ impl PluginHost {
     ) -> Result<Self, PluginError> {
         let engine =
             Engine::new(&engine::config()).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
-        let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
-            .and_then(|()| v0_1::add_to_linker(&mut linker))
-            .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        let linkers =
+            api::Linkers::new(&engine).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
         let ticker = engine::Ticker::start(engine.clone())
             .map_err(|e| PluginError::Engine(format!("epoch ticker: {e}")))?;
         Ok(PluginHost {
             inner: Arc::new(HostInner {
                 engine,
                 cache,
-                linker_v0_1: linker,
+                linkers,
                 sink,
                 _ticker: ticker,
             }),
@@ -237,7 +238,17 @@ impl PluginHost {
             None => inspect::inspect_bytes(engine, bytes),
         }
         .map_err(component_error)?;
-        let template = v0_1::Template::new(&self.inner.linker_v0_1, &inspection.component)
+        let api = api::Api::for_version(&inspection.api_version).ok_or_else(|| {
+            component_error(format!(
+                "is built against {}@{}; this host serves {}",
+                api::PACKAGE,
+                inspection.api_version,
+                api::Api::SERVED
+                    .map(|v| format!("{}@{v}.x", api::PACKAGE))
+                    .join(", ")
+            ))
+        })?;
+        let template = api::Template::new(api, &self.inner.linkers, &inspection.component)
             .map_err(|e| {
                 component_error(format!("does not implement {}: {e:#}", inspect::WORLD))
             })?;
@@ -264,7 +275,7 @@ impl PluginHost {
 /// A store with a live instance in it.
 struct Live {
     store: Store<PluginState>,
-    instance: v0_1::Instance,
+    instance: api::Instance,
 }
 
 /// Most idle instances kept per plugin under `isolation = "reuse"`.
@@ -276,7 +287,7 @@ pub struct Plugin {
     shared: Arc<Shared>,
     digest: String,
     api_version: String,
-    template: v0_1::Template,
+    template: api::Template,
     idle: Mutex<Vec<Live>>,
 }
 

@@ -19,8 +19,6 @@ mod bindings {
 
 use bindings::approval::plugin::{host, types};
 
-/// The WIT package this module serves.
-pub(crate) const PACKAGE: &str = "approval:plugin";
 /// The version this module was generated from.
 pub(crate) const VERSION: &str = "0.1.0";
 
