@@ -248,3 +248,34 @@ async fn quarantine_ends_when_the_backoff_runs_out() {
     assert_eq!(ask("ok").await.unwrap(), Outcome::AllowedOnce);
     assert_eq!(mounted.status()[0].counters.quarantined, 0);
 }
+
+#[tokio::test]
+async fn a_changed_default_policy_applies_on_reload_to_sessions_without_a_switch() {
+    let (host, agent, plugins) = setup().await;
+    let pinned = host.service.agent("pinned", "p").await.unwrap();
+    host.service
+        .set_policy(&pinned, Policy::Never, Some("user"))
+        .await
+        .unwrap();
+    host.service
+        .set_policy(&pinned, Policy::Ask, Some("user"))
+        .await
+        .unwrap();
+    let mut mounted = Mounted::load(&host.service, &plugins, &deployment(vec![])).unwrap();
+    let mut never = deployment(vec![]);
+    never.default_policy = Policy::Never;
+    mounted.apply(&plugins, &never);
+    assert_eq!(host.service.effective_policy(&agent), Policy::Never);
+    assert_eq!(
+        host.service.effective_policy(&pinned),
+        Policy::Ask,
+        "its own switch stands"
+    );
+    assert_eq!(
+        host.service
+            .request(ApprovalRequest::new(&agent, "bash"))
+            .await
+            .unwrap(),
+        Outcome::Rejected
+    );
+}
