@@ -45,6 +45,7 @@ pub mod serve;
 pub mod service;
 mod session;
 pub mod store;
+pub mod tools;
 pub mod waterfall;
 
 pub use agent::Agent;

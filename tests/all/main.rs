@@ -12,3 +12,4 @@ mod seam;
 mod serve;
 mod session_log;
 mod support;
+mod tools;
