@@ -11,6 +11,68 @@ use std::time::Duration;
 use toml::{Table, Value};
 
 use crate::policy::{POLICY_VOCABULARY_ERROR, Policy};
+use crate::tools::hooks::{HookSpec, PRE_TOOL_USE};
+
+/// Default time a hook may run.
+pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(60);
+
+const HOOK_KEYS: [&str; 4] = ["event", "matcher", "command", "timeout_ms"];
+
+fn hook(ctx: &Ctx, index: usize, entry: &Value) -> Result<HookSpec, ConfigError> {
+    let place = format!("hook #{}", index + 1);
+    let place = place.as_str();
+    let table = entry
+        .as_table()
+        .ok_or_else(|| ctx.err(place, "each [[hook]] must be a table"))?;
+    for key in table.keys() {
+        if !HOOK_KEYS.contains(&key.as_str()) {
+            return Err(ctx.err(
+                place,
+                format!(
+                    "unknown key {key:?} (expected one of {})",
+                    HOOK_KEYS.join(", ")
+                ),
+            ));
+        }
+    }
+    match table.get("event") {
+        None => return Err(ctx.err(place, "event is missing (\"PreToolUse\")")),
+        Some(v) => {
+            let event = string(ctx, place, "event", v)?;
+            if event != PRE_TOOL_USE {
+                return Err(ctx.err(
+                    place,
+                    format!("event = {event:?}: only \"PreToolUse\" is supported"),
+                ));
+            }
+        }
+    }
+    let command = match table.get("command") {
+        None => return Err(ctx.err(place, "command is missing")),
+        Some(v) => string(ctx, place, "command", v)?.to_owned(),
+    };
+    if command.trim().is_empty() {
+        return Err(ctx.err(place, "command must not be empty"));
+    }
+    let matcher = match table.get("matcher") {
+        None => String::new(),
+        Some(v) => string(ctx, place, "matcher", v)?.to_owned(),
+    };
+    if !matches!(matcher.as_str(), "" | "*")
+        && let Err(e) = regex::Regex::new(&matcher)
+    {
+        return Err(ctx.err(place, format!("matcher = {matcher:?}: {e}")));
+    }
+    let timeout = match table.get("timeout_ms") {
+        None => DEFAULT_HOOK_TIMEOUT,
+        Some(v) => Duration::from_millis(positive(ctx, place, "timeout_ms", v, 600_000)?),
+    };
+    Ok(HookSpec {
+        matcher,
+        command,
+        timeout,
+    })
+}
 
 /// A deployment file that could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -144,6 +206,8 @@ pub struct Deployment {
     pub default_policy: Policy,
     /// Plugins in file order (the waterfall puts gates first, then answerers).
     pub plugins: Vec<PluginSpec>,
+    /// Command hooks (`[[hook]]`), in file order.
+    pub hooks: Vec<HookSpec>,
 }
 
 const PLUGIN_KEYS: [&str; 9] = [
@@ -347,6 +411,7 @@ impl Deployment {
             path: None,
             default_policy: Policy::Ask,
             plugins: Vec::new(),
+            hooks: Vec::new(),
         }
     }
 
@@ -371,6 +436,7 @@ impl Deployment {
         let ctx = Ctx { path, dir };
         let mut default_policy = Policy::Ask;
         let mut plugins = Vec::new();
+        let mut hooks = Vec::new();
         for (key, value) in &doc {
             match key.as_str() {
                 "approval" => {
@@ -412,10 +478,20 @@ impl Deployment {
                         plugins.push(spec);
                     }
                 }
+                "hook" => {
+                    let entries = value
+                        .as_array()
+                        .ok_or_else(|| ctx.err("hook", "must be an array of [[hook]] tables"))?;
+                    for (i, entry) in entries.iter().enumerate() {
+                        hooks.push(hook(&ctx, i, entry)?);
+                    }
+                }
                 other => {
                     return Err(ctx.err(
                         "top level",
-                        format!("unknown key {other:?} (expected [approval] or [[plugin]])"),
+                        format!(
+                            "unknown key {other:?} (expected [approval], [[plugin]] or [[hook]])"
+                        ),
                     ));
                 }
             }
@@ -424,6 +500,7 @@ impl Deployment {
             path: Some(path.to_owned()),
             default_policy,
             plugins,
+            hooks,
         })
     }
 }

@@ -29,9 +29,13 @@ pub mod types {
     pub const APPROVAL_DECIDED: &str = "approval/decided";
     /// The session's approval policy was switched.
     pub const APPROVAL_POLICY: &str = "approval/policy";
+    /// A command hook was started for a tool call.
+    pub const HOOK_INVOKED: &str = "hook/invoked";
+    /// A command hook finished (or failed to).
+    pub const HOOK_RESULT: &str = "hook/result";
 
     /// Every event type, in the order above.
-    pub const ALL: [&str; 7] = [
+    pub const ALL: [&str; 9] = [
         TURN_START,
         TURN_END,
         TOOL_CALL,
@@ -39,6 +43,8 @@ pub mod types {
         APPROVAL_ASKED,
         APPROVAL_DECIDED,
         APPROVAL_POLICY,
+        HOOK_INVOKED,
+        HOOK_RESULT,
     ];
 }
 
@@ -129,6 +135,42 @@ pub struct PolicySwitch {
     pub source: Option<String>,
 }
 
+/// `hook/invoked {hook, event, toolName, callId}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct HookInvoked {
+    /// The hook's command.
+    pub hook: String,
+    /// The hook event, `PreToolUse`.
+    pub event: String,
+    /// The tool.
+    pub tool_name: String,
+    /// The call.
+    pub call_id: String,
+}
+
+/// `hook/result {hook, callId, exitCode?, decision?, reason?, error?}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct HookResult {
+    /// The hook's command.
+    pub hook: String,
+    /// The call.
+    pub call_id: String,
+    /// The exit code, when it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// `allow`, `deny` or `ask`, when it decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<String>,
+    /// Its reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Why it failed (could not start, crashed, timed out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
 /// One event of a session log.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
@@ -146,6 +188,10 @@ pub enum Event {
     Decided(Decided),
     /// `approval/policy`.
     Policy(PolicySwitch),
+    /// `hook/invoked`.
+    HookInvoked(HookInvoked),
+    /// `hook/result`.
+    HookResult(HookResult),
 }
 
 /// Event data that does not fit its type.
@@ -182,6 +228,8 @@ impl Event {
             Event::Asked(_) => types::APPROVAL_ASKED,
             Event::Decided(_) => types::APPROVAL_DECIDED,
             Event::Policy(_) => types::APPROVAL_POLICY,
+            Event::HookInvoked(_) => types::HOOK_INVOKED,
+            Event::HookResult(_) => types::HOOK_RESULT,
         }
     }
 
@@ -202,6 +250,8 @@ impl Event {
             types::APPROVAL_ASKED => Event::Asked(parse_data(types::APPROVAL_ASKED, data)?),
             types::APPROVAL_DECIDED => Event::Decided(parse_data(types::APPROVAL_DECIDED, data)?),
             types::APPROVAL_POLICY => Event::Policy(parse_data(types::APPROVAL_POLICY, data)?),
+            types::HOOK_INVOKED => Event::HookInvoked(parse_data(types::HOOK_INVOKED, data)?),
+            types::HOOK_RESULT => Event::HookResult(parse_data(types::HOOK_RESULT, data)?),
             other => return Err(EventError::UnknownType(other.to_owned())),
         })
     }
@@ -215,6 +265,8 @@ impl Event {
             Event::Asked(d) => serde_json::to_value(d),
             Event::Decided(d) => serde_json::to_value(d),
             Event::Policy(d) => serde_json::to_value(d),
+            Event::HookInvoked(d) => serde_json::to_value(d),
+            Event::HookResult(d) => serde_json::to_value(d),
         };
         // These types serialise plain structs of strings, enums and JSON values: infallible.
         value.unwrap_or(Value::Null)

@@ -104,7 +104,11 @@ impl SessionFold {
                 Err(Violation::EmptyToolCallField("callId"))
             }
             Event::ToolCall(c) if c.name.is_empty() => Err(Violation::EmptyToolCallField("name")),
-            Event::ToolCall(_) | Event::ToolResult(_) | Event::Policy(_) => Ok(()),
+            Event::ToolCall(_)
+            | Event::ToolResult(_)
+            | Event::Policy(_)
+            | Event::HookInvoked(_)
+            | Event::HookResult(_) => Ok(()),
         }
     }
 
@@ -125,7 +129,7 @@ impl SessionFold {
                 self.tool_calls
                     .insert(c.call_id.clone(), c.arguments.clone());
             }
-            Event::ToolResult(_) => {}
+            Event::ToolResult(_) | Event::HookInvoked(_) | Event::HookResult(_) => {}
         }
     }
 

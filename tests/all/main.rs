@@ -5,6 +5,7 @@ mod cli;
 mod crash;
 mod deployment;
 mod fixtures;
+mod hooks;
 mod plugins;
 mod policy;
 mod reload;

@@ -19,6 +19,7 @@ fn deployment(specs: Vec<PluginSpec>) -> Deployment {
         path: None,
         default_policy: Policy::Ask,
         plugins: specs,
+        hooks: Vec::new(),
     }
 }
 

@@ -9,7 +9,7 @@
 //! runs. The result is recorded as `tool/result`.
 
 // pub mod bash;
-// pub mod hooks;
+pub mod hooks;
 // pub mod sandbox;
 pub mod texts;
 
