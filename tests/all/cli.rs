@@ -506,3 +506,107 @@ fn demo_shows_every_outcome_with_its_audit_trail() {
     let out = run(dir.path(), &["log", "demo"]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+fn claude_code(dir: &Path, config: &Path, input: &str) -> Output {
+    use std::io::Write as _;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_approval-host"))
+        .arg("--state-dir")
+        .arg(dir)
+        .args(["hook", "claude-code", "--config"])
+        .arg(config)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn claude_code_hook_maps_outcomes_and_never_grants_the_unanswered() {
+    use approval_host::bundled;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("deploy.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[plugin]]\nname = \"allow-tools\"\npath = {:?}\nrole = \"gate\"\n[plugin.config]\ntools = \"Read\"\n\n\
+             [[plugin]]\nname = \"deny-commands\"\npath = {:?}\nrole = \"gate\"\n[plugin.config]\npatterns = \"rm -rf\"\n",
+            bundled::ALLOW_TOOLS_PATH,
+            bundled::DENY_COMMANDS_PATH
+        ),
+    )
+    .unwrap();
+    let session = "3f2b7c1e-0000-4000-8000-000000000001";
+    let input = |tool: &str, args: serde_json::Value, id: &str| {
+        json!({"session_id": session, "transcript_path": "/tmp/t.jsonl", "cwd": "/w",
+               "permission_mode": "default", "hook_event_name": "PreToolUse",
+               "tool_name": tool, "tool_input": args, "tool_use_id": id})
+        .to_string()
+    };
+    let cases = [
+        (
+            input("Read", json!({"file_path": "/w/a"}), "toolu_1"),
+            "allow",
+            "allowed once by the approval-host deployment",
+        ),
+        (
+            input("Bash", json!({"command": "rm -rf /"}), "toolu_2"),
+            "deny",
+            "the user rejected tool \"Bash\"",
+        ),
+        (
+            input("Bash", json!({"command": "ls"}), "toolu_3"),
+            "ask",
+            "tool \"Bash\" requires approval, but no approval channel is available",
+        ),
+    ];
+    for (stdin, decision, reason) in cases {
+        let out = claude_code(dir.path(), &config, &stdin);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert_eq!(
+            v,
+            json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+                   "permissionDecision": decision, "permissionDecisionReason": reason}})
+        );
+    }
+    let events = events_at(&log_path(dir.path(), session));
+    assert_eq!(events.iter().filter(|(t, _)| t == "tool/call").count(), 3);
+    assert_eq!(
+        events
+            .iter()
+            .filter(|(t, _)| t == "approval/decided")
+            .count(),
+        3
+    );
+    let out = run(dir.path(), &["log", session]);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    for (bad, why) in [
+        ("not json", "the hook input is not JSON"),
+        (
+            r#"{"session_id":"s","hook_event_name":"PostToolUse","tool_name":"Bash"}"#,
+            "this hook answers only PreToolUse",
+        ),
+        (
+            r#"{"session_id":"s","hook_event_name":"PreToolUse"}"#,
+            "the hook input has no tool_name",
+        ),
+        (
+            r#"{"session_id":"../x","hook_event_name":"PreToolUse","tool_name":"Bash"}"#,
+            "invalid session id",
+        ),
+    ] {
+        let out = claude_code(dir.path(), &config, bad);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert!(stderr(&out).contains(why), "{bad}: {}", stderr(&out));
+        assert!(stdout(&out).is_empty());
+    }
+}

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+mod claude_code;
 mod demo;
 
 use approval_host::check::check_file;
@@ -99,6 +100,9 @@ enum Command {
         #[arg(long, value_name = "SECONDS", default_value_t = 30)]
         quarantine_backoff: u64,
     },
+    /// Adapters for agent harnesses.
+    #[command(subcommand)]
+    Hook(HookCommand),
     /// Run the main job on the embedded default: a bundled deployment of the example plugins and
     /// scripted requests that show every outcome, each with its audit trail.
     Demo,
@@ -107,6 +111,20 @@ enum Command {
     Log {
         /// The session id.
         session: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum HookCommand {
+    /// A Claude Code PreToolUse hook: reads the hook input on stdin, records the call, asks the
+    /// deployment, and prints `hookSpecificOutput`: `allow` for allowed-once, `deny` with a reason
+    /// for rejected and cancelled, `ask` for unavailable (Claude Code's own prompt decides; this
+    /// never grants). Bad input exits 2 with the reason on stderr, which Claude Code treats as a
+    /// block.
+    ClaudeCode {
+        /// The deployment file (TOML).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
     },
 }
 
@@ -197,6 +215,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
             print_log(&DirStore::new(&state_dir).session_path(&session))
         }
         Command::Check { plugin } => check(&plugin),
+        Command::Hook(HookCommand::ClaudeCode { config }) => {
+            let deployment = match &config {
+                Some(path) => Deployment::load(path)?,
+                None => Deployment::embedded(),
+            };
+            let mut input = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut input)
+                .map_err(|e| UsageError(format!("reading the hook input: {e}")))?;
+            let input = claude_code::Input::parse(&input).map_err(UsageError)?;
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            let output = runtime.block_on(claude_code::run(&state_dir, &deployment, input))?;
+            println!("{output}");
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Serve {
             config,
             socket,
@@ -232,6 +264,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Loads a deployment's plugins for a one-shot command.
+pub(crate) fn mount_plugins(
+    service: &ApprovalService,
+    deployment: &Deployment,
+) -> Result<Option<(PluginHost, Mounted)>> {
+    mount(service, deployment)
 }
 
 async fn serve(options: ServeOptions, socket: Option<PathBuf>, watch: bool) -> Result<()> {
