@@ -9,6 +9,7 @@ mod hooks;
 mod plugins;
 mod policy;
 mod reload;
+mod sandbox;
 mod seam;
 mod serve;
 mod session_log;

@@ -8,9 +8,9 @@
 //! dismissed prompt from a missing channel; guards run last and can still deny; then the body
 //! runs. The result is recorded as `tool/result`.
 
-// pub mod bash;
+pub mod bash;
 pub mod hooks;
-// pub mod sandbox;
+pub mod sandbox;
 pub mod texts;
 
 use std::collections::HashMap;

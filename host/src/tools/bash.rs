@@ -1,0 +1,169 @@
+//! The `bash` tool and its sandbox escalation gate, the seam's second asker.
+//!
+//! A command runs confined to the session's sandbox mode. With `sandbox_permissions` (a wider
+//! mode) and a `justification`, the tool asks the approval service (reason
+//! `escalate sandbox to <mode>: <justification>`); `allowed-once` runs this one call under the
+//! wider mode and nothing persists: the next call is confined again. A command that fails on a
+//! sandboxed write gets a hint that one retry with an escalation may ask the user.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::sandbox::{self, SandboxMode, Workspace};
+use super::texts::{self, escalation};
+use super::{SchemaError, ToolContext, ToolRuntime};
+use crate::outcome::Outcome;
+use crate::service::ApprovalRequest;
+
+/// The tool's name.
+pub const NAME: &str = "bash";
+
+/// How a runtime's `bash` tool runs commands.
+#[derive(Debug, Clone)]
+pub struct BashTool {
+    /// Where commands run.
+    pub workspace: Workspace,
+    /// The mode of every call that does not escalate.
+    pub mode: SandboxMode,
+    /// How long a command may run.
+    pub timeout: Duration,
+}
+
+/// The arguments' schema.
+pub fn schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "command": {"type": "string"},
+            "sandbox_permissions": {
+                "type": "string",
+                "enum": SandboxMode::ALL.map(SandboxMode::as_str),
+            },
+            "justification": {"type": "string"},
+        },
+        "required": ["command"],
+        "additionalProperties": false,
+    })
+}
+
+impl BashTool {
+    /// Registers the tool on `runtime`.
+    pub fn register(self, runtime: &ToolRuntime) -> Result<(), SchemaError> {
+        runtime.register_tool(NAME, &schema(), move |ctx: ToolContext| {
+            let tool = self.clone();
+            async move { tool.call(ctx).await }
+        })
+    }
+
+    /// Checks an escalation's arguments; `Ok(None)` when the call does not escalate.
+    pub fn requested_mode(
+        &self,
+        arguments: &Value,
+    ) -> Result<Option<(SandboxMode, String)>, String> {
+        let permissions = arguments.get("sandbox_permissions").and_then(Value::as_str);
+        let justification = arguments.get("justification").and_then(Value::as_str);
+        match (permissions, justification) {
+            (None, None) => Ok(None),
+            (Some(_), None) => Err(escalation::NEEDS_JUSTIFICATION.to_owned()),
+            (None, Some(_)) => Err(escalation::JUSTIFICATION_ALONE.to_owned()),
+            (Some(_), Some(j)) if j.trim().is_empty() => {
+                Err(escalation::EMPTY_JUSTIFICATION.to_owned())
+            }
+            (Some(p), Some(j)) => {
+                let mode: SandboxMode = p.parse()?;
+                if mode <= self.mode {
+                    return Err(escalation::not_wider(mode.as_str(), self.mode.as_str()));
+                }
+                Ok(Some((mode, j.trim().to_owned())))
+            }
+        }
+    }
+
+    async fn escalate(
+        &self,
+        ctx: &ToolContext,
+        mode: SandboxMode,
+        why: &str,
+    ) -> Result<(), String> {
+        let m = mode.as_str();
+        let Some(service) = &ctx.approval else {
+            return Err(escalation::no_service(m));
+        };
+        let Some(agent) = &ctx.agent else {
+            return Err(escalation::no_agent(m));
+        };
+        let request = ApprovalRequest::new(agent, NAME)
+            .call_id(ctx.call_id.clone())
+            .reason(escalation::reason(m, why))
+            .cancel(ctx.cancel.clone());
+        let outcome = service.request(request).await;
+        if ctx.cancel.is_cancelled() {
+            return Err(texts::ABORTED_BEFORE_DISPATCH.to_owned());
+        }
+        match outcome {
+            Ok(Outcome::AllowedOnce) => Ok(()),
+            Ok(Outcome::Rejected) => Err(escalation::rejected(m)),
+            Ok(Outcome::Cancelled) => Err(escalation::cancelled(m)),
+            Ok(Outcome::Unavailable) => Err(escalation::unavailable(m)),
+            Err(e) => Err(texts::approval_failed(NAME, &e.to_string())),
+        }
+    }
+
+    async fn call(&self, ctx: ToolContext) -> Result<String, String> {
+        let command = ctx.arguments["command"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let mode = match self.requested_mode(&ctx.arguments)? {
+            None => self.mode,
+            Some((wider, why)) => {
+                self.escalate(&ctx, wider, &why).await?;
+                wider
+            }
+        };
+        self.run(&command, mode).await
+    }
+
+    /// Runs `command` under `mode`.
+    pub async fn run(&self, command: &str, mode: SandboxMode) -> Result<String, String> {
+        let mut child = tokio::process::Command::new("sh");
+        child
+            .arg("-c")
+            .arg(command)
+            .current_dir(&self.workspace.root)
+            .env("TMPDIR", &self.workspace.temp)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        sandbox::confine(&mut child, mode, &self.workspace.root, &self.workspace.temp)
+            .map_err(|e| e.to_string())?;
+        let output = match tokio::time::timeout(self.timeout, child.output()).await {
+            Err(_) => {
+                return Err(format!(
+                    "command timed out after {} ms",
+                    self.timeout.as_millis()
+                ));
+            }
+            Ok(Err(e)) => return Err(format!("command could not start: {e}")),
+            Ok(Ok(output)) => output,
+        };
+        let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+        text.push_str(&String::from_utf8_lossy(&output.stderr));
+        if output.status.success() {
+            return Ok(text);
+        }
+        match output.status.code() {
+            Some(code) => text.push_str(&format!("\n[exit code {code}]")),
+            None => text.push_str("\n[killed by a signal]"),
+        }
+        let denied = text.contains("Permission denied") || text.contains("Read-only file system");
+        if mode.confines() && denied {
+            text.push('\n');
+            text.push_str(&escalation::denied_hint(mode.as_str()));
+        }
+        Err(text)
+    }
+}
