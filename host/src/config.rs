@@ -12,6 +12,7 @@ use toml::{Table, Value};
 
 use crate::policy::{POLICY_VOCABULARY_ERROR, Policy};
 use crate::tools::hooks::{HookSpec, PRE_TOOL_USE};
+use crate::tools::sandbox::SandboxMode;
 
 /// Default time a hook may run.
 pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(60);
@@ -208,6 +209,9 @@ pub struct Deployment {
     pub plugins: Vec<PluginSpec>,
     /// Command hooks (`[[hook]]`), in file order.
     pub hooks: Vec<HookSpec>,
+    /// `[sandbox] mode`: the sandbox mode of sessions without their own switch (`read-only`
+    /// when omitted).
+    pub sandbox_mode: SandboxMode,
 }
 
 const PLUGIN_KEYS: [&str; 9] = [
@@ -412,6 +416,7 @@ impl Deployment {
             default_policy: Policy::Ask,
             plugins: Vec::new(),
             hooks: Vec::new(),
+            sandbox_mode: SandboxMode::ReadOnly,
         }
     }
 
@@ -437,6 +442,7 @@ impl Deployment {
         let mut default_policy = Policy::Ask;
         let mut plugins = Vec::new();
         let mut hooks = Vec::new();
+        let mut sandbox_mode = SandboxMode::ReadOnly;
         for (key, value) in &doc {
             match key.as_str() {
                 "approval" => {
@@ -478,6 +484,26 @@ impl Deployment {
                         plugins.push(spec);
                     }
                 }
+                "sandbox" => {
+                    let table = value
+                        .as_table()
+                        .ok_or_else(|| ctx.err("[sandbox]", "must be a table"))?;
+                    for (k, v) in table {
+                        match k.as_str() {
+                            "mode" => {
+                                sandbox_mode = string(&ctx, "[sandbox]", "mode", v)?
+                                    .parse()
+                                    .map_err(|e: String| ctx.err("[sandbox]", e))?;
+                            }
+                            other => {
+                                return Err(ctx.err(
+                                    "[sandbox]",
+                                    format!("unknown key {other:?} (expected mode)"),
+                                ));
+                            }
+                        }
+                    }
+                }
                 "hook" => {
                     let entries = value
                         .as_array()
@@ -490,7 +516,7 @@ impl Deployment {
                     return Err(ctx.err(
                         "top level",
                         format!(
-                            "unknown key {other:?} (expected [approval], [[plugin]] or [[hook]])"
+                            "unknown key {other:?} (expected [approval], [sandbox], [[plugin]] or [[hook]])"
                         ),
                     ));
                 }
@@ -501,6 +527,7 @@ impl Deployment {
             default_policy,
             plugins,
             hooks,
+            sandbox_mode,
         })
     }
 }

@@ -33,9 +33,11 @@ pub mod types {
     pub const HOOK_INVOKED: &str = "hook/invoked";
     /// A command hook finished (or failed to).
     pub const HOOK_RESULT: &str = "hook/result";
+    /// The session's sandbox mode was switched.
+    pub const SANDBOX_MODE: &str = "sandbox/mode";
 
     /// Every event type, in the order above.
-    pub const ALL: [&str; 9] = [
+    pub const ALL: [&str; 10] = [
         TURN_START,
         TURN_END,
         TOOL_CALL,
@@ -45,6 +47,7 @@ pub mod types {
         APPROVAL_POLICY,
         HOOK_INVOKED,
         HOOK_RESULT,
+        SANDBOX_MODE,
     ];
 }
 
@@ -171,6 +174,29 @@ pub struct HookResult {
     pub error: Option<String>,
 }
 
+/// `sandbox/mode {mode, source?}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxSwitch {
+    /// `read-only`, `workspace-write` or `danger-full-access`.
+    pub mode: SandboxModeName,
+    /// Who switched it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+/// A sandbox mode as the log spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxModeName {
+    /// `read-only`.
+    ReadOnly,
+    /// `workspace-write`.
+    WorkspaceWrite,
+    /// `danger-full-access`.
+    DangerFullAccess,
+}
+
 /// One event of a session log.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
@@ -192,6 +218,8 @@ pub enum Event {
     HookInvoked(HookInvoked),
     /// `hook/result`.
     HookResult(HookResult),
+    /// `sandbox/mode`.
+    Sandbox(SandboxSwitch),
 }
 
 /// Event data that does not fit its type.
@@ -230,6 +258,7 @@ impl Event {
             Event::Policy(_) => types::APPROVAL_POLICY,
             Event::HookInvoked(_) => types::HOOK_INVOKED,
             Event::HookResult(_) => types::HOOK_RESULT,
+            Event::Sandbox(_) => types::SANDBOX_MODE,
         }
     }
 
@@ -252,6 +281,7 @@ impl Event {
             types::APPROVAL_POLICY => Event::Policy(parse_data(types::APPROVAL_POLICY, data)?),
             types::HOOK_INVOKED => Event::HookInvoked(parse_data(types::HOOK_INVOKED, data)?),
             types::HOOK_RESULT => Event::HookResult(parse_data(types::HOOK_RESULT, data)?),
+            types::SANDBOX_MODE => Event::Sandbox(parse_data(types::SANDBOX_MODE, data)?),
             other => return Err(EventError::UnknownType(other.to_owned())),
         })
     }
@@ -267,6 +297,7 @@ impl Event {
             Event::Policy(d) => serde_json::to_value(d),
             Event::HookInvoked(d) => serde_json::to_value(d),
             Event::HookResult(d) => serde_json::to_value(d),
+            Event::Sandbox(d) => serde_json::to_value(d),
         };
         // These types serialise plain structs of strings, enums and JSON values: infallible.
         value.unwrap_or(Value::Null)

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::Value;
 
-use crate::event::{Event, PolicySwitch};
+use crate::event::{Event, PolicySwitch, SandboxModeName};
 use crate::policy::Policy;
 
 /// A rule an event broke; the event is refused and nothing is written.
@@ -60,6 +60,7 @@ pub struct SessionFold {
     open: BTreeMap<String, u64>,
     policy: Option<PolicySwitch>,
     tool_calls: HashMap<String, Value>,
+    sandbox: Option<SandboxModeName>,
 }
 
 impl SessionFold {
@@ -108,7 +109,8 @@ impl SessionFold {
             | Event::ToolResult(_)
             | Event::Policy(_)
             | Event::HookInvoked(_)
-            | Event::HookResult(_) => Ok(()),
+            | Event::HookResult(_)
+            | Event::Sandbox(_) => Ok(()),
         }
     }
 
@@ -129,6 +131,7 @@ impl SessionFold {
                 self.tool_calls
                     .insert(c.call_id.clone(), c.arguments.clone());
             }
+            Event::Sandbox(s) => self.sandbox = Some(s.mode),
             Event::ToolResult(_) | Event::HookInvoked(_) | Event::HookResult(_) => {}
         }
     }
@@ -167,6 +170,11 @@ impl SessionFold {
             .collect();
         v.sort_by_key(|q| q.seq);
         v
+    }
+
+    /// The session's own sandbox mode, if switched: the last `sandbox/mode` event.
+    pub fn sandbox_mode(&self) -> Option<SandboxModeName> {
+        self.sandbox
     }
 
     /// The arguments of the recorded `tool/call` with this call id (the latest, if repeated).

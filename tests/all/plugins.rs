@@ -376,6 +376,7 @@ async fn example_plugins_decide_in_deployment_order() {
         default_policy: Policy::Ask,
         plugins: examples(),
         hooks: Vec::new(),
+        sandbox_mode: approval_host::tools::sandbox::SandboxMode::ReadOnly,
     };
     let mut mounted = Mounted::load(&rig.host.service, &rig.plugins, &deployment).unwrap();
     assert_eq!(
@@ -511,6 +512,7 @@ async fn many_concurrent_requests_across_plugins() {
         default_policy: Policy::Ask,
         plugins: examples(),
         hooks: Vec::new(),
+        sandbox_mode: approval_host::tools::sandbox::SandboxMode::ReadOnly,
     };
     let _mounted = Mounted::load(&rig.host.service, &rig.plugins, &deployment).unwrap();
     let mut tasks = Vec::new();

@@ -20,6 +20,7 @@ fn deployment(specs: Vec<PluginSpec>) -> Deployment {
         default_policy: Policy::Ask,
         plugins: specs,
         hooks: Vec::new(),
+        sandbox_mode: approval_host::tools::sandbox::SandboxMode::ReadOnly,
     }
 }
 

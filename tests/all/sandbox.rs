@@ -271,3 +271,59 @@ async fn every_escalation_refusal_has_its_text() {
         "Error: sandbox escalation to \"workspace-write\" requires approval, but the call has no agent to route it through"
     );
 }
+
+#[tokio::test]
+async fn a_logged_mode_switch_overrides_the_default_and_replays() {
+    use approval_host::tools::sandbox::{session_mode, set_session_mode};
+    let mut host = Host::new();
+    let b = Box_::new();
+    {
+        let (rt, agent) = runtime(&host, &b).await;
+        set_session_mode(&agent, SandboxMode::WorkspaceWrite, Some("user"))
+            .await
+            .unwrap();
+        let r = rt
+            .execute(ToolCall::new(
+                "c1",
+                "bash",
+                json!({"command": "echo ok > ok.txt && cat ok.txt"}),
+                Some(&agent),
+            ))
+            .await;
+        assert_eq!(r.content, "ok\n");
+        let r = rt.execute(escalated_call(&agent, "c2")).await;
+        assert_eq!(
+            r.content,
+            "Error: sandbox escalation to \"workspace-write\" is not strictly wider than this call's current \"workspace-write\" mode"
+        );
+        host.service.end_turn("s").await.unwrap();
+    }
+    let events = host.events("s");
+    assert_eq!(
+        events[1],
+        (
+            "sandbox/mode".to_owned(),
+            json!({"mode": "workspace-write", "source": "user"})
+        )
+    );
+    host.restart(approval_host::Policy::Ask);
+    let agent = host.service.agent("s", "a").await.unwrap();
+    assert_eq!(
+        session_mode(&agent, SandboxMode::ReadOnly),
+        SandboxMode::WorkspaceWrite
+    );
+}
+
+#[test]
+fn the_deployment_sets_the_default_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d.toml");
+    std::fs::write(&path, "[sandbox]\nmode = \"workspace-write\"\n").unwrap();
+    let d = approval_host::Deployment::load(&path).unwrap();
+    assert_eq!(d.sandbox_mode, SandboxMode::WorkspaceWrite);
+    std::fs::write(&path, "[sandbox]\nmode = \"wide-open\"\n").unwrap();
+    let err = approval_host::Deployment::load(&path)
+        .unwrap_err()
+        .to_string();
+    assert!(err.ends_with("[sandbox]: sandbox mode must be one of \"read-only\", \"workspace-write\" or \"danger-full-access\", not \"wide-open\""), "{err}");
+}

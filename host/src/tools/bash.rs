@@ -25,7 +25,8 @@ pub const NAME: &str = "bash";
 pub struct BashTool {
     /// Where commands run.
     pub workspace: Workspace,
-    /// The mode of every call that does not escalate.
+    /// The deployment's default mode: calls that do not escalate run under it, or under their
+    /// session's logged `sandbox/mode` switch.
     pub mode: SandboxMode,
     /// How long a command may run.
     pub timeout: Duration,
@@ -57,10 +58,17 @@ impl BashTool {
         })
     }
 
-    /// Checks an escalation's arguments; `Ok(None)` when the call does not escalate.
+    /// The mode a call by `agent` runs under unless it escalates.
+    pub fn current_mode(&self, agent: Option<&crate::Agent>) -> SandboxMode {
+        agent.map_or(self.mode, |a| sandbox::session_mode(a, self.mode))
+    }
+
+    /// Checks an escalation's arguments against the `current` mode; `Ok(None)` when the call does
+    /// not escalate.
     pub fn requested_mode(
         &self,
         arguments: &Value,
+        current: SandboxMode,
     ) -> Result<Option<(SandboxMode, String)>, String> {
         let permissions = arguments.get("sandbox_permissions").and_then(Value::as_str);
         let justification = arguments.get("justification").and_then(Value::as_str);
@@ -73,8 +81,8 @@ impl BashTool {
             }
             (Some(p), Some(j)) => {
                 let mode: SandboxMode = p.parse()?;
-                if mode <= self.mode {
-                    return Err(escalation::not_wider(mode.as_str(), self.mode.as_str()));
+                if mode <= current {
+                    return Err(escalation::not_wider(mode.as_str(), current.as_str()));
                 }
                 Ok(Some((mode, j.trim().to_owned())))
             }
@@ -116,8 +124,9 @@ impl BashTool {
             .as_str()
             .unwrap_or_default()
             .to_owned();
-        let mode = match self.requested_mode(&ctx.arguments)? {
-            None => self.mode,
+        let current = self.current_mode(ctx.agent.as_ref());
+        let mode = match self.requested_mode(&ctx.arguments, current)? {
+            None => current,
             Some((wider, why)) => {
                 self.escalate(&ctx, wider, &why).await?;
                 wider

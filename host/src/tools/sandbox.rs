@@ -160,3 +160,51 @@ pub struct Workspace {
     /// The temp directory (`TMPDIR`), writable under `workspace-write`.
     pub temp: PathBuf,
 }
+
+impl From<crate::event::SandboxModeName> for SandboxMode {
+    fn from(m: crate::event::SandboxModeName) -> Self {
+        use crate::event::SandboxModeName as N;
+        match m {
+            N::ReadOnly => SandboxMode::ReadOnly,
+            N::WorkspaceWrite => SandboxMode::WorkspaceWrite,
+            N::DangerFullAccess => SandboxMode::DangerFullAccess,
+        }
+    }
+}
+
+impl From<SandboxMode> for crate::event::SandboxModeName {
+    fn from(m: SandboxMode) -> Self {
+        use crate::event::SandboxModeName as N;
+        match m {
+            SandboxMode::ReadOnly => N::ReadOnly,
+            SandboxMode::WorkspaceWrite => N::WorkspaceWrite,
+            SandboxMode::DangerFullAccess => N::DangerFullAccess,
+        }
+    }
+}
+
+/// The agent's session mode: its last logged `sandbox/mode`, else `default`.
+pub fn session_mode(agent: &crate::Agent, default: SandboxMode) -> SandboxMode {
+    agent
+        .session()
+        .log
+        .with_fold(|f| f.sandbox_mode())
+        .map_or(default, SandboxMode::from)
+}
+
+/// Logs a switch of the agent's session to `mode`.
+pub async fn set_session_mode(
+    agent: &crate::Agent,
+    mode: SandboxMode,
+    source: Option<&str>,
+) -> Result<(), crate::LogError> {
+    agent
+        .session()
+        .log
+        .append(crate::event::Event::Sandbox(crate::event::SandboxSwitch {
+            mode: mode.into(),
+            source: source.map(str::to_owned),
+        }))
+        .await
+        .map(|_| ())
+}
