@@ -43,17 +43,27 @@ fn core_module(imports: &str, body: &str, data: &str) -> String {
 }
 
 fn encode(module: &str, wit: Option<&str>, world: &str) -> Vec<u8> {
-    let mut module = wat::parse_str(module).unwrap();
     let mut resolve = wit_parser::Resolve::default();
     let (pkg, _) = resolve.push_dir(WIT_DIR).unwrap();
     let main = match wit {
         Some(text) => resolve.push_str("fixture.wit", text).unwrap(),
         None => pkg,
     };
-    let world = resolve.select_world(&[main], Some(world)).unwrap();
+    encode_in(module, &resolve, main, world)
+}
+
+/// Embeds `world` of `package` in the core `module` and encodes the component.
+fn encode_in(
+    module: &str,
+    resolve: &wit_parser::Resolve,
+    package: wit_parser::PackageId,
+    world: &str,
+) -> Vec<u8> {
+    let mut module = wat::parse_str(module).unwrap();
+    let world = resolve.select_world(&[package], Some(world)).unwrap();
     wit_component::embed_component_metadata(
         &mut module,
-        &resolve,
+        resolve,
         world,
         wit_component::StringEncoding::UTF8,
     )
@@ -200,21 +210,7 @@ pub fn versioned(version: &str) -> Vec<u8> {
         "approval:plugin/host@0.1.0",
         &format!("approval:plugin/host@{version}"),
     );
-    let mut module = wat::parse_str(&module).unwrap();
     let mut resolve = wit_parser::Resolve::default();
     let pkg = resolve.push_str("approval.wit", &wit).unwrap();
-    let world = resolve.select_world(&[pkg], Some("answerer")).unwrap();
-    wit_component::embed_component_metadata(
-        &mut module,
-        &resolve,
-        world,
-        wit_component::StringEncoding::UTF8,
-    )
-    .unwrap();
-    wit_component::ComponentEncoder::default()
-        .module(&module)
-        .unwrap()
-        .validate(true)
-        .encode()
-        .unwrap()
+    encode_in(&module, &resolve, pkg, "answerer")
 }
