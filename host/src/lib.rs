@@ -30,6 +30,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod acp;
 pub mod agent;
 pub mod bundled;
 pub mod check;

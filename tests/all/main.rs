@@ -1,5 +1,6 @@
 //! Integration tests for approval-host: one binary, a module per behaviour area.
 
+mod acp;
 mod cache;
 mod cli;
 mod crash;

@@ -1,0 +1,129 @@
+//! The ACP answerer: the terminal answerer that asks the client owning the asking agent, over
+//! the Agent Client Protocol (`session/request_permission`, protocol v1, through the official
+//! `agent-client-protocol` crate).
+//!
+//! It answers only for an agent object its session map owns (exact identity: another object with
+//! the same session id is foreign) and only for questions with a call id; everything else
+//! delegates. It offers exactly two one-shot options, never `allow_always` (nothing could honour
+//! it): the selected `allow-once` grants; any other option id, known or not, rejects; the
+//! `cancelled` outcome cancels; a JSON-RPC error, a dropped responder or a closed connection
+//! settles `unavailable`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use agent_client_protocol::Client;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    PermissionOption, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
+    SessionId, ToolCallUpdate, ToolCallUpdateFields,
+};
+
+use crate::agent::Agent;
+use crate::outcome::{Decision, Failure};
+use crate::waterfall::{Listener, ListenerFuture, Question};
+
+/// The option id that grants one call.
+pub const ALLOW_ONCE: &str = "allow-once";
+/// The option id that rejects.
+pub const REJECT_ONCE: &str = "reject-once";
+
+/// The options every permission request offers: one-shot allow and reject, nothing persistent.
+pub fn permission_options() -> Vec<PermissionOption> {
+    vec![
+        PermissionOption::new(ALLOW_ONCE, "Allow once", PermissionOptionKind::AllowOnce),
+        PermissionOption::new(REJECT_ONCE, "Reject", PermissionOptionKind::RejectOnce),
+    ]
+}
+
+struct Owned {
+    agent: Agent,
+    acp_session: SessionId,
+    connection: ConnectionTo<Client>,
+}
+
+/// The session map and the answerer over it. Clone it to share one map between the ACP agent
+/// (which owns sessions as clients open them) and the approval service (where it is registered).
+#[derive(Clone, Default)]
+pub struct AcpAnswerer {
+    sessions: Arc<Mutex<HashMap<String, Owned>>>,
+}
+
+impl std::fmt::Debug for AcpAnswerer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AcpAnswerer")
+            .field("sessions", &self.lock().len())
+            .finish()
+    }
+}
+
+impl AcpAnswerer {
+    /// An empty session map.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Owned>> {
+        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records that `connection`'s client owns `agent` (its ACP session is `acp_session`).
+    pub fn own(&self, agent: &Agent, acp_session: SessionId, connection: ConnectionTo<Client>) {
+        self.lock().insert(
+            agent.session_id().to_owned(),
+            Owned {
+                agent: agent.clone(),
+                acp_session,
+                connection,
+            },
+        );
+    }
+
+    /// Forgets the session; its questions delegate from now on.
+    pub fn release(&self, session_id: &str) {
+        self.lock().remove(session_id);
+    }
+}
+
+impl Listener for AcpAnswerer {
+    fn decide(&self, question: Question) -> ListenerFuture {
+        let Some(call_id) = question.call_id() else {
+            return Box::pin(async { Ok(Decision::Next) });
+        };
+        let request = {
+            let sessions = self.lock();
+            match sessions.get(question.session_id()) {
+                Some(owned) if owned.agent.same(question.agent()) => Some((
+                    owned.connection.clone(),
+                    RequestPermissionRequest::new(
+                        owned.acp_session.clone(),
+                        ToolCallUpdate::new(call_id.to_owned(), ToolCallUpdateFields::new()),
+                        permission_options(),
+                    ),
+                )),
+                _ => None,
+            }
+        };
+        let Some((connection, request)) = request else {
+            return Box::pin(async { Ok(Decision::Next) });
+        };
+        let sent = connection.send_request(request);
+        Box::pin(async move {
+            match sent.block_task().await {
+                Ok(response) => Ok(match response.outcome {
+                    RequestPermissionOutcome::Selected(selected)
+                        if &*selected.option_id.0 == ALLOW_ONCE =>
+                    {
+                        Decision::AllowOnce
+                    }
+                    RequestPermissionOutcome::Cancelled => Decision::Cancel,
+                    // Any other option id, known or not, never grants.
+                    _ => Decision::Reject,
+                }),
+                Err(e) => Err(Failure::error(format!(
+                    "session/request_permission failed: {e}"
+                ))),
+            }
+        })
+    }
+}
