@@ -141,8 +141,7 @@ async fn run(host: &Host, prompts: &[&str], replies: Vec<Reply>) -> Vec<Value> {
         })
         .await
         .unwrap();
-    let out = seen.lock().unwrap().clone();
-    out
+    seen.lock().unwrap().clone()
 }
 
 fn outcomes(host: &Host) -> Vec<String> {
