@@ -63,6 +63,15 @@ impl Agent {
         &self.inner.session
     }
 
+    /// The JSON arguments of the call `call_id` as this agent's session recorded them in its
+    /// `tool/call` event, or `None`.
+    pub fn call_arguments(&self, call_id: &str) -> Option<serde_json::Value> {
+        self.inner
+            .session
+            .log
+            .with_fold(|f| f.call_arguments(call_id).cloned())
+    }
+
     pub(crate) fn queue_notice(&self, notice: String) {
         self.inner
             .notices

@@ -252,10 +252,7 @@ impl ApprovalService {
 
     /// The JSON arguments of the session's recorded `tool/call` with this call id.
     pub fn call_arguments(&self, agent: &Agent, call_id: &str) -> Option<serde_json::Value> {
-        agent
-            .session()
-            .log
-            .with_fold(|f| f.call_arguments(call_id).cloned())
+        agent.call_arguments(call_id)
     }
 
     /// The agent's effective policy: its session's last switch, else the deployment default.

@@ -121,11 +121,7 @@ impl Question {
     /// The JSON arguments of the call `call_id` as the asking session recorded them in its
     /// `tool/call` event, or `None`.
     pub fn call_arguments(&self, call_id: &str) -> Option<serde_json::Value> {
-        self.inner
-            .agent
-            .session()
-            .log
-            .with_fold(|f| f.call_arguments(call_id).cloned())
+        self.inner.agent.call_arguments(call_id)
     }
 
     /// Whether the question was cancelled (by the asker, by the caller leaving, or because its

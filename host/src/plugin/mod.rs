@@ -309,6 +309,12 @@ fn arm(store: &mut Store<PluginState>, question: &Question, deadline: Instant) {
     store.set_epoch_deadline(1);
 }
 
+/// Classifies an error from a store, reading why the host stopped it and whether it hit its cap.
+fn failure(store: &Store<PluginState>, err: &wasmtime::Error) -> Failure {
+    let state = store.data();
+    limits::classify(err, state.stopped, state.limits.memory_hit)
+}
+
 impl Plugin {
     /// The plugin's name.
     pub fn name(&self) -> &str {
@@ -366,10 +372,7 @@ impl Plugin {
         arm(&mut store, question, deadline);
         match self.template.instantiate(&mut store) {
             Ok(instance) => Ok(Live { store, instance }),
-            Err(e) => {
-                let s = store.data();
-                Err(limits::classify(&e, s.stopped, s.limits.memory_hit))
-            }
+            Err(e) => Err(failure(&store, &e)),
         }
     }
 
@@ -400,10 +403,7 @@ impl Plugin {
                 Ok(decision)
             }
             // The instance is dropped here: a failed instance is never entered again.
-            Err(e) => {
-                let s = live.store.data();
-                Err(limits::classify(&e, s.stopped, s.limits.memory_hit))
-            }
+            Err(e) => Err(failure(&live.store, &e)),
         }
     }
 

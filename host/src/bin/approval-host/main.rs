@@ -266,14 +266,6 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-/// Loads a deployment's plugins for a one-shot command.
-pub(crate) fn mount_plugins(
-    service: &ApprovalService,
-    deployment: &Deployment,
-) -> Result<Option<(PluginHost, Mounted)>> {
-    mount(service, deployment)
-}
-
 async fn serve(options: ServeOptions, socket: Option<PathBuf>, watch: bool) -> Result<()> {
     let server = Server::start(options).await.map_err(|e| match e {
         ServeError::Config(e) => anyhow::Error::new(e),
@@ -299,7 +291,7 @@ async fn serve(options: ServeOptions, socket: Option<PathBuf>, watch: bool) -> R
 }
 
 /// Loads a deployment's plugins; a plugin that cannot load is the deployment's fault (exit 2).
-fn mount(
+pub(crate) fn mount(
     service: &ApprovalService,
     deployment: &Deployment,
 ) -> Result<Option<(PluginHost, Mounted)>> {
