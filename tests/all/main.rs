@@ -1,6 +1,7 @@
 //! Integration tests for approval-host: one binary, a module per behaviour area.
 
 mod acp;
+mod acp_agent;
 mod cache;
 mod cli;
 mod crash;

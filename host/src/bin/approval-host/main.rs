@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 mod claude_code;
 mod demo;
 
+use approval_host::acp::{AgentOptions, Script, ScriptedAgent};
 use approval_host::check::check_file;
 use approval_host::plugin::QuarantinePolicy;
 use approval_host::plugin::inspect::inspect_bytes;
@@ -103,6 +104,22 @@ enum Command {
     /// Adapters for agent harnesses.
     #[command(subcommand)]
     Hook(HookCommand),
+    /// Serve the Agent Client Protocol over stdio as an agent whose model is a script, so a real
+    /// client (an editor, or an automation client) can watch and answer the approval flow.
+    ///
+    /// `session/prompt` runs the session's next scripted turn through the tool runtime (the
+    /// deployment's hooks, ask routing, the sandboxed `bash` tool); approval questions nothing
+    /// else answers go to the client as `session/request_permission`. The session modes `ask` and
+    /// `never` are the approval policy. stdout carries only protocol messages; logs go to stderr.
+    Acp {
+        /// The deployment file (TOML): default policy, plugins, hooks, sandbox mode.
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// The script standing in for the model (JSON: `{"turns": [{"tool_calls": [...],
+        /// "message": "..."}]}`).
+        #[arg(long, value_name = "SCRIPT")]
+        script: PathBuf,
+    },
     /// Run the main job on the embedded default: a bundled deployment of the example plugins and
     /// scripted requests that show every outcome, each with its audit trail.
     Demo,
@@ -250,6 +267,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             runtime.block_on(serve(options, socket, !no_watch))?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Acp { config, script } => {
+            let deployment = Deployment::load(&config)?;
+            let script = Script::load(&script).map_err(|e| UsageError(e.to_string()))?;
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            runtime.block_on(acp(&state_dir, &deployment, script))?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Demo => {
             let temp;
             let dir = match &cli.state_dir {
@@ -288,6 +312,21 @@ async fn serve(options: ServeOptions, socket: Option<PathBuf>, watch: bool) -> R
         None => server.serve_stdio().await,
     }
     Ok(())
+}
+
+async fn acp(state_dir: &Path, deployment: &Deployment, script: Script) -> Result<()> {
+    use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+    let service = ApprovalService::open_dir(state_dir, deployment.default_policy);
+    let _plugins = mount(&service, deployment)?;
+    let agent = ScriptedAgent::new(service, script, AgentOptions::from_deployment(deployment));
+    let transport = agent_client_protocol::ByteStreams::new(
+        tokio::io::stdout().compat_write(),
+        tokio::io::stdin().compat(),
+    );
+    agent
+        .serve(transport)
+        .await
+        .map_err(|e| anyhow::anyhow!("the ACP connection failed: {e}"))
 }
 
 /// Loads a deployment's plugins; a plugin that cannot load is the deployment's fault (exit 2).
