@@ -31,7 +31,7 @@ use crate::support::{events_at, log_path, types};
 
 /// How the client answers each permission request, in order.
 #[derive(Clone, Debug)]
-enum Reply {
+pub enum Reply {
     Select(&'static str),
     Cancelled,
     Error,
@@ -43,9 +43,9 @@ enum Reply {
 
 /// What the client saw.
 #[derive(Default, Debug)]
-struct Seen {
-    permissions: Vec<Value>,
-    updates: Vec<Value>,
+pub struct Seen {
+    pub permissions: Vec<Value>,
+    pub updates: Vec<Value>,
 }
 
 impl Seen {
@@ -76,27 +76,34 @@ impl Seen {
 }
 
 /// The client's side of an open session.
-struct Conn {
-    cx: ConnectionTo<AgentRole>,
-    session: SessionId,
+pub struct Conn {
+    pub cx: ConnectionTo<AgentRole>,
+    pub session: SessionId,
     /// The `modes` of the `session/new` response.
-    modes: Value,
+    pub modes: Value,
     /// One message per permission request the client received.
-    asked: mpsc::UnboundedReceiver<()>,
+    pub asked: mpsc::UnboundedReceiver<()>,
 }
 
 impl Conn {
-    fn prompt_request(&self) -> PromptRequest {
+    pub fn prompt_request(&self, text: &str) -> PromptRequest {
         PromptRequest::new(
             self.session.clone(),
-            vec![ContentBlock::Text(TextContent::new("go on"))],
+            vec![ContentBlock::Text(TextContent::new(text))],
         )
     }
 
-    async fn prompt(&self) -> Result<StopReason, agent_client_protocol::Error> {
+    pub async fn prompt(&self) -> Result<StopReason, agent_client_protocol::Error> {
+        self.prompt_text("go on").await
+    }
+
+    pub async fn prompt_text(
+        &self,
+        text: &str,
+    ) -> Result<StopReason, agent_client_protocol::Error> {
         let response = self
             .cx
-            .send_request(self.prompt_request())
+            .send_request(self.prompt_request(text))
             .block_task()
             .await?;
         Ok(response.stop_reason)
@@ -116,7 +123,7 @@ impl Conn {
 
 /// Connects a client answering with `replies` over `transport`, opens a session in `cwd`, and
 /// runs `body` on it. Returns what the client saw and what `body` returned.
-async fn drive<T>(
+pub async fn drive<T>(
     transport: impl ConnectTo<Client> + 'static,
     cwd: &Path,
     replies: Vec<Reply>,
@@ -465,7 +472,7 @@ async fn session_cancel_settles_the_pending_question_and_ends_the_turn_cancelled
         &env.ws(),
         vec![Reply::Hold],
         async |mut conn: Conn| {
-            let pending = conn.cx.send_request(conn.prompt_request());
+            let pending = conn.cx.send_request(conn.prompt_request("go on"));
             // The client holds the permission request and cancels the prompt instead.
             conn.asked.recv().await.unwrap();
             conn.cx
@@ -587,7 +594,7 @@ async fn a_closed_connection_settles_the_pending_question_unavailable() {
         &env.ws(),
         vec![Reply::Hold],
         async |mut conn: Conn| {
-            let pending = conn.cx.send_request(conn.prompt_request());
+            let pending = conn.cx.send_request(conn.prompt_request("go on"));
             conn.asked.recv().await.unwrap();
             // The client goes away with the question pending.
             pending.detach();
@@ -809,7 +816,7 @@ async fn the_binary_cancels_and_switches_modes() {
         &env.ws(),
         vec![Reply::Hold],
         async |mut conn: Conn| {
-            let pending = conn.cx.send_request(conn.prompt_request());
+            let pending = conn.cx.send_request(conn.prompt_request("go on"));
             conn.asked.recv().await.unwrap();
             conn.cx
                 .send_notification(CancelNotification::new(conn.session.clone()))?;
@@ -867,6 +874,112 @@ fn the_binary_refuses_a_bad_script_naming_the_file_and_the_place() {
         format!(
             "approval-host: {}: turns[0].tool_calls[0].call_id: missing\n",
             script.display()
+        )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_runs_the_escalation_scenarios() {
+    let env = Env::new();
+    let (process, transport) = Subprocess::spawn(
+        &env,
+        "[sandbox]\nmode = \"read-only\"\n",
+        json!([
+            escalation_turn()[0],
+            {"tool_calls": [{"call_id": "call_02_1", "name": "bash", "arguments": {
+                "command": "echo rejected > rejected.txt",
+                "sandbox_permissions": "workspace-write",
+                "justification": "the user asked to write rejected.txt"}}],
+             "message": "the user said no"}
+        ]),
+    );
+    let (seen, (session, stops)) = drive(
+        transport,
+        &env.ws(),
+        vec![Reply::Select("allow-once"), Reply::Select("reject-once")],
+        async |conn: Conn| {
+            let approved = conn.prompt().await?;
+            let rejected = conn.prompt().await?;
+            Ok((conn.session, [approved, rejected]))
+        },
+    )
+    .await;
+    process.finish().await;
+    assert_eq!(stops, [StopReason::EndTurn, StopReason::EndTurn]);
+    assert_eq!(
+        seen.results(),
+        [
+            ("completed".to_owned(), "escalated\n".to_owned()),
+            (
+                "failed".to_owned(),
+                format!(
+                    "{}{}",
+                    texts::ERROR_PREFIX,
+                    escalation::rejected("workspace-write")
+                )
+            )
+        ]
+    );
+    assert!(env.ws.path().join("escalated.txt").exists());
+    assert!(!env.ws.path().join("rejected.txt").exists());
+    let events = env.events(&session);
+    let turn = [
+        "turn/start",
+        "tool/call",
+        "approval/asked",
+        "approval/decided",
+        "tool/result",
+        "turn/end",
+    ];
+    assert_eq!(types(&events), [turn, turn].concat());
+    assert_eq!(events[2].1["reason"], ESCALATION_REASON);
+    assert_eq!(events[3].1["outcome"], "allowed-once");
+    assert_eq!(
+        events[8].1["reason"],
+        "escalate sandbox to workspace-write: the user asked to write rejected.txt"
+    );
+    assert_eq!(events[9].1["outcome"], "rejected");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_example_runs_as_the_readme_says() {
+    let env = Env::new();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/acp");
+    let config = std::fs::read_to_string(examples.join("deployment.toml")).unwrap();
+    let script: Value =
+        serde_json::from_str(&std::fs::read_to_string(examples.join("script.json")).unwrap())
+            .unwrap();
+    let (process, transport) = Subprocess::spawn(&env, &config, script["turns"].clone());
+    let (seen, stops) = drive(
+        transport,
+        &env.ws(),
+        vec![Reply::Select("allow-once"), Reply::Select("reject-once")],
+        async |conn: Conn| Ok([conn.prompt().await?, conn.prompt().await?]),
+    )
+    .await;
+    process.finish().await;
+    assert_eq!(stops, [StopReason::EndTurn, StopReason::EndTurn]);
+    let asked: Vec<&Value> = seen
+        .permissions
+        .iter()
+        .map(|p| &p["toolCall"]["toolCallId"])
+        .collect();
+    assert_eq!(asked, ["call_00_2", "call_01_1"]);
+    let results = seen.results();
+    assert_eq!(results[0].0, "completed");
+    assert_eq!(
+        results[1],
+        ("completed".to_owned(), "escalated\n".to_owned())
+    );
+    assert_eq!(
+        results[2],
+        (
+            "failed".to_owned(),
+            format!(
+                "{}{}",
+                texts::ERROR_PREFIX,
+                texts::approval_rejected("bash")
+            )
         )
     );
 }

@@ -448,8 +448,9 @@ impl ScriptedAgent {
         Ok(())
     }
 
-    /// Cancels the session's running turn, if any.
+    /// Cancels the session's running turn, if any, and its pending permission requests.
     fn cancel(&self, id: &str) {
+        self.inner.answerer.cancel(&id.to_owned().into());
         let Ok(session) = self.session(id) else {
             tracing::debug!(session = id, "session/cancel for an unknown session");
             return;

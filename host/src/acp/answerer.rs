@@ -7,7 +7,9 @@
 //! delegates. It offers exactly two one-shot options, never `allow_always` (nothing could honour
 //! it): the selected `allow-once` grants; any other option id, known or not, rejects; the
 //! `cancelled` outcome cancels; a JSON-RPC error, a dropped responder or a closed connection
-//! settles `unavailable`.
+//! settles `unavailable`. [`AcpAnswerer::cancel`], called on the client's `session/cancel`,
+//! settles the session's pending permission requests `cancelled` (and tells the client to drop
+//! them with `$/cancel_request`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -18,6 +20,8 @@ use agent_client_protocol::v1::schema::{
     PermissionOption, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
     SessionId, ToolCallUpdate, ToolCallUpdateFields,
 };
+
+use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
 use crate::outcome::{Decision, Failure};
@@ -40,6 +44,8 @@ struct Owned {
     agent: Agent,
     acp_session: SessionId,
     connection: ConnectionTo<Client>,
+    /// Cancelled (and replaced) by `session/cancel`: ends the requests pending at that moment.
+    cancel: CancellationToken,
 }
 
 /// The session map and the answerer over it. Clone it to share one map between the ACP agent
@@ -75,8 +81,19 @@ impl AcpAnswerer {
                 agent: agent.clone(),
                 acp_session,
                 connection,
+                cancel: CancellationToken::new(),
             },
         );
+    }
+
+    /// The client cancelled its prompt in `acp_session` (`session/cancel`): the permission
+    /// requests pending for it settle `cancelled`. Later requests are asked as usual.
+    pub fn cancel(&self, acp_session: &SessionId) {
+        for owned in self.lock().values_mut() {
+            if owned.acp_session == *acp_session {
+                std::mem::take(&mut owned.cancel).cancel();
+            }
+        }
     }
 
     /// Forgets the session; its questions delegate from now on.
@@ -95,6 +112,7 @@ impl Listener for AcpAnswerer {
             match sessions.get(question.session_id()) {
                 Some(owned) if owned.agent.same(question.agent()) => Some((
                     owned.connection.clone(),
+                    owned.cancel.clone(),
                     RequestPermissionRequest::new(
                         owned.acp_session.clone(),
                         ToolCallUpdate::new(call_id.to_owned(), ToolCallUpdateFields::new()),
@@ -104,12 +122,18 @@ impl Listener for AcpAnswerer {
                 _ => None,
             }
         };
-        let Some((connection, request)) = request else {
+        let Some((connection, cancel, request)) = request else {
             return Box::pin(async { Ok(Decision::Next) });
         };
         let sent = connection.send_request(request);
         Box::pin(async move {
-            match sent.block_task().await {
+            let answered = tokio::select! {
+                biased;
+                // Dropping the request sends `$/cancel_request`: the client can close its prompt.
+                () = cancel.cancelled() => return Ok(Decision::Cancel),
+                answered = sent.block_task() => answered,
+            };
+            match answered {
                 Ok(response) => Ok(match response.outcome {
                     RequestPermissionOutcome::Selected(selected)
                         if &*selected.option_id.0 == ALLOW_ONCE =>
