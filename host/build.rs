@@ -8,7 +8,11 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// Guest crates: (crate name, what it is).
-const GUESTS: [(&str, &str); 4] = [
+const GUESTS: [(&str, &str); 5] = [
+    (
+        "adversary",
+        "Test guest: panics, loops or allocates without end, picked by the tool name.",
+    ),
     (
         "allow-tools",
         "Example gate: allow-once for the tools in its `tools` config.",
