@@ -214,3 +214,25 @@ pub fn versioned(version: &str) -> Vec<u8> {
     let pkg = resolve.push_str("approval.wit", &wit).unwrap();
     encode_in(&module, &resolve, pkg, "answerer")
 }
+
+/// A core module of the answerer world (not yet a component) whose `decide` returns `decision`
+/// after a WASI preview1 call (`random_get`), as clang with wasi-libc would emit it.
+pub fn core_answerer(decision: u32) -> Vec<u8> {
+    let module = core_module(
+        r#"(import "wasi_snapshot_preview1" "random_get" (func $random (param i32 i32) (result i32)))"#,
+        &format!("(drop (call $random (i32.const 64) (i32.const 8))) (i32.const {decision})"),
+        "",
+    );
+    let mut module = wat::parse_str(module).unwrap();
+    let mut resolve = wit_parser::Resolve::default();
+    let (pkg, _) = resolve.push_dir(WIT_DIR).unwrap();
+    let world = resolve.select_world(&[pkg], Some("answerer")).unwrap();
+    wit_component::embed_component_metadata(
+        &mut module,
+        &resolve,
+        world,
+        wit_component::StringEncoding::UTF8,
+    )
+    .unwrap();
+    module
+}

@@ -4,6 +4,7 @@ mod acp;
 mod acp_agent;
 mod cache;
 mod cli;
+mod componentize;
 mod conformance;
 mod crash;
 mod deployment;

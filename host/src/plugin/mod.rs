@@ -15,6 +15,7 @@
 
 mod api;
 pub mod cache;
+pub mod componentize;
 pub mod engine;
 pub mod inspect;
 mod limits;

@@ -79,6 +79,17 @@ enum Command {
         /// The component file.
         plugin: PathBuf,
     },
+    /// Turn a core WebAssembly module (WASI preview1, with the component type `wit-bindgen`
+    /// embeds, e.g. from clang and wasi-libc) into a plugin component, adapting its WASI imports
+    /// to WASI 0.2; then check it as `check` does. Exits 1 when the module cannot become a
+    /// plugin.
+    Componentize {
+        /// The core module.
+        module: PathBuf,
+        /// Where to write the component.
+        #[arg(short, long, value_name = "FILE")]
+        output: PathBuf,
+    },
     /// Serve JSON-RPC 2.0 (one message per line) over stdio, or a Unix socket for many clients,
     /// with the deployment's plugins hot-reloaded when their files change.
     Serve {
@@ -233,6 +244,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             print_log(&DirStore::new(&state_dir).session_path(&session))
         }
         Command::Check { plugin } => check(&plugin),
+        Command::Componentize { module, output } => componentize(&module, &output),
         Command::Hook(HookCommand::ClaudeCode { config }) => {
             let deployment = match &config {
                 Some(path) => Deployment::load(path)?,
@@ -347,6 +359,22 @@ pub(crate) fn mount(
         UsageError(format!("{file}{e}"))
     })?;
     Ok(Some((host, mounted)))
+}
+
+fn componentize(module: &Path, output: &Path) -> Result<ExitCode> {
+    let bytes = std::fs::read(module).with_context(|| format!("reading {}", module.display()))?;
+    let component = match approval_host::plugin::componentize::componentize(&bytes) {
+        Ok(component) => component,
+        Err(e) => {
+            println!("{}: {e}", module.display());
+            return Ok(ExitCode::from(1));
+        }
+    };
+    // Write whole or not at all: a partial component must never be loadable.
+    let temp = output.with_extension("wasm.partial");
+    std::fs::write(&temp, &component).with_context(|| format!("writing {}", temp.display()))?;
+    std::fs::rename(&temp, output).with_context(|| format!("writing {}", output.display()))?;
+    check(output)
 }
 
 fn check(path: &Path) -> Result<ExitCode> {

@@ -1,0 +1,94 @@
+//! `approval-host componentize`: a WASI preview1 core module with an embedded component type
+//! becomes a plugin that loads and decides; what cannot become one is refused with the reason,
+//! and no output file is left behind.
+
+use std::process::Command;
+
+use approval_host::plugin::componentize::componentize;
+use approval_host::{ApprovalRequest, Outcome, PluginHost, PluginSpec, Position, Role, Scope};
+
+use crate::fixtures;
+use crate::support::Host;
+
+#[tokio::test]
+async fn a_core_module_becomes_a_plugin_that_decides() {
+    let component = componentize(&fixtures::core_answerer(1)).unwrap();
+    let plugin = PluginHost::new()
+        .unwrap()
+        .load_bytes(
+            &PluginSpec::new("core", "core.wasm", Role::Gate),
+            &component,
+        )
+        .unwrap();
+    let host = Host::new();
+    let _reg = host
+        .service
+        .register("core", Scope::Global, Position::Front, plugin.listener());
+    let agent = host.service.agent("s", "a").await.unwrap();
+    host.service.start_turn("s").await.unwrap();
+    let outcome = host
+        .service
+        .request(ApprovalRequest::new(&agent, "bash"))
+        .await
+        .unwrap();
+    assert_eq!(outcome, Outcome::Rejected);
+}
+
+fn run(args: &[&std::ffi::OsStr]) -> (Option<i32>, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_approval-host"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn the_command_writes_a_checked_component_or_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let core = fixtures::write(dir.path(), "gate.core.wasm", &fixtures::core_answerer(0));
+    let out = dir.path().join("gate.wasm");
+    let (code, stdout) = run(&[
+        "componentize".as_ref(),
+        core.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        stdout.starts_with(&format!(
+            "{}: fits approval:plugin/answerer@0.1.0\n",
+            out.display()
+        )),
+        "{stdout}"
+    );
+
+    // Already a component, or not WebAssembly: refused, nothing written.
+    let cases = [
+        (
+            "component.wasm",
+            fixtures::trap(),
+            "is already a component (nothing to do)",
+        ),
+        (
+            "junk.wasm",
+            b"not wasm".to_vec(),
+            "is not a WebAssembly module",
+        ),
+    ];
+    for (name, bytes, why) in cases {
+        let input = fixtures::write(dir.path(), name, &bytes);
+        let out = dir.path().join(format!("{name}.out"));
+        let (code, stdout) = run(&[
+            "componentize".as_ref(),
+            input.as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ]);
+        assert_eq!(code, Some(1));
+        assert_eq!(stdout, format!("{}: {why}\n", input.display()));
+        assert!(!out.exists());
+    }
+}
