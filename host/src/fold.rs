@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::Value;
 
-use crate::event::{Event, PolicySwitch, SandboxModeName};
+use crate::event::{Decided, Event, PolicySwitch, SandboxModeName};
 use crate::policy::Policy;
 
 /// A rule an event broke; the event is refused and nothing is written.
@@ -61,6 +61,7 @@ pub struct SessionFold {
     policy: Option<PolicySwitch>,
     tool_calls: HashMap<String, Value>,
     sandbox: Option<SandboxModeName>,
+    last_decided: Option<Decided>,
 }
 
 impl SessionFold {
@@ -125,6 +126,7 @@ impl SessionFold {
             }
             Event::Decided(d) => {
                 self.open.remove(&d.id);
+                self.last_decided = Some(d.clone());
             }
             Event::Policy(p) => self.policy = Some(p.clone()),
             Event::ToolCall(c) => {
@@ -141,6 +143,11 @@ impl SessionFold {
         self.check(event)?;
         self.apply(seq, event);
         Ok(())
+    }
+
+    /// The session's latest `approval/decided`.
+    pub fn last_decided(&self) -> Option<&Decided> {
+        self.last_decided.as_ref()
     }
 
     /// Whether the last `turn/start` is not followed by `turn/end`.

@@ -35,6 +35,7 @@ pub mod agent;
 pub mod bundled;
 pub mod check;
 pub mod config;
+pub mod conformance;
 pub mod error;
 pub mod event;
 pub mod fold;

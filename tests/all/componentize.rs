@@ -1,6 +1,6 @@
 //! `approval-host componentize`: a WASI preview1 core module with an embedded component type
 //! becomes a plugin that loads and decides; what cannot become one is refused with the reason,
-//! and no output file is left behind.
+//! and no output file is left behind. `approval-host conform` runs an author's cases.
 
 use std::process::Command;
 
@@ -91,4 +91,53 @@ fn the_command_writes_a_checked_component_or_nothing() {
         assert_eq!(stdout, format!("{}: {why}\n", input.display()));
         assert!(!out.exists());
     }
+}
+
+#[test]
+fn conform_prints_each_case_and_fails_on_a_wrong_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = dir.path().join("cases.json");
+    std::fs::write(
+        &cases,
+        r#"{"cases": [
+            {"name": "listed", "gate": "allow-tools", "config": {"tools": "read"}, "tool": "read", "expect": "allow-once"},
+            {"name": "other gate", "gate": "deny-commands", "tool": "read", "expect": "reject"},
+            {"name": "wrong on purpose", "config": {"tools": "read"}, "tool": "bash", "expect": "allow-once"}
+        ]}"#,
+    )
+    .unwrap();
+    let plugin = std::path::Path::new(approval_host::bundled::ALLOW_TOOLS_PATH);
+    let (code, stdout) = run(&[
+        "conform".as_ref(),
+        plugin.as_os_str(),
+        "--name".as_ref(),
+        "allow-tools".as_ref(),
+        "--cases".as_ref(),
+        cases.as_os_str(),
+    ]);
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        stdout,
+        "ok    listed: allow-once\nFAIL  wrong on purpose: answered next, expected allow-once\nallow-tools: 1 passed, 1 failed\n"
+    );
+    std::fs::write(
+        &cases,
+        r#"{"cases": [{"name": "bad", "tool": "read", "expect": "maybe"}]}"#,
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_approval-host"))
+        .arg("conform")
+        .arg(plugin)
+        .arg("--cases")
+        .arg(&cases)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        format!(
+            "approval-host: {}: case \"bad\": expect \"maybe\" is not one of allow-once, reject, cancel, next or failed (<kind>)\n",
+            cases.display()
+        )
+    );
 }

@@ -8,48 +8,23 @@
 //! The Python and JavaScript components come from `plugins/build-guests` (the README's set-up
 //! and `.ci/run` run it); a missing one fails the suite with that instruction.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use approval_host::config::{PluginSpec, Role};
+use approval_host::conformance::{self, Case, Suite};
 use approval_host::plugin::TracingSink;
 use approval_host::plugin::cache::CompiledCache;
-use approval_host::{
-    ApprovalRequest, Decision, Failure, Plugin, PluginHost, Position, Question, Scope, bundled,
-};
-use serde::Deserialize;
+use approval_host::{Decision, Failure, PluginHost, Question, bundled};
 use serde_json::Value;
 
 use crate::support::Host;
 
 const CASES: &str = include_str!("../conformance/cases.json");
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Suite {
-    #[allow(dead_code)]
-    about: String,
-    cases: Vec<Case>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Case {
-    name: String,
-    gate: String,
-    config: BTreeMap<String, String>,
-    tool: String,
-    call_id: Option<String>,
-    arguments: Option<Value>,
-    expect: String,
-}
-
-fn cases() -> Vec<Case> {
-    serde_json::from_str::<Suite>(CASES)
-        .expect("tests/conformance/cases.json")
-        .cases
+fn suite() -> Suite {
+    Suite::parse(Path::new("tests/conformance/cases.json"), CASES).unwrap()
 }
 
 /// The languages with a component build of every gate.
@@ -108,7 +83,7 @@ fn reference(case: &Case) -> Decision {
             })
             .unwrap_or_default()
     };
-    match case.gate.as_str() {
+    match case.gate.as_deref().unwrap_or_default() {
         "allow-tools" if listed("tools").contains(&case.tool) => Decision::AllowOnce,
         "allow-tools" => Decision::Next,
         "deny-commands" => {
@@ -129,22 +104,6 @@ fn reference(case: &Case) -> Decision {
     }
 }
 
-/// What an implementation answered, read back from the session log: the decision, or the
-/// failure that settled the request.
-fn answer_of(decided: &Value) -> String {
-    if let Some(kind) = decided["failure"]["kind"].as_str() {
-        return format!("failed ({kind})");
-    }
-    match decided["outcome"].as_str().unwrap() {
-        "allowed-once" => "allow-once",
-        "rejected" => "reject",
-        "cancelled" => "cancel",
-        "unavailable" => "next",
-        other => panic!("unknown outcome {other}"),
-    }
-    .to_owned()
-}
-
 fn decision_name(d: Decision) -> &'static str {
     match d {
         Decision::AllowOnce => "allow-once",
@@ -154,47 +113,10 @@ fn decision_name(d: Decision) -> &'static str {
     }
 }
 
-/// Asks `case` in its own session with `listener` as the only answerer; returns the answer.
-async fn ask(
-    host: &Host,
-    index: usize,
-    case: &Case,
-    listener: impl approval_host::Listener,
-) -> String {
-    let session = format!("case-{index}");
-    let agent = host.service.agent(&session, "agent").await.unwrap();
-    host.service.start_turn(&session).await.unwrap();
-    let _registration = host.service.register(
-        &case.gate,
-        Scope::Agent(agent.clone()),
-        Position::Front,
-        listener,
-    );
-    if let (Some(call_id), Some(arguments)) = (&case.call_id, &case.arguments) {
-        host.service
-            .record_tool_call(&agent, call_id, &case.tool, arguments.clone())
-            .await
-            .unwrap();
-    }
-    let mut request = ApprovalRequest::new(&agent, case.tool.clone());
-    if let Some(call_id) = &case.call_id {
-        request = request.call_id(call_id.clone());
-    }
-    host.service.request(request).await.unwrap();
-    host.service.end_turn(&session).await.unwrap();
-    let decided = host
-        .events(&session)
-        .into_iter()
-        .rev()
-        .find(|(t, _)| t == "approval/decided")
-        .unwrap()
-        .1;
-    answer_of(&decided)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_language_answers_every_case_like_the_reference() {
-    let cases = cases();
+    let suite = suite();
+    let cases = &suite.cases;
     let mut mismatches = Vec::new();
     let reference_answers: Vec<&'static str> =
         cases.iter().map(|c| decision_name(reference(c))).collect();
@@ -203,10 +125,11 @@ async fn every_language_answers_every_case_like_the_reference() {
     let host = Host::new();
     for (i, case) in cases.iter().enumerate() {
         let decision = reference(case);
-        let got = ask(&host, i, case, move |_q: Question| async move {
-            Ok::<_, Failure>(decision)
-        })
-        .await;
+        let listener = move |_q: Question| async move { Ok::<_, Failure>(decision) };
+        let got = conformance::ask(&host.service, &format!("case-{i}"), case, listener)
+            .await
+            .unwrap()
+            .to_string();
         if got != case.expect {
             mismatches.push(format!(
                 "native reference: case {:?}: answered {got}, expected {}",
@@ -217,28 +140,31 @@ async fn every_language_answers_every_case_like_the_reference() {
 
     let plugins = plugin_host();
     for language in LANGUAGES {
-        let host = Host::new();
-        let builds: HashMap<&str, (PathBuf, Vec<u8>)> =
-            GATES.iter().map(|g| (*g, component(language, g))).collect();
-        let mut loaded: HashMap<(String, BTreeMap<String, String>), Arc<Plugin>> = HashMap::new();
-        for (i, case) in cases.iter().enumerate() {
-            let plugin = loaded
-                .entry((case.gate.clone(), case.config.clone()))
-                .or_insert_with(|| {
-                    let (path, bytes) = &builds[case.gate.as_str()];
-                    let mut spec = PluginSpec::new(&case.gate, path, Role::Gate);
-                    spec.config = case.config.clone();
-                    plugins
-                        .load_bytes(&spec, bytes)
-                        .unwrap_or_else(|e| panic!("{language} {}: {e}", case.gate))
-                })
-                .clone();
-            let got = ask(&host, i, case, plugin.listener()).await;
-            if got != case.expect || got != reference_answers[i] {
-                mismatches.push(format!(
-                    "{language}: case {:?} ({}): the {language} build answered {got}, the native reference {}, expected {}",
-                    case.name, case.gate, reference_answers[i], case.expect
-                ));
+        for gate in GATES {
+            let host = Host::new();
+            let (path, bytes) = component(language, gate);
+            let gate_cases: Vec<(usize, &Case)> = cases
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.gate.as_deref() == Some(gate))
+                .collect();
+            let results = conformance::run(
+                &plugins,
+                &conformance::spec(gate, &path),
+                &bytes,
+                gate_cases.iter().map(|(_, c)| *c),
+                &host.service,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{language} {gate}: {e}"));
+            for ((i, case), result) in gate_cases.iter().zip(results) {
+                let reference = reference_answers[*i];
+                if !result.passed() || result.answer.to_string() != reference {
+                    mismatches.push(format!(
+                        "{language}: case {:?} ({gate}): the {language} build answered {}, the native reference {reference}, expected {}",
+                        case.name, result.answer, case.expect
+                    ));
+                }
             }
         }
     }
@@ -260,33 +186,35 @@ const ADVERSARIAL: [(&str, &str); 7] = [
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_language_contains_throws_loops_and_runaway_allocation() {
     let plugins = plugin_host();
+    let cases: Vec<Case> = ADVERSARIAL
+        .iter()
+        .enumerate()
+        .map(|(i, (tool, expect))| Case {
+            name: format!("step {i}: {tool}"),
+            gate: None,
+            config: BTreeMap::new(),
+            tool: (*tool).to_owned(),
+            call_id: None,
+            arguments: None,
+            expect: (*expect).to_owned(),
+        })
+        .collect();
     let mut mismatches = Vec::new();
     for language in LANGUAGES {
         let host = Host::new();
         let (path, bytes) = component(language, "adversary");
-        let mut spec = PluginSpec::new("adversary", &path, Role::Gate);
+        let mut spec = conformance::spec("adversary", &path);
         // Long enough for an interpreter to reach the memory cap before the deadline.
         spec.timeout = Duration::from_millis(1500);
         spec.memory_bytes = 128 << 20;
-        let plugin = plugins
-            .load_bytes(&spec, &bytes)
+        let results = conformance::run(&plugins, &spec, &bytes, &cases, &host.service)
+            .await
             .unwrap_or_else(|e| panic!("{language} adversary: {e}"));
-        for (i, (tool, expect)) in ADVERSARIAL.iter().enumerate() {
-            let case = Case {
-                name: format!("{tool} #{i}"),
-                gate: "adversary".to_owned(),
-                config: BTreeMap::new(),
-                tool: (*tool).to_owned(),
-                call_id: None,
-                arguments: None,
-                expect: (*expect).to_owned(),
-            };
-            let got = ask(&host, i, &case, plugin.listener()).await;
-            if got != *expect {
-                mismatches.push(format!(
-                    "{language}: adversarial step {i} ({tool}): answered {got}, expected {expect}"
-                ));
-            }
+        for result in results.iter().filter(|r| !r.passed()) {
+            mismatches.push(format!(
+                "{language}: adversarial {}: answered {}, expected {}",
+                result.name, result.answer, result.expect
+            ));
         }
     }
     assert!(mismatches.is_empty(), "\n{}", mismatches.join("\n"));

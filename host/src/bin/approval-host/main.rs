@@ -79,6 +79,20 @@ enum Command {
         /// The component file.
         plugin: PathBuf,
     },
+    /// Run conformance cases (JSON: `{"cases": [{"name", "gate"?, "config"?, "tool", "call_id"?,
+    /// "arguments"?, "expect"}]}`) against a plugin, each in its own audited session, and print
+    /// each answer. Runs the cases for the plugin's name and those that name no gate. Exits 1
+    /// when a case fails.
+    Conform {
+        /// The component.
+        plugin: PathBuf,
+        /// The case file.
+        #[arg(long, value_name = "FILE")]
+        cases: PathBuf,
+        /// The plugin's name, which selects the cases [default: the file's stem].
+        #[arg(long, value_name = "NAME")]
+        name: Option<String>,
+    },
     /// Turn a core WebAssembly module (WASI preview1, with the component type `wit-bindgen`
     /// embeds, e.g. from clang and wasi-libc) into a plugin component, adapting its WASI imports
     /// to WASI 0.2; then check it as `check` does. Exits 1 when the module cannot become a
@@ -245,6 +259,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Check { plugin } => check(&plugin),
         Command::Componentize { module, output } => componentize(&module, &output),
+        Command::Conform {
+            plugin,
+            cases,
+            name,
+        } => {
+            let suite = approval_host::conformance::Suite::load(&cases)
+                .map_err(|e| UsageError(e.to_string()))?;
+            let name = name.unwrap_or_else(|| {
+                plugin
+                    .file_stem()
+                    .map_or_else(|| "plugin".to_owned(), |s| s.to_string_lossy().into_owned())
+            });
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            runtime.block_on(conform(&plugin, &suite, &name, &cases))
+        }
         Command::Hook(HookCommand::ClaudeCode { config }) => {
             let deployment = match &config {
                 Some(path) => Deployment::load(path)?,
@@ -359,6 +388,56 @@ pub(crate) fn mount(
         UsageError(format!("{file}{e}"))
     })?;
     Ok(Some((host, mounted)))
+}
+
+async fn conform(
+    plugin: &Path,
+    suite: &approval_host::conformance::Suite,
+    name: &str,
+    cases_file: &Path,
+) -> Result<ExitCode> {
+    use approval_host::conformance;
+    let cases: Vec<_> = suite.for_plugin(name).collect();
+    if cases.is_empty() {
+        return Err(UsageError(format!(
+            "{}: no case for plugin {name:?} (cases name it with \"gate\", or name no gate)",
+            cases_file.display()
+        ))
+        .into());
+    }
+    let bytes = std::fs::read(plugin).with_context(|| format!("reading {}", plugin.display()))?;
+    let state = tempfile::tempdir().context("creating a state directory")?;
+    let service = ApprovalService::open_dir(state.path(), approval_host::Policy::Ask);
+    let host = PluginHost::new()?;
+    let results = conformance::run(
+        &host,
+        &conformance::spec(name, plugin),
+        &bytes,
+        cases,
+        &service,
+    )
+    .await
+    .map_err(|e| match e {
+        conformance::ConformanceError::Plugin(e) => anyhow::Error::new(UsageError(e.to_string())),
+        other => anyhow::Error::new(other),
+    })?;
+    let failed = results.iter().filter(|r| !r.passed()).count();
+    for r in &results {
+        if r.passed() {
+            println!("ok    {}: {}", r.name, r.answer);
+        } else {
+            println!(
+                "FAIL  {}: answered {}, expected {}",
+                r.name, r.answer, r.expect
+            );
+        }
+    }
+    println!("{name}: {} passed, {failed} failed", results.len() - failed);
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 fn componentize(module: &Path, output: &Path) -> Result<ExitCode> {

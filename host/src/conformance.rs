@@ -1,0 +1,253 @@
+//! Conformance cases: data that pins what a plugin answers, run the same way against any build.
+//!
+//! A case file is JSON: `{"about": "...", "cases": [case...]}`. A case names the gate it is for
+//! (optional in an author's own file), the plugin's `config`, the question (`tool`, optional
+//! `call_id`) and the call's `arguments` (recorded as its `tool/call` first, so the plugin can
+//! read them), and what it must answer: `allow-once`, `reject`, `cancel`, `next`, or
+//! `failed (<kind>)` for a plugin that must fail (`trap`, `timeout`, `memory`...). Each case runs
+//! in its own session through the real seam, so the answer is read back from the audit log.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::config::{PluginSpec, Role};
+use crate::outcome::Outcome;
+use crate::plugin::{Plugin, PluginError, PluginHost};
+use crate::service::{ApprovalRequest, ApprovalService};
+use crate::waterfall::{Listener, Position, Scope};
+
+/// A case file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Suite {
+    /// What the file is for.
+    #[serde(default)]
+    pub about: Option<String>,
+    /// The cases, in order.
+    pub cases: Vec<Case>,
+}
+
+/// One case.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Case {
+    /// What the case shows.
+    pub name: String,
+    /// The gate it is for; a runner for one plugin runs the cases for its name and those without.
+    #[serde(default)]
+    pub gate: Option<String>,
+    /// The plugin's `[plugin.config]`.
+    #[serde(default)]
+    pub config: BTreeMap<String, String>,
+    /// The tool the question is for.
+    pub tool: String,
+    /// The exact call id.
+    #[serde(default)]
+    pub call_id: Option<String>,
+    /// The call's JSON arguments (recorded only with a call id).
+    #[serde(default)]
+    pub arguments: Option<Value>,
+    /// The expected answer.
+    pub expect: String,
+}
+
+/// A case file that could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SuiteError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file does not fit the format.
+    #[error("{path}: {source}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// Where and why.
+        source: serde_json::Error,
+    },
+    /// A case expects something no plugin can answer.
+    #[error(
+        "{path}: case {case:?}: expect {expect:?} is not one of allow-once, reject, cancel, next or failed (<kind>)"
+    )]
+    Expect {
+        /// The file.
+        path: PathBuf,
+        /// The case.
+        case: String,
+        /// What it expects.
+        expect: String,
+    },
+}
+
+impl Suite {
+    /// Reads a case file.
+    pub fn load(path: &Path) -> Result<Suite, SuiteError> {
+        let text = std::fs::read_to_string(path).map_err(|source| SuiteError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Suite::parse(path, &text)
+    }
+
+    /// Parses a case file; `path` names it in errors.
+    pub fn parse(path: &Path, text: &str) -> Result<Suite, SuiteError> {
+        let suite: Suite = serde_json::from_str(text).map_err(|source| SuiteError::Parse {
+            path: path.to_owned(),
+            source,
+        })?;
+        for case in &suite.cases {
+            let e = case.expect.as_str();
+            let known = matches!(e, "allow-once" | "reject" | "cancel" | "next")
+                || (e.starts_with("failed (") && e.ends_with(')'));
+            if !known {
+                return Err(SuiteError::Expect {
+                    path: path.to_owned(),
+                    case: case.name.clone(),
+                    expect: case.expect.clone(),
+                });
+            }
+        }
+        Ok(suite)
+    }
+
+    /// The cases for the plugin `name`: those for that gate and those naming none.
+    pub fn for_plugin<'s>(&'s self, name: &str) -> impl Iterator<Item = &'s Case> {
+        let name = name.to_owned();
+        self.cases
+            .iter()
+            .filter(move |c| c.gate.as_deref().is_none_or(|g| g == name))
+    }
+}
+
+/// What a listener answered, read back from the `approval/decided` it produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// A decision: `allow-once`, `reject`, `cancel` or (nothing decided) `next`.
+    Decided(&'static str),
+    /// The listener failed, with the recorded failure kind.
+    Failed(String),
+}
+
+impl fmt::Display for Answer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Answer::Decided(d) => f.write_str(d),
+            Answer::Failed(kind) => write!(f, "failed ({kind})"),
+        }
+    }
+}
+
+/// Runs `case` in a fresh session `session` of `service` with `listener` as its only answerer.
+pub async fn ask(
+    service: &ApprovalService,
+    session: &str,
+    case: &Case,
+    listener: impl Listener,
+) -> Result<Answer, crate::ApprovalError> {
+    let agent = service.agent(session, "conformance").await?;
+    service.start_turn(session).await?;
+    let _registration = service.register(
+        case.gate.as_deref().unwrap_or("plugin"),
+        Scope::Agent(agent.clone()),
+        Position::Front,
+        listener,
+    );
+    if let (Some(call_id), Some(arguments)) = (&case.call_id, &case.arguments) {
+        service
+            .record_tool_call(&agent, call_id, &case.tool, arguments.clone())
+            .await?;
+    }
+    let mut request = ApprovalRequest::new(&agent, case.tool.clone());
+    if let Some(call_id) = &case.call_id {
+        request = request.call_id(call_id.clone());
+    }
+    service.request(request).await?;
+    service.end_turn(session).await?;
+    let decided = agent.session().log.with_fold(|f| f.last_decided().cloned());
+    Ok(match decided {
+        Some(d) => match (&d.failure, d.outcome) {
+            (Some(failure), _) => Answer::Failed(failure.kind.as_str().to_owned()),
+            (None, Outcome::AllowedOnce) => Answer::Decided("allow-once"),
+            (None, Outcome::Rejected) => Answer::Decided("reject"),
+            (None, Outcome::Cancelled) => Answer::Decided("cancel"),
+            (None, Outcome::Unavailable) => Answer::Decided("next"),
+        },
+        None => unreachable!("a request that returned was decided"),
+    })
+}
+
+/// One case's result.
+#[derive(Debug, Clone)]
+pub struct CaseResult {
+    /// The case's name.
+    pub name: String,
+    /// What the plugin answered.
+    pub answer: Answer,
+    /// What the case expects.
+    pub expect: String,
+}
+
+impl CaseResult {
+    /// Whether the answer is the expected one.
+    pub fn passed(&self) -> bool {
+        self.answer.to_string() == self.expect
+    }
+}
+
+/// Runs `cases` against the component `bytes`, loaded with `base`'s settings and each case's
+/// config (one load per distinct config), each case in its own session of `service`.
+pub async fn run<'c>(
+    host: &PluginHost,
+    base: &PluginSpec,
+    bytes: &[u8],
+    cases: impl IntoIterator<Item = &'c Case>,
+    service: &ApprovalService,
+) -> Result<Vec<CaseResult>, ConformanceError> {
+    let mut loaded: BTreeMap<BTreeMap<String, String>, Arc<Plugin>> = BTreeMap::new();
+    let mut results = Vec::new();
+    for (i, case) in cases.into_iter().enumerate() {
+        let plugin = match loaded.get(&case.config) {
+            Some(p) => p.clone(),
+            None => {
+                let mut spec = base.clone();
+                spec.config = case.config.clone();
+                let plugin = host.load_bytes(&spec, bytes)?;
+                loaded.insert(case.config.clone(), plugin.clone());
+                plugin
+            }
+        };
+        let answer = ask(service, &format!("case-{i}"), case, plugin.listener()).await?;
+        results.push(CaseResult {
+            name: case.name.clone(),
+            answer,
+            expect: case.expect.clone(),
+        });
+    }
+    Ok(results)
+}
+
+/// A conformance run that could not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum ConformanceError {
+    /// The plugin did not load.
+    #[error(transparent)]
+    Plugin(#[from] PluginError),
+    /// The seam failed (the state directory).
+    #[error(transparent)]
+    Approval(#[from] crate::ApprovalError),
+}
+
+/// The spec a conformance run loads a plugin with: a gate named `name` at `path`.
+pub fn spec(name: &str, path: &Path) -> PluginSpec {
+    PluginSpec::new(name, path, Role::Gate)
+}
