@@ -1,11 +1,11 @@
 //! One conformance suite for every language's build of each gate: the data-driven cases in
-//! `tests/conformance/cases.json` run against a native reference listener and the Rust, Python
-//! and JavaScript builds of `allow-tools` and `deny-commands`; every build must give the expected
+//! `tests/conformance/cases.json` run against a native reference listener and the Rust, Python,
+//! JavaScript and C builds of `allow-tools` and `deny-commands`; every build must give the expected
 //! answer, or the suite names the language, the case and both answers. Then each language's
 //! adversarial gate panics or throws, loops and allocates without end: each settles
 //! `unavailable` with the failure recorded, and the next request succeeds.
 //!
-//! The Python and JavaScript components come from `plugins/build-guests` (the README's set-up
+//! The Python, JavaScript and C components come from `plugins/build-guests` (the README's set-up
 //! and `.ci/run` run it); a missing one fails the suite with that instruction.
 
 use std::collections::BTreeMap;
@@ -28,7 +28,7 @@ fn suite() -> Suite {
 }
 
 /// The languages with a component build of every gate.
-const LANGUAGES: [&str; 3] = ["rust", "python", "js"];
+const LANGUAGES: [&str; 4] = ["rust", "python", "js", "c"];
 const GATES: [&str; 2] = ["allow-tools", "deny-commands"];
 
 /// Where `plugins/build-guests` leaves the Python and JavaScript components.
