@@ -2,6 +2,7 @@
 
 mod acp;
 mod acp_agent;
+mod authoring;
 mod cache;
 mod cli;
 mod componentize;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 mod claude_code;
 mod demo;
+mod new;
 
 use approval_host::acp::{AgentOptions, Script, ScriptedAgent};
 use approval_host::check::check_file;
@@ -78,6 +79,21 @@ enum Command {
     Check {
         /// The component file.
         plugin: PathBuf,
+    },
+    /// Write a plugin skeleton: its source, a build script, the WIT contract, a sample
+    /// deployment and sample conformance cases, in a new directory NAME (or --dir).
+    New {
+        /// The plugin's name (lowercase letters, digits and '-').
+        name: String,
+        /// The language.
+        #[arg(long, value_enum)]
+        lang: new::Lang,
+        /// What the plugin is in the waterfall.
+        #[arg(long, value_enum, default_value = "gate")]
+        role: new::Role,
+        /// Where to write it [default: ./NAME].
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
     },
     /// Run conformance cases (JSON: `{"cases": [{"name", "gate"?, "config"?, "tool", "call_id"?,
     /// "arguments"?, "expect"}]}`) against a plugin, each in its own audited session, and print
@@ -259,6 +275,30 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Check { plugin } => check(&plugin),
         Command::Componentize { module, output } => componentize(&module, &output),
+        Command::New {
+            name,
+            lang,
+            role,
+            dir,
+        } => {
+            new::check_name(&name).map_err(UsageError)?;
+            let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
+            if dir.exists() {
+                return Err(UsageError(format!(
+                    "{} already exists; `new` writes only into a new directory",
+                    dir.display()
+                ))
+                .into());
+            }
+            for file in new::write(&dir, &name, lang, role)? {
+                println!("{}", file.display());
+            }
+            println!(
+                "next: {}/build.sh, then approval-host conform {0}/{name}.wasm --cases {0}/cases.json",
+                dir.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Conform {
             plugin,
             cases,
