@@ -83,6 +83,8 @@ pub struct Conn {
     pub modes: Value,
     /// One message per permission request the client received.
     pub asked: mpsc::UnboundedReceiver<()>,
+    /// One message per session update the client received.
+    pub updated: mpsc::UnboundedReceiver<()>,
 }
 
 impl Conn {
@@ -133,6 +135,7 @@ pub async fn drive<T>(
     let replies = Arc::new(Mutex::new(VecDeque::from(replies)));
     let held: Arc<Mutex<Vec<Box<dyn Any + Send>>>> = Arc::default();
     let (asked_tx, asked) = mpsc::unbounded_channel();
+    let (updated_tx, updated) = mpsc::unbounded_channel();
     let on_permission = seen.clone();
     let on_update = seen.clone();
     let holder = held.clone();
@@ -181,6 +184,7 @@ pub async fn drive<T>(
                     .unwrap()
                     .updates
                     .push(serde_json::to_value(&note).unwrap());
+                let _ = updated_tx.send(());
                 Ok(())
             },
             agent_client_protocol::on_receive_notification!(),
@@ -198,6 +202,7 @@ pub async fn drive<T>(
                 session: session.session_id.clone(),
                 modes: serde_json::to_value(&session.modes).unwrap(),
                 asked,
+                updated,
             };
             body(conn).await
         })
@@ -981,5 +986,43 @@ async fn the_shipped_example_runs_as_the_readme_says() {
                 texts::approval_rejected("bash")
             )
         )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_cancel_kills_a_running_command() {
+    let env = Env::new();
+    let turns = json!([
+        {"tool_calls": [
+            {"call_id": "c1", "name": "bash", "arguments": {"command": "sleep 30"}},
+            {"call_id": "c2", "name": "bash", "arguments": {"command": "echo never"}}],
+         "message": "never said"}
+    ]);
+    let agent = agent(&env, Policy::Ask, script(turns), vec![]);
+    let (seen, (session, stop)) = in_process(agent, &env.ws(), vec![], async |mut conn: Conn| {
+        let pending = conn.cx.send_request(conn.prompt_request("go on"));
+        // The `tool_call` announcement comes just before the command starts.
+        conn.updated.recv().await.unwrap();
+        conn.cx
+            .send_notification(CancelNotification::new(conn.session.clone()))?;
+        let stop = pending.block_task().await?.stop_reason;
+        Ok((conn.session, stop))
+    })
+    .await;
+    assert_eq!(stop, StopReason::Cancelled);
+    let results = seen.results();
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(results[0].0, "failed");
+    // Cancelled before the body (the announcement raced the cancel) or while the command ran.
+    let aborted = format!("{}{}", texts::ERROR_PREFIX, texts::ABORTED_BEFORE_DISPATCH);
+    let killed = format!("{}{}", texts::ERROR_PREFIX, texts::COMMAND_CANCELLED);
+    assert!(
+        results[0].1 == aborted || results[0].1 == killed,
+        "{}",
+        results[0].1
+    );
+    assert_eq!(
+        types(&env.events(&session)),
+        ["turn/start", "tool/call", "tool/result", "turn/end"]
     );
 }

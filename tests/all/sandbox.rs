@@ -327,3 +327,37 @@ fn the_deployment_sets_the_default_mode() {
         .to_string();
     assert!(err.ends_with("[sandbox]: sandbox mode must be one of \"read-only\", \"workspace-write\" or \"danger-full-access\", not \"wide-open\""), "{err}");
 }
+
+#[tokio::test]
+async fn cancelling_a_call_kills_its_running_command() {
+    let b = Box_::new();
+    let started = b.ws().join("started");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&started)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let rt = ToolRuntime::new(None);
+    b.tool(SandboxMode::WorkspaceWrite).register(&rt).unwrap();
+    let token = tokio_util::sync::CancellationToken::new();
+    let call = ToolCall::new(
+        "c1",
+        "bash",
+        json!({"command": "echo up > started; sleep 30; echo late"}),
+        None,
+    )
+    .cancel(token.clone());
+    let running = tokio::spawn(async move { rt.execute(call).await });
+    // Reading the FIFO returns once the command has written to it: it is running.
+    let up = tokio::task::spawn_blocking(move || std::fs::read_to_string(started))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(up, "up\n");
+    token.cancel();
+    let r = running.await.unwrap();
+    assert!(r.is_error);
+    assert_eq!(r.content, "Error: the command was cancelled and killed");
+}

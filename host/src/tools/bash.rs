@@ -32,6 +32,27 @@ pub struct BashTool {
     pub timeout: Duration,
 }
 
+/// Kills a command's process group when dropped before the command finished (a timeout, or the
+/// call's future dropped on cancellation).
+struct KillGroup(Option<u32>);
+
+impl KillGroup {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for KillGroup {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.and_then(|p| i32::try_from(p).ok()) {
+            // SAFETY: kill(2) with a negative pid signals the group; no memory is involved.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
 /// The arguments' schema.
 pub fn schema() -> Value {
     json!({
@@ -132,7 +153,12 @@ impl BashTool {
                 wider
             }
         };
-        self.run(&command, mode).await
+        // Cancelling the call stops the command: dropping its future kills the child.
+        tokio::select! {
+            biased;
+            () = ctx.cancel.cancelled() => Err(texts::COMMAND_CANCELLED.to_owned()),
+            ran = self.run(&command, mode) => ran,
+        }
     }
 
     /// Runs `command` under `mode`.
@@ -149,16 +175,23 @@ impl BashTool {
             .kill_on_drop(true);
         sandbox::confine(&mut child, mode, &self.workspace.root, &self.workspace.temp)
             .map_err(|e| e.to_string())?;
-        let output = match tokio::time::timeout(self.timeout, child.output()).await {
+        // Its own process group, so a timeout or a cancellation kills what it started too.
+        child.process_group(0);
+        let child = child
+            .spawn()
+            .map_err(|e| format!("command could not start: {e}"))?;
+        let group = KillGroup(child.id());
+        let output = match tokio::time::timeout(self.timeout, child.wait_with_output()).await {
             Err(_) => {
                 return Err(format!(
                     "command timed out after {} ms",
                     self.timeout.as_millis()
                 ));
             }
-            Ok(Err(e)) => return Err(format!("command could not start: {e}")),
+            Ok(Err(e)) => return Err(format!("command failed: {e}")),
             Ok(Ok(output)) => output,
         };
+        group.disarm();
         let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
         text.push_str(&String::from_utf8_lossy(&output.stderr));
         if output.status.success() {

@@ -10,6 +10,9 @@ pub const ABORTED_BEFORE_DISPATCH: &str = "tool call aborted before dispatch";
 /// The error code of [`ABORTED_BEFORE_DISPATCH`].
 pub const ABORTED_CODE: &str = "ABORTED_BEFORE_DISPATCH";
 
+/// The caller cancelled while the body ran a command; the command was killed.
+pub const COMMAND_CANCELLED: &str = "the command was cancelled and killed";
+
 /// `ask` with no approval service mounted and no reason of its own.
 pub fn approval_not_supported(tool: &str) -> String {
     format!("tool \"{tool}\" requires approval (not yet supported)")
