@@ -24,7 +24,7 @@ use crate::fold::Violation;
 use crate::log::SessionLog;
 use crate::outcome::{FailureKind, Outcome};
 use crate::policy::{self, Policy};
-use crate::session::{InFlight, Session};
+use crate::session::{InFlight, Released, Session};
 use crate::store::{DirStore, Store, validate_session_id};
 use crate::waterfall::{Listener, Position, Question, Registration, Scope, Settled, Waterfall};
 
@@ -73,7 +73,7 @@ impl ApprovalRequest {
 struct Inner {
     store: Arc<dyn Store>,
     never_by_default: AtomicBool,
-    sessions: tokio::sync::Mutex<HashMap<String, Weak<Session>>>,
+    sessions: tokio::sync::Mutex<HashMap<String, (Weak<Session>, Arc<Released>)>>,
     waterfall: Waterfall,
 }
 
@@ -152,8 +152,13 @@ impl ApprovalService {
     async fn session(&self, id: &str) -> Result<Arc<Session>, ApprovalError> {
         validate_session_id(id)?;
         let mut sessions = self.inner.sessions.lock().await;
-        if let Some(session) = sessions.get(id).and_then(Weak::upgrade) {
-            return Ok(session);
+        if let Some((weak, released)) = sessions.get(id) {
+            if let Some(session) = weak.upgrade() {
+                return Ok(session);
+            }
+            // Its last handle is being dropped, maybe on another thread: wait for the log to
+            // close, or reopening would find the file still locked.
+            released.clone().wait().await;
         }
         let store = self.inner.store.clone();
         let owned = id.to_owned();
@@ -161,9 +166,10 @@ impl ApprovalService {
             .await
             .map_err(|e| ApprovalError::Internal(e.to_string()))??;
         settle_interrupted(&log).await?;
-        let session = Arc::new(Session::new(log));
-        sessions.retain(|_, weak| weak.strong_count() > 0);
-        sessions.insert(id.to_owned(), Arc::downgrade(&session));
+        let released = Arc::new(Released::default());
+        let session = Arc::new(Session::new(log, released.clone()));
+        sessions.retain(|_, (weak, released)| weak.strong_count() > 0 || !released.is_done());
+        sessions.insert(id.to_owned(), (Arc::downgrade(&session), released));
         Ok(session)
     }
 

@@ -25,10 +25,51 @@ struct TurnGate {
 #[derive(Debug)]
 pub(crate) struct Session {
     pub(crate) log: SessionLog,
+    /// Declared after `log`, so it fires once the log is closed and its file lock released.
+    _released: ReleaseOnDrop,
     gate: Mutex<TurnGate>,
     idle: Notify,
     /// Serialises policy switches so "append only when the value changes" holds under races.
     pub(crate) policy_lock: tokio::sync::Mutex<()>,
+}
+
+/// Whether a session's log is closed: the last handle to a session can be dropped on another
+/// thread while the session is reopened, and the reopen must wait for the file lock.
+#[derive(Debug, Default)]
+pub(crate) struct Released {
+    done: std::sync::atomic::AtomicBool,
+    notify: Notify,
+}
+
+impl Released {
+    /// Whether the log is closed.
+    pub(crate) fn is_done(&self) -> bool {
+        self.done.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Waits until the log is closed.
+    pub(crate) async fn wait(&self) {
+        loop {
+            // Created before the check, so a release in between still wakes it.
+            let notified = self.notify.notified();
+            if self.is_done() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+#[derive(Debug)]
+struct ReleaseOnDrop(Arc<Released>);
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        self.0
+            .done
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.0.notify.notify_waiters();
+    }
 }
 
 /// A question in flight: holds the turn open until dropped.
@@ -48,10 +89,11 @@ impl Drop for InFlight {
 }
 
 impl Session {
-    pub(crate) fn new(log: SessionLog) -> Self {
+    pub(crate) fn new(log: SessionLog, released: Arc<Released>) -> Self {
         let open = log.with_fold(|f| f.turn_open());
         Session {
             log,
+            _released: ReleaseOnDrop(released),
             gate: Mutex::new(TurnGate {
                 open,
                 closing: false,

@@ -99,6 +99,8 @@ fn build_and_conform(root: &Path, name: &str, lang: &str, role: &str) -> (String
         String::from_utf8_lossy(&built.stderr)
     );
     let conformed = host()
+        .arg("--state-dir")
+        .arg(dir.join("state"))
         .arg("conform")
         .arg(dir.join(format!("{name}.wasm")))
         .arg("--cases")

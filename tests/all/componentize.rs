@@ -107,7 +107,10 @@ fn conform_prints_each_case_and_fails_on_a_wrong_answer() {
     )
     .unwrap();
     let plugin = std::path::Path::new(approval_host::bundled::ALLOW_TOOLS_PATH);
+    let state = dir.path().join("state");
     let (code, stdout) = run(&[
+        "--state-dir".as_ref(),
+        state.as_os_str(),
         "conform".as_ref(),
         plugin.as_os_str(),
         "--name".as_ref(),
@@ -126,6 +129,8 @@ fn conform_prints_each_case_and_fails_on_a_wrong_answer() {
     )
     .unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_approval-host"))
+        .arg("--state-dir")
+        .arg(&state)
         .arg("conform")
         .arg(plugin)
         .arg("--cases")

@@ -12,7 +12,7 @@ use approval_host::{
 };
 use serde_json::json;
 
-use crate::support::{Control, ControlledStore, Host, events_at, log_path, types};
+use crate::support::{Control, ControlledStore, Host, controlled, events_at, log_path, types};
 
 fn asked(id: &str, tool: &str) -> Event {
     Event::Asked(Asked {
@@ -329,4 +329,34 @@ async fn concurrent_appends_share_one_write_and_sync() {
         "64 queued appends took {commits} group commits"
     );
     assert_eq!(events_at(&log_path(dir.path(), "s")).len(), 65);
+}
+
+/// The last handle to a session can be dropped on another thread (closing its log, releasing
+/// its file lock) at the moment the session is asked for again: the reopen waits for the close
+/// instead of failing on the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_reopened_while_its_last_handle_closes_elsewhere_opens() {
+    let (_dir, service, control) = controlled(Policy::Ask);
+    let agent = service.agent("s", "a").await.unwrap();
+    control.hold_close();
+    let dropper = std::thread::spawn(move || drop(agent));
+    let waiter = control.clone();
+    tokio::task::spawn_blocking(move || waiter.wait_closing())
+        .await
+        .unwrap();
+    // The session's last handle is gone and its log is closing, its file still locked.
+    let mut reopen = tokio::spawn({
+        let service = service.clone();
+        async move { service.agent("s", "a").await.map(|_| ()) }
+    });
+    // Without waiting for the close, the reopen would fail on the lock at once; it must still be
+    // pending (this bound only gives a wrong answer time to show, it never passes a wrong one).
+    let early = tokio::time::timeout(std::time::Duration::from_millis(300), &mut reopen).await;
+    assert!(
+        early.is_err(),
+        "the reopen did not wait for the close: {early:?}"
+    );
+    control.release_close();
+    dropper.join().unwrap();
+    reopen.await.unwrap().unwrap();
 }

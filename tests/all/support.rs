@@ -84,6 +84,11 @@ pub struct Control {
     /// While set, an append waits until it is cleared.
     held: Mutex<bool>,
     released: Condvar,
+    /// While set, closing a journal waits until it is cleared.
+    close_held: Mutex<bool>,
+    /// How many journals have begun closing.
+    closing: Mutex<usize>,
+    close_changed: Condvar,
 }
 
 /// The error every failing append returns.
@@ -110,6 +115,23 @@ impl Control {
         *self.held.lock().unwrap() = false;
         self.released.notify_all();
     }
+
+    pub fn hold_close(&self) {
+        *self.close_held.lock().unwrap() = true;
+    }
+
+    pub fn release_close(&self) {
+        *self.close_held.lock().unwrap() = false;
+        self.close_changed.notify_all();
+    }
+
+    /// Blocks until a journal has begun closing.
+    pub fn wait_closing(&self) {
+        let mut closing = self.closing.lock().unwrap();
+        while *closing == 0 {
+            closing = self.close_changed.wait(closing).unwrap();
+        }
+    }
 }
 
 /// The file store, with journals that obey a [`Control`].
@@ -135,6 +157,17 @@ impl Journal for ControlledJournal {
             return Err(io::Error::new(io::ErrorKind::StorageFull, INJECTED));
         }
         self.inner.append(bytes)
+    }
+}
+
+impl Drop for ControlledJournal {
+    fn drop(&mut self) {
+        *self.control.closing.lock().unwrap() += 1;
+        self.control.close_changed.notify_all();
+        let mut held = self.control.close_held.lock().unwrap();
+        while *held {
+            held = self.control.close_changed.wait(held).unwrap();
+        }
     }
 }
 

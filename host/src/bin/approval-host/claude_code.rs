@@ -60,7 +60,7 @@ pub async fn run(state_dir: &Path, deployment: &Deployment, input: Input) -> Res
     approval_host::store::validate_session_id(&input.session_id)
         .map_err(|e| super::UsageError(e.to_string()))?;
     let service = ApprovalService::open_dir(state_dir, deployment.default_policy);
-    let _plugins = super::mount(&service, deployment)?;
+    let _plugins = super::mount(&service, deployment, state_dir)?;
     let started = Instant::now();
     // Claude Code runs hooks of parallel tool calls at once; one process writes a log at a time.
     let agent = loop {

@@ -96,9 +96,10 @@ enum Command {
         dir: Option<PathBuf>,
     },
     /// Run conformance cases (JSON: `{"cases": [{"name", "gate"?, "config"?, "tool", "call_id"?,
-    /// "arguments"?, "expect"}]}`) against a plugin, each in its own audited session, and print
-    /// each answer. Runs the cases for the plugin's name and those that name no gate. Exits 1
-    /// when a case fails.
+    /// "arguments"?, "expect"}]}`) against a plugin, each in its own audited session (in a
+    /// scratch directory), and print each answer. Runs the cases for the plugin's name and those
+    /// that name no gate. Exits 1 when a case fails. Compiled components are cached under
+    /// `<state-dir>/cache`.
     Conform {
         /// The component.
         plugin: PathBuf,
@@ -312,7 +313,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     .map_or_else(|| "plugin".to_owned(), |s| s.to_string_lossy().into_owned())
             });
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-            runtime.block_on(conform(&plugin, &suite, &name, &cases))
+            runtime.block_on(conform(&state_dir, &plugin, &suite, &name, &cases))
         }
         Command::Hook(HookCommand::ClaudeCode { config }) => {
             let deployment = match &config {
@@ -399,7 +400,7 @@ async fn serve(options: ServeOptions, socket: Option<PathBuf>, watch: bool) -> R
 async fn acp(state_dir: &Path, deployment: &Deployment, script: Script) -> Result<()> {
     use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
     let service = ApprovalService::open_dir(state_dir, deployment.default_policy);
-    let _plugins = mount(&service, deployment)?;
+    let _plugins = mount(&service, deployment, state_dir)?;
     let agent = ScriptedAgent::new(service, script, AgentOptions::from_deployment(deployment));
     let transport = agent_client_protocol::ByteStreams::new(
         tokio::io::stdout().compat_write(),
@@ -411,15 +412,26 @@ async fn acp(state_dir: &Path, deployment: &Deployment, script: Script) -> Resul
         .map_err(|e| anyhow::anyhow!("the ACP connection failed: {e}"))
 }
 
+/// A plugin host keeping compiled components under `<state-dir>/cache`: a command run per tool
+/// call (`ask`, the Claude Code hook) would otherwise compile a Python or JavaScript plugin, which
+/// takes seconds, every time.
+pub(crate) fn cached_host(state_dir: &Path) -> Result<PluginHost> {
+    Ok(PluginHost::with_cache(
+        std::sync::Arc::new(approval_host::plugin::TracingSink),
+        approval_host::plugin::cache::CompiledCache::new(state_dir.join("cache")),
+    )?)
+}
+
 /// Loads a deployment's plugins; a plugin that cannot load is the deployment's fault (exit 2).
 pub(crate) fn mount(
     service: &ApprovalService,
     deployment: &Deployment,
+    state_dir: &Path,
 ) -> Result<Option<(PluginHost, Mounted)>> {
     if deployment.plugins.is_empty() {
         return Ok(None);
     }
-    let host = PluginHost::new()?;
+    let host = cached_host(state_dir)?;
     let mounted = Mounted::load(service, &host, deployment).map_err(|e| {
         let file = deployment
             .path
@@ -431,6 +443,7 @@ pub(crate) fn mount(
 }
 
 async fn conform(
+    state_dir: &Path,
     plugin: &Path,
     suite: &approval_host::conformance::Suite,
     name: &str,
@@ -448,7 +461,7 @@ async fn conform(
     let bytes = std::fs::read(plugin).with_context(|| format!("reading {}", plugin.display()))?;
     let state = tempfile::tempdir().context("creating a state directory")?;
     let service = ApprovalService::open_dir(state.path(), approval_host::Policy::Ask);
-    let host = PluginHost::new()?;
+    let host = cached_host(state_dir)?;
     let results = conformance::run(
         &host,
         &conformance::spec(name, plugin),
@@ -547,7 +560,7 @@ async fn ask(
         arguments,
     } = ask;
     let service = ApprovalService::open_dir(state_dir, deployment.default_policy);
-    let _plugins = mount(&service, deployment)?;
+    let _plugins = mount(&service, deployment, state_dir)?;
     let agent = service.agent(session, agent).await?;
     if service.turn_open(session).await? {
         tracing::warn!(session, "closing a turn left open by an interrupted run");
