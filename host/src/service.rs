@@ -70,10 +70,13 @@ impl ApprovalRequest {
     }
 }
 
+/// An open session (while a handle lives) and whether its log is closed (after the last one).
+type SessionSlot = (Weak<Session>, Arc<Released>);
+
 struct Inner {
     store: Arc<dyn Store>,
     never_by_default: AtomicBool,
-    sessions: tokio::sync::Mutex<HashMap<String, (Weak<Session>, Arc<Released>)>>,
+    sessions: tokio::sync::Mutex<HashMap<String, SessionSlot>>,
     waterfall: Waterfall,
 }
 
