@@ -10,7 +10,8 @@
 //! The Python, JavaScript and C builds come from `plugins/build-guests`.
 //! Run: `cargo bench -p approval-host --bench guests` (`BENCH_SAMPLES`, default 2000).
 
-use std::io;
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,30 +19,12 @@ use std::time::{Duration, Instant};
 use approval_host::config::{Isolation, PluginSpec, Role};
 use approval_host::plugin::TracingSink;
 use approval_host::plugin::cache::CompiledCache;
-use approval_host::store::{Journal, OpenedLog, Store};
 use approval_host::{
-    ApprovalRequest, ApprovalService, Decision, Failure, LogError, Outcome, PluginHost, Policy,
-    Position, Question, Scope, bundled,
+    ApprovalRequest, ApprovalService, Decision, Failure, Outcome, PluginHost, Policy, Position,
+    Question, Scope, bundled,
 };
 
-struct NullStore;
-struct NullJournal;
-
-impl Journal for NullJournal {
-    fn append(&mut self, _bytes: &[u8]) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Store for NullStore {
-    fn open(&self, session: &str) -> Result<OpenedLog, LogError> {
-        Ok(OpenedLog {
-            name: format!("null:{session}"),
-            records: Vec::new(),
-            journal: Box::new(NullJournal),
-        })
-    }
-}
+use common::NullStore;
 
 fn guests_dir() -> PathBuf {
     std::env::var_os("APPROVAL_HOST_GUESTS_DIR").map_or_else(

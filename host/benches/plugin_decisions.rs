@@ -7,36 +7,17 @@
 //! through N gates: N-1 `allow-tools` gates that delegate (`next`) and a last one that grants.
 //! Run: `cargo bench -p approval-host --bench plugin_decisions` (`BENCH_SAMPLES`, default 2000).
 
-use std::io;
+mod common;
+
 use std::time::{Duration, Instant};
 
 use approval_host::config::{Isolation, PluginSpec, Role};
-use approval_host::store::{Journal, OpenedLog, Store};
 use approval_host::{
-    Agent, ApprovalRequest, ApprovalService, Decision, Failure, LogError, Mounted, Outcome,
-    PluginHost, Policy, Position, Question, Registration, Scope, bundled,
+    Agent, ApprovalRequest, ApprovalService, Decision, Failure, Mounted, Outcome, PluginHost,
+    Policy, Position, Question, Registration, Scope, bundled,
 };
 
-/// A store whose journals accept every batch without writing it.
-struct NullStore;
-
-struct NullJournal;
-
-impl Journal for NullJournal {
-    fn append(&mut self, _bytes: &[u8]) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Store for NullStore {
-    fn open(&self, session: &str) -> Result<OpenedLog, LogError> {
-        Ok(OpenedLog {
-            name: format!("null:{session}"),
-            records: Vec::new(),
-            journal: Box::new(NullJournal),
-        })
-    }
-}
+use common::NullStore;
 
 fn gate_spec(i: usize, grants: bool, isolation: Isolation) -> PluginSpec {
     let mut spec = PluginSpec::new(format!("gate-{i}"), bundled::ALLOW_TOOLS_PATH, Role::Gate);

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::config::{PluginSpec, Role};
-use crate::outcome::Outcome;
+use crate::outcome::{Decision, Outcome};
 use crate::plugin::{Plugin, PluginError, PluginHost};
 use crate::service::{ApprovalRequest, ApprovalService};
 use crate::waterfall::{Listener, Position, Scope};
@@ -133,7 +133,7 @@ impl Suite {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
     /// A decision: `allow-once`, `reject`, `cancel` or (nothing decided) `next`.
-    Decided(&'static str),
+    Decided(Decision),
     /// The listener failed, with the recorded failure kind.
     Failed(String),
 }
@@ -141,7 +141,7 @@ pub enum Answer {
 impl fmt::Display for Answer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Answer::Decided(d) => f.write_str(d),
+            Answer::Decided(d) => f.write_str(d.as_str()),
             Answer::Failed(kind) => write!(f, "failed ({kind})"),
         }
     }
@@ -173,16 +173,19 @@ pub async fn ask(
     }
     service.request(request).await?;
     service.end_turn(session).await?;
-    let decided = agent.session().log.with_fold(|f| f.last_decided().cloned());
-    Ok(match decided {
-        Some(d) => match (&d.failure, d.outcome) {
-            (Some(failure), _) => Answer::Failed(failure.kind.as_str().to_owned()),
-            (None, Outcome::AllowedOnce) => Answer::Decided("allow-once"),
-            (None, Outcome::Rejected) => Answer::Decided("reject"),
-            (None, Outcome::Cancelled) => Answer::Decided("cancel"),
-            (None, Outcome::Unavailable) => Answer::Decided("next"),
-        },
-        None => unreachable!("a request that returned was decided"),
+    let decided = agent
+        .session()
+        .log
+        .with_fold(|f| f.last_decided().cloned())
+        .ok_or_else(|| {
+            crate::ApprovalError::Internal("a request returned without a decision".to_owned())
+        })?;
+    Ok(match (decided.failure, decided.outcome) {
+        (Some(failure), _) => Answer::Failed(failure.kind.as_str().to_owned()),
+        (None, Outcome::AllowedOnce) => Answer::Decided(Decision::AllowOnce),
+        (None, Outcome::Rejected) => Answer::Decided(Decision::Reject),
+        (None, Outcome::Cancelled) => Answer::Decided(Decision::Cancel),
+        (None, Outcome::Unavailable) => Answer::Decided(Decision::Next),
     })
 }
 

@@ -104,22 +104,13 @@ fn reference(case: &Case) -> Decision {
     }
 }
 
-fn decision_name(d: Decision) -> &'static str {
-    match d {
-        Decision::AllowOnce => "allow-once",
-        Decision::Reject => "reject",
-        Decision::Cancel => "cancel",
-        Decision::Next => "next",
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_language_answers_every_case_like_the_reference() {
     let suite = suite();
     let cases = &suite.cases;
     let mut mismatches = Vec::new();
     let reference_answers: Vec<&'static str> =
-        cases.iter().map(|c| decision_name(reference(c))).collect();
+        cases.iter().map(|c| reference(c).as_str()).collect();
 
     // The reference itself must meet the expectations, through the same service path.
     let host = Host::new();

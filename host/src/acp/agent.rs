@@ -143,6 +143,10 @@ fn invalid(message: impl Into<String>) -> AcpError {
     AcpError::invalid_params().data(json!({ "message": message.into() }))
 }
 
+fn refused(message: impl Into<String>) -> AcpError {
+    AcpError::invalid_request().data(json!({ "message": message.into() }))
+}
+
 fn internal(message: impl std::fmt::Display) -> AcpError {
     AcpError::internal_error().data(json!({ "message": message.to_string() }))
 }
@@ -357,15 +361,16 @@ impl ScriptedAgent {
         let turn = {
             let mut state = session.state();
             if state.running.is_some() {
-                return Err(AcpError::invalid_request().data(json!({
-                    "message": format!("session {id:?} is already running a prompt")
-                })));
+                return Err(refused(format!(
+                    "session {id:?} is already running a prompt"
+                )));
             }
             let turns = self.inner.script.turns.len();
             if state.next >= turns {
-                return Err(AcpError::invalid_request().data(json!({
-                    "message": format!("the script has no turn {} (it has {turns})", state.next + 1)
-                })));
+                return Err(refused(format!(
+                    "the script has no turn {} (it has {turns})",
+                    state.next + 1
+                )));
             }
             state.running = Some(token.clone());
             state.next += 1;

@@ -307,11 +307,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             let suite = approval_host::conformance::Suite::load(&cases)
                 .map_err(|e| UsageError(e.to_string()))?;
-            let name = name.unwrap_or_else(|| {
-                plugin
-                    .file_stem()
-                    .map_or_else(|| "plugin".to_owned(), |s| s.to_string_lossy().into_owned())
-            });
+            let name = name.unwrap_or_else(|| plugin_name(&plugin));
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             runtime.block_on(conform(&state_dir, &plugin, &suite, &name, &cases))
         }
@@ -509,13 +505,16 @@ fn componentize(module: &Path, output: &Path) -> Result<ExitCode> {
     check(output)
 }
 
+/// A plugin's name from its file: the stem, as in `allow-tools.wasm`.
+fn plugin_name(path: &Path) -> String {
+    path.file_stem()
+        .map_or_else(|| "plugin".to_owned(), |s| s.to_string_lossy().into_owned())
+}
+
 fn check(path: &Path) -> Result<ExitCode> {
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     let host = PluginHost::new()?;
-    let name = path
-        .file_stem()
-        .map_or_else(|| "plugin".to_owned(), |s| s.to_string_lossy().into_owned());
-    let spec = PluginSpec::new(name, path, Role::Gate);
+    let spec = PluginSpec::new(plugin_name(path), path, Role::Gate);
     match host.load_bytes(&spec, &bytes) {
         Ok(plugin) => {
             let inspection = inspect_bytes(host.engine(), &bytes).map_err(anyhow::Error::msg)?;
