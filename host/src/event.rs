@@ -79,6 +79,9 @@ pub struct ToolResult {
     /// The result content.
     #[serde(default)]
     pub content: Value,
+    /// The `pre-execute` listener that failed and so refused the call, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_listener: Option<String>,
 }
 
 /// `approval/asked {id, toolName, callId?, reason?}`.
@@ -195,6 +198,17 @@ pub enum SandboxModeName {
     WorkspaceWrite,
     /// `danger-full-access`.
     DangerFullAccess,
+}
+
+impl SandboxModeName {
+    /// The log's spelling: `read-only`, `workspace-write` or `danger-full-access`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SandboxModeName::ReadOnly => "read-only",
+            SandboxModeName::WorkspaceWrite => "workspace-write",
+            SandboxModeName::DangerFullAccess => "danger-full-access",
+        }
+    }
 }
 
 /// One event of a session log.
@@ -325,6 +339,34 @@ struct WireRecord {
     data: Value,
 }
 
+#[derive(Serialize)]
+struct WireRef<'a> {
+    seq: u64,
+    ts: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    data: DataRef<'a>,
+}
+
+/// An event's `data`, serialised from the event in place.
+struct DataRef<'a>(&'a Event);
+
+impl Serialize for DataRef<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Event::TurnStart | Event::TurnEnd => Empty {}.serialize(serializer),
+            Event::ToolCall(d) => d.serialize(serializer),
+            Event::ToolResult(d) => d.serialize(serializer),
+            Event::Asked(d) => d.serialize(serializer),
+            Event::Decided(d) => d.serialize(serializer),
+            Event::Policy(d) => d.serialize(serializer),
+            Event::HookInvoked(d) => d.serialize(serializer),
+            Event::HookResult(d) => d.serialize(serializer),
+            Event::Sandbox(d) => d.serialize(serializer),
+        }
+    }
+}
+
 impl Record {
     /// A record stamped with the current time.
     pub fn now(seq: u64, event: Event) -> Record {
@@ -337,15 +379,23 @@ impl Record {
 
     /// The record as one JSON line, newline included.
     pub fn to_line(&self) -> Vec<u8> {
-        let wire = WireRecord {
-            seq: self.seq,
-            ts: self.ts.clone(),
-            kind: self.event.kind().to_owned(),
-            data: self.event.data(),
-        };
-        let mut line = serde_json::to_vec(&wire).unwrap_or_default();
-        line.push(b'\n');
+        let mut line = Vec::with_capacity(128);
+        self.write_line(&mut line);
         line
+    }
+
+    /// Appends the record's JSON line, newline included, to `out`: encoded straight from the
+    /// event, without an intermediate JSON tree.
+    pub fn write_line(&self, out: &mut Vec<u8>) {
+        let wire = WireRef {
+            seq: self.seq,
+            ts: &self.ts,
+            kind: self.event.kind(),
+            data: DataRef(&self.event),
+        };
+        // Plain structs of strings, numbers, enums and JSON values: serialising cannot fail.
+        let _ = serde_json::to_writer(&mut *out, &wire);
+        out.push(b'\n');
     }
 
     /// Parses one line (without its newline).

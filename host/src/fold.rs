@@ -8,8 +8,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::Value;
 
-use crate::event::{Decided, Event, PolicySwitch, SandboxModeName};
+use crate::event::{Decided, Event, PolicySwitch, SandboxModeName, SandboxSwitch};
 use crate::policy::Policy;
+use crate::policy::SOURCE_DELEGATION;
 
 /// A rule an event broke; the event is refused and nothing is written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -53,15 +54,35 @@ pub struct OpenQuestion {
 }
 
 /// The state of one session, folded from its events.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct SessionFold {
     turn_open: bool,
     asked: HashSet<String>,
     open: BTreeMap<String, u64>,
     policy: Option<PolicySwitch>,
     tool_calls: HashMap<String, Value>,
-    sandbox: Option<SandboxModeName>,
+    sandbox: Option<SandboxSwitch>,
     last_decided: Option<Decided>,
+    /// Still reading the delegation seed at the head of the log (only `delegation` switches so far).
+    in_seed: bool,
+    /// The log opens with a delegation seed: the session was started as a subagent.
+    delegated: bool,
+}
+
+impl Default for SessionFold {
+    fn default() -> Self {
+        SessionFold {
+            turn_open: false,
+            asked: HashSet::new(),
+            open: BTreeMap::new(),
+            policy: None,
+            tool_calls: HashMap::new(),
+            sandbox: None,
+            last_decided: None,
+            in_seed: true,
+            delegated: false,
+        }
+    }
 }
 
 impl SessionFold {
@@ -117,6 +138,15 @@ impl SessionFold {
 
     /// Applies an event that passed [`SessionFold::check`]; `seq` is its record's position.
     pub fn apply(&mut self, seq: u64, event: &Event) {
+        let seed = match event {
+            Event::Policy(p) => p.source.as_deref() == Some(SOURCE_DELEGATION),
+            Event::Sandbox(s) => s.source.as_deref() == Some(SOURCE_DELEGATION),
+            _ => false,
+        };
+        self.in_seed &= seed;
+        if self.in_seed && matches!(event, Event::Policy(_)) {
+            self.delegated = true;
+        }
         match event {
             Event::TurnStart => self.turn_open = true,
             Event::TurnEnd => self.turn_open = false,
@@ -133,7 +163,7 @@ impl SessionFold {
                 self.tool_calls
                     .insert(c.call_id.clone(), c.arguments.clone());
             }
-            Event::Sandbox(s) => self.sandbox = Some(s.mode),
+            Event::Sandbox(s) => self.sandbox = Some(s.clone()),
             Event::ToolResult(_) | Event::HookInvoked(_) | Event::HookResult(_) => {}
         }
     }
@@ -181,7 +211,18 @@ impl SessionFold {
 
     /// The session's own sandbox mode, if switched: the last `sandbox/mode` event.
     pub fn sandbox_mode(&self) -> Option<SandboxModeName> {
-        self.sandbox
+        self.sandbox.as_ref().map(|s| s.mode)
+    }
+
+    /// The session's own sandbox switch, if any: the last `sandbox/mode` event.
+    pub fn sandbox_override(&self) -> Option<&SandboxSwitch> {
+        self.sandbox.as_ref()
+    }
+
+    /// Whether the log opens with a delegation seed (`approval/policy {source: "delegation"}`,
+    /// maybe after `sandbox/mode {source: "delegation"}`): the session was started for a subagent.
+    pub fn delegated(&self) -> bool {
+        self.delegated
     }
 
     /// The arguments of the recorded `tool/call` with this call id (the latest, if repeated).

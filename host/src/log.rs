@@ -1,60 +1,132 @@
-//! One session's log as the host writes it: validation before commit, and group commit.
+//! One session's log as the host writes it: validation before commit, and group commit without a
+//! thread per session.
 //!
-//! An append is checked against the [`SessionFold`] rules under a lock, given the next `seq`, and
-//! queued for the log's writer thread; it returns once the writer has written and synced it.
-//! The writer takes every append queued while the previous sync ran and commits them with one
-//! write and one sync, so durable throughput grows with the number of concurrent appenders.
+//! An append is checked against the [`SessionFold`] rules under the log's lock, given the next
+//! `seq`, encoded, and added to the log's pending bytes; the fold is updated at once, so the next
+//! append is checked against it. Who then commits depends on the journal's [`CommitMode`]:
 //!
-//! A failed write stops the log (it is "poisoned"): memory may be ahead of what reached the disk,
-//! so nothing more is accepted until the log is reopened, which recovers from what is on disk.
+//! - `Inline`: the appending task writes the pending bytes itself, under the lock. No hand-off.
+//! - `Blocking` and `Split`: the first append that needs its record durable while no commit runs
+//!   hands the log to the shared commit threads ([`commit`]); appends arriving while a commit runs
+//!   wait and are committed together by the next round, with one write and one sync (group
+//!   commit). A few threads serve every open session.
+//!
+//! An approval question ([`SessionLog::append_question`]) need not be durable before it is asked
+//! in process: with a `Split` journal it is written at once (on the asking task when the journal is
+//! idle) and becomes durable with the decision that follows, so a request costs one sync. A
+//! question about to leave the process is synced first ([`SessionLog::sync_to`]).
+//!
+//! A failed write or sync stops the log (it is "poisoned"): memory may be ahead of what reached
+//! the disk, so nothing more is accepted until the log is reopened, which recovers from what is on
+//! disk. Subscribers get each record once it is durable, in order, outside the lock.
 
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::mem;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use tokio::sync::oneshot;
 
+use crate::commit;
 use crate::error::LogError;
 use crate::event::{Event, Record};
 use crate::fold::SessionFold;
-use crate::store::{Journal, OpenedLog, Store, validate_session_id};
+use crate::store::{CommitMode, Journal, OpenedLog, Store, validate_session_id};
+use crate::subscribe::Subscribers;
 
-/// Most appends one group commit writes.
-const MAX_BATCH: usize = 4096;
+type Done = oneshot::Sender<Result<(), LogError>>;
 
-struct Pending {
-    line: Vec<u8>,
-    done: oneshot::Sender<Result<(), LogError>>,
+struct Waiter {
+    seq: u64,
+    done: Done,
 }
 
 struct State {
     fold: SessionFold,
-    next_seq: u64,
+    /// Records accepted (committed or on their way).
     records: u64,
+    /// Encoded lines accepted and not yet handed to the journal, and their copies for the
+    /// subscribers (only taken while someone subscribes).
+    pending: Vec<u8>,
+    pending_records: Vec<Record>,
+    /// Records the journal has written but not yet made durable (`Split`), for the subscribers.
+    unsynced_records: Vec<Record>,
+    /// Highest seq written to the journal, and made durable.
+    written: u64,
+    durable: u64,
+    /// Highest seq someone needs durable.
+    wanted: u64,
+    /// The journal; `None` while a commit round holds it.
+    journal: Option<Box<dyn Journal>>,
+    /// Whether a commit round is scheduled or running.
+    committing: bool,
+    /// Appends waiting for durability, in seq order.
+    waiters: Vec<Waiter>,
+    poisoned: Option<String>,
+    /// Durable records not yet delivered, and whether someone is delivering them.
+    outbox: Vec<Record>,
+    delivering: bool,
 }
 
-/// An open, validated, durable session log. Dropping it stops its writer thread and releases the
-/// store's lock once queued appends are written.
-pub struct SessionLog {
+/// What the commit threads and every handle of one log share.
+pub(crate) struct Core {
     session: String,
     name: String,
+    mode: CommitMode,
     state: Mutex<State>,
-    queue: Mutex<Option<mpsc::Sender<Pending>>>,
-    writer: Option<std::thread::JoinHandle<()>>,
-    poisoned: Arc<OnceLock<String>>,
+    /// Signalled when a commit round ends (closing the log waits for it).
+    round_over: Condvar,
+    subscribers: Arc<Subscribers>,
+}
+
+/// An open, validated, durable session log. Dropping it commits what is pending and releases the
+/// store's lock before it returns.
+pub struct SessionLog {
+    core: Arc<Core>,
 }
 
 impl std::fmt::Debug for SessionLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SessionLog")
-            .field("session", &self.session)
-            .field("log", &self.name)
+            .field("session", &self.core.session)
+            .field("log", &self.core.name)
             .finish_non_exhaustive()
+    }
+}
+
+/// Completes once a record is durable (or its commit failed).
+#[must_use = "a ticket does nothing unless awaited; the commit happens regardless"]
+pub(crate) enum Ticket {
+    /// Already committed as far as needed.
+    Ready,
+    /// Waiting for a commit round.
+    Waiting(oneshot::Receiver<Result<(), LogError>>, Arc<Core>),
+}
+
+impl Ticket {
+    /// Waits for the commit.
+    pub(crate) async fn wait(self) -> Result<(), LogError> {
+        match self {
+            Ticket::Ready => Ok(()),
+            Ticket::Waiting(rx, core) => match rx.await {
+                Ok(result) => result,
+                // Dropped without an answer: only when the log failed and was torn down.
+                Err(_) => Err(core.poisoned_error(&core.lock())),
+            },
+        }
     }
 }
 
 impl SessionLog {
     /// Opens `session` in `store`, replaying and re-validating every stored record.
     pub fn open(store: &dyn Store, session: &str) -> Result<SessionLog, LogError> {
+        Self::open_observed(store, session, Arc::default())
+    }
+
+    /// Opens `session`, delivering its durable records to `subscribers`.
+    pub(crate) fn open_observed(
+        store: &dyn Store,
+        session: &str,
+        subscribers: Arc<Subscribers>,
+    ) -> Result<SessionLog, LogError> {
         validate_session_id(session)?;
         let OpenedLog {
             name,
@@ -71,55 +143,51 @@ impl SessionLog {
                 })?;
         }
         let count = records.len() as u64;
-        let poisoned = Arc::new(OnceLock::new());
-        let (tx, rx) = mpsc::channel();
-        let writer_poison = poisoned.clone();
-        let writer_name = name.clone();
-        let writer = std::thread::Builder::new()
-            .name(format!("log-{session}"))
-            .spawn(move || write_loop(journal, rx, &writer_name, &writer_poison))
-            .map_err(|e| LogError::Io {
-                log: name.clone(),
-                source: Arc::new(e),
-            })?;
         Ok(SessionLog {
-            session: session.to_owned(),
-            name,
-            state: Mutex::new(State {
-                fold,
-                next_seq: count + 1,
-                records: count,
+            core: Arc::new(Core {
+                session: session.to_owned(),
+                name,
+                mode: journal.commit_mode(),
+                state: Mutex::new(State {
+                    fold,
+                    records: count,
+                    pending: Vec::new(),
+                    pending_records: Vec::new(),
+                    unsynced_records: Vec::new(),
+                    written: count,
+                    durable: count,
+                    wanted: count,
+                    journal: Some(journal),
+                    committing: false,
+                    waiters: Vec::new(),
+                    poisoned: None,
+                    outbox: Vec::new(),
+                    delivering: false,
+                }),
+                round_over: Condvar::new(),
+                subscribers,
             }),
-            queue: Mutex::new(Some(tx)),
-            writer: Some(writer),
-            poisoned,
         })
     }
 
     /// The session id.
     pub fn session(&self) -> &str {
-        &self.session
+        &self.core.session
     }
 
     /// The log's name (its path for the file store).
     pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn state(&self) -> MutexGuard<'_, State> {
-        // A panic while holding this lock cannot leave the fold half-applied (apply does not
-        // panic), so a poisoned mutex is still consistent.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        &self.core.name
     }
 
     /// Reads the folded state.
     pub fn with_fold<R>(&self, f: impl FnOnce(&SessionFold) -> R) -> R {
-        f(&self.state().fold)
+        f(&self.core.lock().fold)
     }
 
     /// How many records the log holds (committed or being committed).
     pub fn len(&self) -> u64 {
-        self.state().records
+        self.core.lock().records
     }
 
     /// Whether the log holds no records.
@@ -134,113 +202,289 @@ impl SessionLog {
     /// [`LogError::Io`] when the write or sync failed, after which the log is poisoned;
     /// [`LogError::Poisoned`] for every append after that.
     pub async fn append(&self, event: Event) -> Result<Record, LogError> {
-        let (record, done) = self.enqueue(event)?;
-        match done.await {
-            Ok(result) => result.map(|()| record),
-            // The writer thread is gone (it only exits once every sender is dropped).
-            Err(_) => Err(self.poisoned_error()),
-        }
+        let (record, ticket) = self.submit(event, true)?;
+        ticket.wait().await?;
+        Ok(record)
     }
 
-    fn poisoned_error(&self) -> LogError {
-        LogError::Poisoned {
-            log: self.name.clone(),
-            reason: self
-                .poisoned
-                .get()
-                .cloned()
-                .unwrap_or_else(|| "the log writer stopped".to_owned()),
-        }
+    /// Appends an approval question: validated and given its seq now, written before this
+    /// returns a ready ticket where the journal allows it, and made durable by the next commit
+    /// (normally its decision's). With a `Blocking` journal the ticket waits for durability, as
+    /// a question must not be asked before it is committed somewhere.
+    pub(crate) fn append_question(&self, event: Event) -> Result<(u64, Ticket), LogError> {
+        let durable_now = self.core.mode == CommitMode::Blocking;
+        let (record, ticket) = self.submit(event, durable_now)?;
+        Ok((record.seq, ticket))
     }
 
-    fn enqueue(
-        &self,
-        event: Event,
-    ) -> Result<(Record, oneshot::Receiver<Result<(), LogError>>), LogError> {
-        let mut state = self.state();
-        if self.poisoned.get().is_some() {
-            return Err(self.poisoned_error());
+    /// Makes every record up to `seq` durable, e.g. a question before it leaves the process.
+    pub(crate) fn sync_to(&self, seq: u64) -> Ticket {
+        let mut state = self.core.lock();
+        self.core.want(&mut state, seq)
+    }
+
+    /// Validates and accepts `event`; `durable` asks for a commit now, else the record is only
+    /// written when that is cheap and waits for the next commit to become durable.
+    pub(crate) fn submit(&self, event: Event, durable: bool) -> Result<(Record, Ticket), LogError> {
+        let core = &self.core;
+        let mut state = core.lock();
+        if state.poisoned.is_some() {
+            return Err(core.poisoned_error(&state));
         }
         state
             .fold
             .check(&event)
             .map_err(|violation| LogError::Refused {
-                session: self.session.clone(),
+                session: core.session.clone(),
                 kind: event.kind(),
                 violation,
             })?;
-        let record = Record::now(state.next_seq, event);
+        let record = Record::now(state.records + 1, event);
+        record.write_line(&mut state.pending);
+        if core.subscribers.active() {
+            state.pending_records.push(record.clone());
+        }
+        state.fold.apply(record.seq, &record.event);
+        state.records += 1;
+        let seq = record.seq;
+        let ticket = match core.mode {
+            CommitMode::Inline => {
+                core.commit_inline(&mut state)?;
+                Ticket::Ready
+            }
+            _ if durable => core.want(&mut state, seq),
+            CommitMode::Split if !state.committing => {
+                // The journal is idle: write now (quick), sync with the next commit.
+                core.write_idle(&mut state)?;
+                Ticket::Ready
+            }
+            // A commit round is running; the next one writes this too.
+            _ => Ticket::Ready,
+        };
+        drop(state);
+        core.deliver();
+        Ok((record, ticket))
+    }
+}
+
+impl Core {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding this lock cannot leave the fold half-applied (apply does not
+        // panic), so a poisoned mutex is still consistent.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn poisoned_error(&self, state: &State) -> LogError {
+        LogError::Poisoned {
+            log: self.name.clone(),
+            reason: state
+                .poisoned
+                .clone()
+                .unwrap_or_else(|| "the log was closed".to_owned()),
+        }
+    }
+
+    /// Registers a wish for durability up to `seq`, scheduling a commit round if none runs.
+    fn want(self: &Arc<Self>, state: &mut State, seq: u64) -> Ticket {
+        if state.durable >= seq {
+            return Ticket::Ready;
+        }
+        if state.poisoned.is_some() {
+            let (tx, rx) = oneshot::channel();
+            let _ = tx.send(Err(self.poisoned_error(state)));
+            return Ticket::Waiting(rx, self.clone());
+        }
+        state.wanted = state.wanted.max(seq);
         let (done, rx) = oneshot::channel();
-        {
-            let queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-            let sent = queue.as_ref().map(|tx| {
-                tx.send(Pending {
-                    line: record.to_line(),
-                    done,
-                })
-            });
-            if !matches!(sent, Some(Ok(()))) {
-                return Err(self.poisoned_error());
+        state.waiters.push(Waiter { seq, done });
+        if !state.committing {
+            state.committing = true;
+            commit::schedule(self.clone());
+        }
+        Ticket::Waiting(rx, self.clone())
+    }
+
+    /// `Inline`: commits the pending bytes on this task.
+    fn commit_inline(&self, state: &mut State) -> Result<(), LogError> {
+        let bytes = mem::take(&mut state.pending);
+        let records = mem::take(&mut state.pending_records);
+        let Some(journal) = state.journal.as_mut() else {
+            return Err(self.poisoned_error(state));
+        };
+        match journal.append(&bytes) {
+            Ok(()) => {
+                state.written = state.records;
+                state.durable = state.records;
+                state.outbox.extend(records);
+                Ok(())
+            }
+            Err(e) => Err(self.poison(state, e)),
+        }
+    }
+
+    /// `Split` with no round running: writes the pending bytes on this task.
+    fn write_idle(&self, state: &mut State) -> Result<(), LogError> {
+        let bytes = mem::take(&mut state.pending);
+        let records = mem::take(&mut state.pending_records);
+        let Some(journal) = state.journal.as_mut() else {
+            return Err(self.poisoned_error(state));
+        };
+        match journal.write(&bytes) {
+            Ok(()) => {
+                state.written = state.records;
+                state.unsynced_records.extend(records);
+                Ok(())
+            }
+            Err(e) => Err(self.poison(state, e)),
+        }
+    }
+
+    /// Stops the log after a failed write or sync; every waiter gets the error, which is returned.
+    fn poison(&self, state: &mut State, source: std::io::Error) -> LogError {
+        let err = LogError::Io {
+            log: self.name.clone(),
+            source: Arc::new(source),
+        };
+        tracing::error!(log = %self.name, error = %err, "session log write failed; the log stops accepting events");
+        state.poisoned = Some(err.to_string());
+        state.pending.clear();
+        state.pending_records.clear();
+        state.unsynced_records.clear();
+        for w in state.waiters.drain(..) {
+            let _ = w.done.send(Err(err.clone()));
+        }
+        err
+    }
+
+    /// One commit round, on a commit thread: takes the journal and what is pending, writes and
+    /// syncs without the lock, then wakes the satisfied waiters. Returns whether more is wanted.
+    pub(crate) fn commit_round(&self) -> bool {
+        let mut state = self.lock();
+        let (bytes, records, target) = (
+            mem::take(&mut state.pending),
+            mem::take(&mut state.pending_records),
+            state.records,
+        );
+        let journal = state.journal.take();
+        drop(state);
+
+        let Some(mut journal) = journal else {
+            return self.end_round(None, Ok(()), target, records);
+        };
+        let result = match self.mode {
+            CommitMode::Split => {
+                let written = if bytes.is_empty() {
+                    Ok(())
+                } else {
+                    journal.write(&bytes)
+                };
+                written.and_then(|()| journal.sync())
+            }
+            CommitMode::Inline | CommitMode::Blocking => {
+                if bytes.is_empty() {
+                    Ok(())
+                } else {
+                    journal.append(&bytes)
+                }
+            }
+        };
+        self.end_round(Some(journal), result, target, records)
+    }
+
+    fn end_round(
+        &self,
+        journal: Option<Box<dyn Journal>>,
+        result: std::io::Result<()>,
+        target: u64,
+        records: Vec<Record>,
+    ) -> bool {
+        let mut state = self.lock();
+        if journal.is_some() {
+            state.journal = journal;
+        }
+        let mut ready = Vec::new();
+        match result {
+            Ok(()) if state.poisoned.is_none() => {
+                state.written = target;
+                state.durable = target;
+                let synced = mem::take(&mut state.unsynced_records);
+                state.outbox.extend(synced);
+                state.outbox.extend(records);
+                let durable = state.durable;
+                let (now, waiting): (Vec<Waiter>, Vec<Waiter>) =
+                    state.waiters.drain(..).partition(|w| w.seq <= durable);
+                state.waiters = waiting;
+                ready = now;
+            }
+            Ok(()) => {
+                let err = self.poisoned_error(&state);
+                for w in state.waiters.drain(..) {
+                    let _ = w.done.send(Err(err.clone()));
+                }
+            }
+            Err(e) => {
+                self.poison(&mut state, e);
             }
         }
-        // Sent while holding the state lock, so the queue order is the seq order.
-        state.fold.apply(record.seq, &record.event);
-        state.next_seq += 1;
-        state.records += 1;
-        Ok((record, rx))
+        let more = state.poisoned.is_none() && state.wanted > state.durable;
+        if !more {
+            state.committing = false;
+            self.round_over.notify_all();
+        }
+        drop(state);
+        // Subscribers first, so an append usually returns after its record was delivered.
+        self.deliver();
+        for w in ready {
+            let _ = w.done.send(Ok(()));
+        }
+        more
+    }
+
+    /// Delivers durable records to the subscribers, in order, outside the lock; one task at a
+    /// time delivers, so the order holds across concurrent commits.
+    fn deliver(&self) {
+        let mut state = self.lock();
+        if state.delivering || state.outbox.is_empty() {
+            return;
+        }
+        state.delivering = true;
+        loop {
+            let batch = mem::take(&mut state.outbox);
+            if batch.is_empty() {
+                state.delivering = false;
+                return;
+            }
+            drop(state);
+            self.subscribers.deliver(&self.session, &batch);
+            state = self.lock();
+        }
     }
 }
 
 impl Drop for SessionLog {
     fn drop(&mut self) {
-        // Closing the queue lets the writer drain what is queued and exit; joining it means the
-        // store's lock is released when this returns, so the session can be reopened at once.
-        self.queue.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(writer) = self.writer.take() {
-            let _ = writer.join();
+        // Commit what is pending (a question whose decision never came is still written), wait for
+        // a running round, then drop the journal here: the store's lock is released when this
+        // returns, so the session can be reopened at once.
+        let core = &self.core;
+        let mut state = core.lock();
+        while state.committing {
+            state = core
+                .round_over
+                .wait(state)
+                .unwrap_or_else(|p| p.into_inner());
         }
-    }
-}
-
-fn write_loop(
-    mut journal: Box<dyn Journal>,
-    rx: mpsc::Receiver<Pending>,
-    name: &str,
-    poisoned: &OnceLock<String>,
-) {
-    let mut batch: Vec<Pending> = Vec::new();
-    let mut bytes: Vec<u8> = Vec::new();
-    while let Ok(first) = rx.recv() {
-        batch.push(first);
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(p) => batch.push(p),
-                Err(_) => break,
-            }
+        let unsaved = !state.pending.is_empty() || state.written > state.durable;
+        if unsaved && state.poisoned.is_none() {
+            state.wanted = state.records;
+            state.committing = true;
+            drop(state);
+            while core.commit_round() {}
+            state = core.lock();
         }
-        let result = if let Some(reason) = poisoned.get() {
-            Err(LogError::Poisoned {
-                log: name.to_owned(),
-                reason: reason.clone(),
-            })
-        } else {
-            bytes.clear();
-            for p in &batch {
-                bytes.extend_from_slice(&p.line);
-            }
-            journal.append(&bytes).map_err(|e| {
-                let err = LogError::Io {
-                    log: name.to_owned(),
-                    source: Arc::new(e),
-                };
-                let _ = poisoned.set(err.to_string());
-                tracing::error!(log = name, error = %err, "session log write failed; the log stops accepting events");
-                err
-            })
-        };
-        for p in batch.drain(..) {
-            // The appender may have gone away; its record is durable (or failed) regardless.
-            let _ = p.done.send(result.clone());
-        }
+        let journal = state.journal.take();
+        drop(state);
+        core.deliver();
+        drop(journal);
     }
 }

@@ -9,6 +9,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::event::SandboxModeName;
+
 /// Whether a session's approval requests reach the answerers at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -32,10 +34,32 @@ pub const NEVER_CONTEXT: &str = "Approval prompts are disabled in this session: 
 /// The runtime-context sentence a delegated subagent gets while its delegation pin stands.
 pub const SUBAGENT_CONTEXT: &str = "You are a delegated subagent: your permission scope was fixed when you were started and cannot be widened from inside this session \u{2014} operations that require approval are rejected automatically. When the task needs access beyond that scope, do not retry the denied operation; state the limitation in your reply so the delegating agent can handle it.";
 
+/// The runtime-context sentence of a session with its own sandbox mode (a logged `sandbox/mode`):
+/// set for the session, or inherited at delegation. A session on the deployment default gets no
+/// sandbox sentence. Byte-stable.
+pub const fn sandbox_context(mode: SandboxModeName, inherited: bool) -> &'static str {
+    use SandboxModeName as M;
+    match (mode, inherited) {
+        (M::ReadOnly, false) => "Sandbox mode: read-only, set for this session.",
+        (M::WorkspaceWrite, false) => "Sandbox mode: workspace-write, set for this session.",
+        (M::DangerFullAccess, false) => "Sandbox mode: danger-full-access, set for this session.",
+        (M::ReadOnly, true) => {
+            "Sandbox mode: read-only, inherited from the delegating agent: your commands run no wider than its own."
+        }
+        (M::WorkspaceWrite, true) => {
+            "Sandbox mode: workspace-write, inherited from the delegating agent: your commands run no wider than its own."
+        }
+        (M::DangerFullAccess, true) => {
+            "Sandbox mode: danger-full-access, inherited from the delegating agent: your commands run no wider than its own."
+        }
+    }
+}
+
 /// The `source` of a policy switch made by the user.
 pub const SOURCE_USER: &str = "user";
 
-/// The `source` of the `never` pin seeded into a subagent's new session.
+/// The `source` of the seed events of a subagent's new session: its `never` pin, and the
+/// parent's sandbox override when it has one.
 pub const SOURCE_DELEGATION: &str = "delegation";
 
 impl Policy {

@@ -5,27 +5,30 @@
 //! already-cancelled request settles `cancelled`, then policy `never` settles `rejected` before any
 //! listener, then the waterfall runs); append `approval/decided` exactly once; return the outcome.
 //!
-//! The body runs on its own task, so a caller that drops the request future cancels the question
-//! instead of leaving an unmatched `approval/asked` behind.
+//! The body runs on the caller's task (no spawn, no thread hand-off unless the disk must be
+//! waited for); a caller that drops the request future cancels the question, which is still
+//! settled and audited, instead of leaving an unmatched `approval/asked` behind.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
+use std::task::Poll;
 
-use futures_util::future::Either;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::agent::Agent;
 use crate::error::{ApprovalError, LogError};
-use crate::event::{Asked, Decided, Event, FailureRecord, PolicySwitch, ToolCall};
+use crate::event::{Asked, Decided, Event, FailureRecord, PolicySwitch, SandboxSwitch, ToolCall};
 use crate::fold::Violation;
-use crate::log::SessionLog;
+use crate::log::{SessionLog, Ticket};
 use crate::outcome::{FailureKind, Outcome};
 use crate::policy::{self, Policy};
 use crate::session::{InFlight, Released, Session};
 use crate::store::{DirStore, Store, validate_session_id};
+use crate::subscribe::{Subscriber, Subscribers, Subscription};
 use crate::waterfall::{Listener, Position, Question, Registration, Scope, Settled, Waterfall};
 
 /// One approval question, as an asker poses it. Carries no tool arguments.
@@ -78,6 +81,7 @@ struct Inner {
     never_by_default: AtomicBool,
     sessions: tokio::sync::Mutex<HashMap<String, SessionSlot>>,
     waterfall: Waterfall,
+    subscribers: Arc<Subscribers>,
 }
 
 /// The approval service: sessions and their logs, turns, policy, and the waterfall.
@@ -109,6 +113,7 @@ impl ApprovalService {
                 never_by_default: AtomicBool::new(default_policy == Policy::Never),
                 sessions: tokio::sync::Mutex::new(HashMap::new()),
                 waterfall: Waterfall::new(),
+                subscribers: Arc::default(),
             }),
         }
     }
@@ -152,6 +157,33 @@ impl ApprovalService {
             .register(name, scope, position, listener)
     }
 
+    /// Subscribes `subscriber` to the events appended to session `session_id` from now on, each
+    /// delivered once durable, in order. A subscriber that errors or panics is reported once as a
+    /// warning naming it and dropped; it never affects the appends or any outcome.
+    pub fn subscribe(
+        &self,
+        session_id: &str,
+        name: impl Into<String>,
+        subscriber: impl Subscriber,
+    ) -> Subscription {
+        self.inner.subscribers.add(
+            name.into(),
+            Some(session_id.to_owned()),
+            Arc::new(subscriber),
+        )
+    }
+
+    /// Like [`ApprovalService::subscribe`], for the events of every session.
+    pub fn subscribe_all(
+        &self,
+        name: impl Into<String>,
+        subscriber: impl Subscriber,
+    ) -> Subscription {
+        self.inner
+            .subscribers
+            .add(name.into(), None, Arc::new(subscriber))
+    }
+
     async fn session(&self, id: &str) -> Result<Arc<Session>, ApprovalError> {
         validate_session_id(id)?;
         let mut sessions = self.inner.sessions.lock().await;
@@ -165,9 +197,12 @@ impl ApprovalService {
         }
         let store = self.inner.store.clone();
         let owned = id.to_owned();
-        let log = tokio::task::spawn_blocking(move || SessionLog::open(&*store, &owned))
-            .await
-            .map_err(|e| ApprovalError::Internal(e.to_string()))??;
+        let subscribers = self.inner.subscribers.clone();
+        let log = tokio::task::spawn_blocking(move || {
+            SessionLog::open_observed(&*store, &owned, subscribers)
+        })
+        .await
+        .map_err(|e| ApprovalError::Internal(e.to_string()))??;
         settle_interrupted(&log).await?;
         let released = Arc::new(Released::default());
         let session = Arc::new(Session::new(log, released.clone()));
@@ -183,33 +218,61 @@ impl ApprovalService {
         Ok(Agent::new(agent_id.to_owned(), session, None))
     }
 
-    /// Starts a delegated subagent of `parent` in a new session. The session is seeded with
-    /// `approval/policy {policy: "never", source: "delegation"}` before the child can ask, so its
-    /// asks are rejected before any answerer until a later switch inside the child.
-    pub async fn subagent(
+    /// Starts a delegated subagent of `parent` in a new session, never wider than the parent.
+    ///
+    /// The parent's state is taken when this is called, not when the future first runs, so a
+    /// switch made by the parent in between never reaches the child. Before the child can act its
+    /// session is seeded, in this order: `sandbox/mode {mode, source: "delegation"}` with the
+    /// parent's own sandbox override (none when the parent runs at the deployment default), then
+    /// `approval/policy {policy: "never", source: "delegation"}`, so the child's asks are rejected
+    /// before any answerer until a later switch inside the child. The parent's own approval policy
+    /// does not matter: the child is pinned to `never` regardless.
+    ///
+    /// A session that already opens with a delegation seed is resumed as it stands (the seed is
+    /// replayed, never written again); any other non-empty session is refused.
+    pub fn subagent(
         &self,
         parent: &Agent,
         session_id: &str,
         agent_id: &str,
-    ) -> Result<Agent, ApprovalError> {
-        let session = self.session(session_id).await?;
-        if !session.log.is_empty() {
-            return Err(ApprovalError::SessionExists {
-                session: session_id.to_owned(),
-            });
-        }
-        session
+    ) -> impl Future<Output = Result<Agent, ApprovalError>> + Send + 'static {
+        let sandbox = parent
+            .session()
             .log
-            .append(Event::Policy(PolicySwitch {
-                policy: Policy::Never,
-                source: Some(policy::SOURCE_DELEGATION.to_owned()),
-            }))
-            .await?;
-        Ok(Agent::new(
-            agent_id.to_owned(),
-            session,
-            Some(parent.id().to_owned()),
-        ))
+            .with_fold(|f| f.sandbox_override().map(|s| s.mode));
+        let parent_id = parent.id().to_owned();
+        let service = self.clone();
+        let session_id = session_id.to_owned();
+        let agent_id = agent_id.to_owned();
+        async move {
+            let session = service.session(&session_id).await?;
+            let _serial = session.policy_lock.lock().await;
+            if !session.log.is_empty() {
+                if session.log.with_fold(|f| f.delegated()) {
+                    return Ok(Agent::new(agent_id, session.clone(), Some(parent_id)));
+                }
+                return Err(ApprovalError::SessionExists {
+                    session: session_id,
+                });
+            }
+            if let Some(mode) = sandbox {
+                session
+                    .log
+                    .append(Event::Sandbox(SandboxSwitch {
+                        mode,
+                        source: Some(policy::SOURCE_DELEGATION.to_owned()),
+                    }))
+                    .await?;
+            }
+            session
+                .log
+                .append(Event::Policy(PolicySwitch {
+                    policy: Policy::Never,
+                    source: Some(policy::SOURCE_DELEGATION.to_owned()),
+                }))
+                .await?;
+            Ok(Agent::new(agent_id, session.clone(), Some(parent_id)))
+        }
     }
 
     /// Opens a turn on the session (`turn/start`).
@@ -298,18 +361,35 @@ impl ApprovalService {
         Ok(true)
     }
 
-    /// The runtime-context sentences for the agent: its effective policy's sentence and, for a
-    /// subagent whose delegation pin still stands, the subagent sentence. Byte-stable while
-    /// nothing changes.
+    /// The session's own policy switch (`approval/policy`, with its source), or `None` when the
+    /// session never switched and runs at the deployment default; see
+    /// [`ApprovalService::effective_policy`] for the value in force.
+    pub async fn override_of(
+        &self,
+        session_id: &str,
+    ) -> Result<Option<PolicySwitch>, ApprovalError> {
+        let session = self.session(session_id).await?;
+        Ok(session.log.with_fold(|f| f.policy_override().cloned()))
+    }
+
+    /// The runtime-context sentences for the agent, in this order: its effective policy's
+    /// sentence; its session's own sandbox mode, when it has one (set for the session, or
+    /// inherited at delegation); and, for a subagent whose delegation pin still stands, the
+    /// subagent sentence. Byte-stable while nothing changes.
     pub fn runtime_context(&self, agent: &Agent) -> Vec<&'static str> {
         let default = self.default_policy();
-        let (effective, pinned) = agent.session().log.with_fold(|f| {
+        let (effective, pinned, sandbox) = agent.session().log.with_fold(|f| {
             let pinned = f
                 .policy_override()
                 .is_some_and(|p| p.source.as_deref() == Some(policy::SOURCE_DELEGATION));
-            (f.effective_policy(default), pinned)
+            let sandbox = f.sandbox_override().map(|s| {
+                let inherited = s.source.as_deref() == Some(policy::SOURCE_DELEGATION);
+                policy::sandbox_context(s.mode, inherited)
+            });
+            (f.effective_policy(default), pinned, sandbox)
         });
         let mut sentences = vec![effective.context_sentence()];
+        sentences.extend(sandbox);
         if agent.is_subagent() && pinned {
             sentences.push(policy::SUBAGENT_CONTEXT);
         }
@@ -318,34 +398,15 @@ impl ApprovalService {
 
     /// Asks whether `request`'s call may proceed.
     ///
+    /// Runs on the caller's task: nothing is spawned and no thread is woken unless the store has
+    /// to wait for the disk. Once the question is asked, dropping this future does not leave it
+    /// open: it is settled `cancelled` and audited (see [`Unsettled`]).
+    ///
     /// # Errors
     /// [`ApprovalError::NoOpenTurn`] when the session has no open turn (nothing is appended);
     /// [`ApprovalError::Log`] when an audit append fails: before the decision nothing is decided,
     /// after it the decision is withheld, so no outcome is ever returned unaudited.
     pub async fn request(&self, request: ApprovalRequest) -> Result<Outcome, ApprovalError> {
-        let session = request.agent.session().clone();
-        let in_flight = session.enter()?;
-        let ask_cancel = in_flight.turn.child_token();
-        // If the caller stops waiting, the question is cancelled but still settled and audited.
-        let abandon = ask_cancel.clone().drop_guard();
-        let service = self.clone();
-        let task = tokio::spawn(async move {
-            service
-                .run_request(session, in_flight, request, ask_cancel)
-                .await
-        });
-        let result = task.await;
-        abandon.disarm();
-        result.map_err(|e| ApprovalError::Internal(e.to_string()))?
-    }
-
-    async fn run_request(
-        &self,
-        session: Arc<Session>,
-        in_flight: InFlight,
-        request: ApprovalRequest,
-        ask_cancel: CancellationToken,
-    ) -> Result<Outcome, ApprovalError> {
         let ApprovalRequest {
             agent,
             tool_name,
@@ -353,25 +414,37 @@ impl ApprovalService {
             reason,
             cancel,
         } = request;
+        let session = agent.session().clone();
+        let in_flight = session.enter()?;
+        let ask_cancel = in_flight.turn.child_token();
         let id = Uuid::new_v4().to_string();
-        session
-            .log
-            .append(Event::Asked(Asked {
-                id: id.clone(),
-                tool_name: tool_name.clone(),
-                call_id: call_id.clone(),
-                reason: reason.clone(),
-            }))
-            .await
-            .map_err(|e| match e {
-                LogError::Refused {
-                    violation: Violation::OutsideTurn(_),
-                    ..
-                } => ApprovalError::NoOpenTurn {
-                    session: session.id().to_owned(),
-                },
-                other => other.into(),
-            })?;
+        let asked = Event::Asked(Asked {
+            id: id.clone(),
+            tool_name: tool_name.clone(),
+            call_id: call_id.clone(),
+            reason: reason.clone(),
+        });
+        let (asked_seq, written) = session.log.append_question(asked).map_err(|e| match e {
+            LogError::Refused {
+                violation: Violation::OutsideTurn(_),
+                ..
+            } => ApprovalError::NoOpenTurn {
+                session: session.id().to_owned(),
+            },
+            other => other.into(),
+        })?;
+        // From here the question must be settled, even if this future is dropped.
+        let mut unsettled = Unsettled {
+            session: session.clone(),
+            id: Some(id.clone()),
+            in_flight: Some(in_flight),
+            cancel: ask_cancel.clone(),
+        };
+        if let Err(e) = written.wait().await {
+            // The question never reached the log; the log refuses everything after this.
+            unsettled.id = None;
+            return Err(e.into());
+        }
 
         let caller_cancelled = cancel.as_ref().is_some_and(|t| t.is_cancelled());
         let settled = if caller_cancelled || ask_cancel.is_cancelled() {
@@ -380,7 +453,8 @@ impl ApprovalService {
             Settled::plain(Outcome::Rejected)
         } else {
             let question = Question::new(
-                id.clone(),
+                id,
+                asked_seq,
                 agent,
                 tool_name,
                 call_id,
@@ -388,50 +462,138 @@ impl ApprovalService {
                 ask_cancel.clone(),
                 cancel.clone(),
             );
-            let caller = match &cancel {
-                Some(token) => Either::Left(token.cancelled()),
-                None => Either::Right(futures_util::future::pending()),
-            };
-            let waterfall = self.inner.waterfall.clone();
-            tokio::select! {
-                biased;
-                () = ask_cancel.cancelled() => Settled::plain(Outcome::Cancelled),
-                () = caller => {
-                    ask_cancel.cancel();
-                    Settled::plain(Outcome::Cancelled)
-                }
-                // Losing the race drops the waterfall future: a late answer is discarded. A
-                // listener that blocked through the cancellation also answers late.
-                settled = waterfall.run(&question) => if question.is_cancelled() {
-                    Settled::plain(Outcome::Cancelled)
-                } else {
-                    settled
-                },
-            }
+            decide(
+                &self.inner.waterfall,
+                &question,
+                &ask_cancel,
+                cancel.as_ref(),
+            )
+            .await
         };
+        let outcome = settled.outcome;
+        let ticket = unsettled.settle(outcome, decided_record(settled))?;
+        // The outcome is withheld until its decision is durable.
+        ticket.wait().await?;
+        Ok(outcome)
+    }
+}
 
-        let (failure, answerer) = match settled.failure {
-            Some((plugin, f)) => (
-                Some(FailureRecord {
-                    plugin: Some(plugin),
-                    kind: f.kind,
-                }),
-                None,
-            ),
-            None => (None, settled.answerer),
+/// Runs the waterfall for `question` until it decides or the question is cancelled (by its turn,
+/// by the caller's token). An answer that comes after the cancellation is discarded.
+async fn decide(
+    waterfall: &Waterfall,
+    question: &Question,
+    ask_cancel: &CancellationToken,
+    caller: Option<&CancellationToken>,
+) -> Settled {
+    let run = waterfall.run(question);
+    tokio::pin!(run);
+    // Listeners that answer at once (native gates, warm plugins) finish on the first poll; the
+    // cancellation futures are only set up for a listener that waits.
+    let mut first = true;
+    let mut cancelled = None;
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(settled) = run.as_mut().poll(cx) {
+            // A listener that blocked through the cancellation also answers late.
+            return Poll::Ready(if question.is_cancelled() {
+                Settled::plain(Outcome::Cancelled)
+            } else {
+                settled
+            });
+        }
+        if first {
+            first = false;
+            let ask = ask_cancel.clone();
+            let caller = caller.cloned();
+            cancelled = Some(Box::pin(async move {
+                match caller {
+                    Some(caller) => {
+                        tokio::select! {
+                            () = ask.cancelled() => {}
+                            () = caller.cancelled() => ask.cancel(),
+                        }
+                    }
+                    None => ask.cancelled().await,
+                }
+            }));
+        }
+        match cancelled.as_mut().map(|c| c.as_mut().poll(cx)) {
+            // Losing the race drops the waterfall future: a late answer is discarded.
+            Some(Poll::Ready(())) => Poll::Ready(Settled::plain(Outcome::Cancelled)),
+            _ => Poll::Pending,
+        }
+    })
+    .await
+}
+
+fn decided_record(settled: Settled) -> (Option<String>, Option<String>, Option<FailureRecord>) {
+    match settled.failure {
+        Some((plugin, f)) => (
+            None,
+            settled.version,
+            Some(FailureRecord {
+                plugin: Some(plugin),
+                kind: f.kind,
+            }),
+        ),
+        None => (settled.answerer, settled.version, None),
+    }
+}
+
+/// A question asked and not yet settled. Settling appends its `approval/decided` (the turn stays
+/// open for it until then); dropping it unsettled (the caller stopped waiting) cancels the
+/// question and appends `cancelled` instead, so the log pairs every question whatever happens to
+/// the asking future.
+struct Unsettled {
+    session: Arc<Session>,
+    /// `None` once settled (or when the question never reached the log).
+    id: Option<String>,
+    in_flight: Option<InFlight>,
+    cancel: CancellationToken,
+}
+
+impl Unsettled {
+    fn settle(
+        &mut self,
+        outcome: Outcome,
+        (answerer, digest, failure): (Option<String>, Option<String>, Option<FailureRecord>),
+    ) -> Result<Ticket, ApprovalError> {
+        let Some(id) = self.id.take() else {
+            return Err(ApprovalError::Internal("question settled twice".to_owned()));
         };
-        session
-            .log
-            .append(Event::Decided(Decided {
-                id,
-                outcome: settled.outcome,
-                answerer,
-                digest: settled.version,
-                failure,
-            }))
-            .await?;
-        drop(in_flight);
-        Ok(settled.outcome)
+        let decided = Event::Decided(Decided {
+            id,
+            outcome,
+            answerer,
+            digest,
+            failure,
+        });
+        let submitted = self.session.log.submit(decided, true);
+        // Appended (or refused): the turn no longer waits for this question.
+        self.in_flight.take();
+        let (_, ticket) = submitted?;
+        Ok(ticket)
+    }
+}
+
+impl Drop for Unsettled {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else {
+            return;
+        };
+        self.cancel.cancel();
+        let decided = Event::Decided(Decided {
+            id,
+            outcome: Outcome::Cancelled,
+            answerer: None,
+            digest: None,
+            failure: None,
+        });
+        // Nobody waits for this commit; the commit threads complete it.
+        if let Err(e) = self.session.log.submit(decided, true) {
+            tracing::error!(session = self.session.id(), error = %e, "could not settle a question whose caller stopped waiting");
+        }
+        self.in_flight.take();
     }
 }
 

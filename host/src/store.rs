@@ -14,10 +14,50 @@ use crate::error::LogError;
 use crate::event::Record;
 
 /// Durable storage for one session's records, appended in batches.
+///
+/// [`Journal::append`] is all a journal must provide. [`Journal::commit_mode`] tells the log how
+/// to drive it: on the appending task ([`CommitMode::Inline`], for journals that never wait), or
+/// on a small shared pool of commit threads ([`CommitMode::Blocking`], the default), or with the
+/// write and the sync apart ([`CommitMode::Split`]) so an approval question is written before it is
+/// asked and made durable together with its decision: one sync per request.
 pub trait Journal: Send + 'static {
     /// Writes `bytes` (whole lines) at the end and returns once they are durable. On error the
     /// journal must not leave a partial batch behind when it can avoid it.
     fn append(&mut self, bytes: &[u8]) -> io::Result<()>;
+
+    /// How the log commits to this journal.
+    fn commit_mode(&self) -> CommitMode {
+        CommitMode::Blocking
+    }
+
+    /// [`CommitMode::Split`] only: writes `bytes` at the end without waiting for durability
+    /// (a page-cache write, quick enough to run on the appending task).
+    fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.append(bytes)
+    }
+
+    /// [`CommitMode::Split`] only: makes everything written so far durable.
+    fn sync(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Most threads committing session logs at once, whatever the number of open sessions: syncs of
+/// different logs overlap on the device up to about this many.
+pub const MAX_COMMIT_THREADS: usize = 16;
+
+/// How a session log drives its [`Journal`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitMode {
+    /// `append` never waits (a journal in memory, or one that discards): committed on the
+    /// appending task, with no hand-off to another thread.
+    Inline,
+    /// `append` may block (disk, network): committed on the shared commit threads, concurrent
+    /// appends grouped into one call. An approval question is committed before it is asked.
+    Blocking,
+    /// `write` is quick and `sync` blocks: an approval question is written before it is asked and
+    /// synced with its decision; syncs run on the shared commit threads, grouped.
+    Split,
 }
 
 /// An opened session log: what is already durable, and where to append.
@@ -193,23 +233,41 @@ struct FileJournal {
     len: u64,
 }
 
+impl FileJournal {
+    /// Puts the file back to its last complete length after a failed write, so the next open
+    /// finds no partial batch (best effort: the write already failed).
+    fn undo_partial(&mut self) {
+        let _ = self.file.set_len(self.len);
+    }
+}
+
 impl Journal for FileJournal {
     fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
-        let result = self
-            .file
-            .write_all(bytes)
-            .and_then(|()| self.file.sync_data());
-        match result {
+        self.write(bytes)?;
+        self.sync()
+    }
+
+    fn commit_mode(&self) -> CommitMode {
+        CommitMode::Split
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+        match self.file.write_all(bytes) {
             Ok(()) => {
                 self.len += bytes.len() as u64;
                 Ok(())
             }
             Err(e) => {
-                // Best effort: do not leave a partial batch for the next open to find.
-                let _ = self.file.set_len(self.len);
+                self.undo_partial();
                 Err(e)
             }
         }
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        // A failed fdatasync leaves what was written in doubt; the log stops accepting events
+        // after it and the next open reads back what really reached the disk.
+        self.file.sync_data()
     }
 }
 

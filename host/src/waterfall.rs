@@ -37,6 +37,15 @@ pub trait Listener: Send + Sync + 'static {
     fn decide_versioned(&self, question: Question) -> (Option<String>, ListenerFuture) {
         (None, self.decide(question))
     }
+
+    /// Whether this listener sends the question out of the process (to a person, an editor, a
+    /// remote service). The waterfall makes the question's `approval/asked` record durable before
+    /// asking such a listener, so nobody outside ever sees a question the log could lose. In-process
+    /// gates (the default) decide before that sync, and the question and its decision are then
+    /// made durable together.
+    fn leaves_process(&self) -> bool {
+        false
+    }
 }
 
 impl<F, Fut> Listener for F
@@ -51,6 +60,8 @@ where
 
 struct QuestionInner {
     id: String,
+    /// The seq of its `approval/asked` record.
+    asked_seq: u64,
     agent: Agent,
     tool_name: String,
     call_id: Option<String>,
@@ -66,8 +77,10 @@ pub struct Question {
 }
 
 impl Question {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         id: String,
+        asked_seq: u64,
         agent: Agent,
         tool_name: String,
         call_id: Option<String>,
@@ -78,6 +91,7 @@ impl Question {
         Question {
             inner: Arc::new(QuestionInner {
                 id,
+                asked_seq,
                 agent,
                 tool_name,
                 call_id,
@@ -122,6 +136,19 @@ impl Question {
     /// `tool/call` event, or `None`.
     pub fn call_arguments(&self, call_id: &str) -> Option<serde_json::Value> {
         self.inner.agent.call_arguments(call_id)
+    }
+
+    /// Waits until the question's `approval/asked` record is durable. The waterfall does this
+    /// before asking a listener that [leaves the process](Listener::leaves_process); a listener
+    /// that decides only later to send the question elsewhere calls it first.
+    pub async fn ensure_durable(&self) -> Result<(), crate::LogError> {
+        self.inner
+            .agent
+            .session()
+            .log
+            .sync_to(self.inner.asked_seq)
+            .wait()
+            .await
     }
 
     /// Whether the question was cancelled (by the asker, by the caller leaving, or because its
@@ -276,7 +303,7 @@ impl Settled {
     }
 }
 
-fn panic_message(payload: &(dyn Any + Send)) -> String {
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_owned()
     } else if let Some(s) = payload.downcast_ref::<String>() {
@@ -394,6 +421,17 @@ impl Waterfall {
                 .collect()
         };
         for entry in snapshot {
+            if entry.listener.leaves_process()
+                && let Err(e) = question.ensure_durable().await
+            {
+                tracing::error!(listener = %entry.name, question = question.id(), error = %e, "the question could not be made durable; it is not sent");
+                return Settled {
+                    outcome: Outcome::Unavailable,
+                    answerer: None,
+                    version: None,
+                    failure: Some((entry.name.clone(), Failure::error(e.to_string()))),
+                };
+            }
             // A panic may come from building the future or from polling it; both are contained.
             let mut version = None;
             let answer = match std::panic::catch_unwind(AssertUnwindSafe(|| {

@@ -37,8 +37,23 @@ fn the_output_codec() {
             Verdict::Deny(Some("kept".into())),
         ),
         (
+            // Claude Code requires hookEventName: without it the event fields are ignored,
+            // exactly as when they name another event.
             r#"{"hookSpecificOutput":{"permissionDecision":"deny","permissionDecisionReason":"no"}}"#,
-            Verdict::Deny(Some("no".into())),
+            Verdict::Nothing,
+        ),
+        (
+            r#"{"hookSpecificOutput":{"permissionDecision":"allow"}}"#,
+            Verdict::Nothing,
+        ),
+        (
+            // ... while the top-level decision still counts.
+            r#"{"decision":"block","reason":"top","hookSpecificOutput":{"permissionDecision":"allow"}}"#,
+            Verdict::Deny(Some("top".into())),
+        ),
+        (
+            r#"{"decision":"approve","hookSpecificOutput":{"hookEventName":null,"permissionDecision":"deny"}}"#,
+            Verdict::Allow(None),
         ),
         (
             r#"{"hookSpecificOutput":{"permissionDecision":"maybe"}}"#,
@@ -193,7 +208,7 @@ async fn each_run_is_audited_and_several_hooks_merge() {
     let content = run(
         &host,
         vec![
-            hook("bash", r#"echo '{"hookSpecificOutput":{"permissionDecision":"ask","permissionDecisionReason":"first"}}'"#),
+            hook("bash", r#"echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"ask","permissionDecisionReason":"first"}}'"#),
             hook("bash", "echo 'second' >&2; exit 2"),
         ],
     )

@@ -231,8 +231,10 @@ async fn every_escalation_refusal_has_its_text() {
             "Error: invalid justification: expected a non-empty sentence",
         ),
         (
+            // The schema offers only modes that widen: asking for the narrowest is refused
+            // before anything else.
             json!({"command": "true", "sandbox_permissions": "read-only", "justification": "x"}),
-            "Error: sandbox escalation to \"read-only\" is not strictly wider than this call's current \"read-only\" mode",
+            "Error: invalid arguments for tool \"bash\": \"read-only\" is not one of \"workspace-write\" or \"danger-full-access\"",
         ),
         (
             json!({"command": "true", "sandbox_permissions": "workspace-write", "justification": "x"}),
@@ -360,4 +362,35 @@ async fn cancelling_a_call_kills_its_running_command() {
     let r = running.await.unwrap();
     assert!(r.is_error);
     assert_eq!(r.content, "Error: the command was cancelled and killed");
+}
+
+#[test]
+fn the_escalation_schema_offers_only_modes_that_widen_and_says_what_they_do() {
+    use approval_host::tools::bash;
+    let schema = bash::schema();
+    let props = &schema["properties"];
+    assert_eq!(
+        props["sandbox_permissions"]["enum"],
+        json!(["workspace-write", "danger-full-access"])
+    );
+    assert_eq!(
+        props["sandbox_permissions"]["description"],
+        "Only to retry a command the sandbox refused: run this one call under a wider sandbox mode. The user is asked to approve it first; the wider mode applies to this call only. Requires `justification`."
+    );
+    assert_eq!(
+        props["justification"]["description"],
+        "One sentence, shown to the person asked to approve the escalation, saying why this command needs the wider mode. Only with `sandbox_permissions`."
+    );
+    assert_eq!(
+        props["command"]["description"],
+        "The shell command to run (sh -c). It runs confined to this session's sandbox mode."
+    );
+    assert_eq!(
+        props["sandbox_permissions"]["description"],
+        bash::SANDBOX_PERMISSIONS_DESCRIPTION
+    );
+    assert_eq!(
+        props["justification"]["description"],
+        bash::JUSTIFICATION_DESCRIPTION
+    );
 }

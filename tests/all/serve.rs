@@ -527,3 +527,57 @@ fn hot_reload_swaps_a_changed_plugin_and_keeps_the_old_one_when_the_new_one_is_b
     let id = ask(&mut c, "s1", "read");
     assert_eq!(outcome(&mut c, id), "unavailable");
 }
+
+#[test]
+fn a_subagent_opened_over_serve_inherits_its_parents_sandbox_override() {
+    let dir = tempfile::tempdir().unwrap();
+    // The parent's session switched itself to read-only in an earlier run.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let service =
+            approval_host::ApprovalService::open_dir(dir.path(), approval_host::Policy::Ask);
+        let parent = service.agent("parent", "a").await.unwrap();
+        approval_host::tools::sandbox::set_session_mode(
+            &parent,
+            approval_host::tools::sandbox::SandboxMode::ReadOnly,
+            Some("user"),
+        )
+        .await
+        .unwrap();
+    });
+    drop(runtime);
+    let config = deployment(dir.path(), bundled::ALLOW_TOOLS);
+    let mut c = Client::spawn(dir.path(), &config, &["--no-watch"]);
+    c.call("initialize", json!({"protocolVersion": "0.1"}));
+    c.call(
+        "session/open",
+        json!({"sessionId": "parent", "agentId": "a"}),
+    );
+    let opened = c.call(
+        "session/open",
+        json!({"sessionId": "child", "agentId": "kid", "parentAgentId": "a"}),
+    );
+    assert_eq!(opened["policy"], "never");
+    let ctx = c.call("context/get", json!({"sessionId": "child"}));
+    assert_eq!(
+        ctx["context"],
+        json!([
+            approval_host::policy::NEVER_CONTEXT,
+            "Sandbox mode: read-only, inherited from the delegating agent: your commands run no wider than its own.",
+            approval_host::policy::SUBAGENT_CONTEXT
+        ])
+    );
+    assert_eq!(
+        events_at(&log_path(dir.path(), "child")),
+        [
+            (
+                "sandbox/mode".to_owned(),
+                json!({"mode": "read-only", "source": "delegation"})
+            ),
+            (
+                "approval/policy".to_owned(),
+                json!({"policy": "never", "source": "delegation"})
+            ),
+        ]
+    );
+}

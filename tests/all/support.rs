@@ -198,3 +198,110 @@ pub fn controlled(policy: Policy) -> (tempfile::TempDir, ApprovalService, Arc<Co
     );
     (dir, service, control)
 }
+
+/// Counts and steers what [`SyncCountingStore`]'s journals do.
+#[derive(Default)]
+pub struct SyncControl {
+    /// `write` calls that wrote something.
+    pub writes: AtomicUsize,
+    /// `sync` calls.
+    pub syncs: AtomicUsize,
+    /// When set, every sync fails.
+    pub fail_syncs: std::sync::atomic::AtomicBool,
+    /// While set, a sync waits until it is cleared; `entered` counts syncs that began waiting.
+    held: Mutex<bool>,
+    changed: Condvar,
+    entered: Mutex<usize>,
+    entered_changed: Condvar,
+}
+
+impl SyncControl {
+    pub fn hold(&self) {
+        *self.held.lock().unwrap() = true;
+    }
+
+    pub fn release(&self) {
+        *self.held.lock().unwrap() = false;
+        self.changed.notify_all();
+    }
+
+    /// Blocks until a sync is waiting on the hold.
+    pub fn wait_entered(&self) {
+        let mut entered = self.entered.lock().unwrap();
+        while *entered == 0 {
+            entered = self.entered_changed.wait(entered).unwrap();
+        }
+    }
+}
+
+/// The file store (write and sync apart, one sync per request), counting writes and syncs.
+pub struct SyncCountingStore {
+    pub inner: DirStore,
+    pub control: Arc<SyncControl>,
+}
+
+struct SyncCountingJournal {
+    inner: Box<dyn Journal>,
+    control: Arc<SyncControl>,
+}
+
+impl Journal for SyncCountingJournal {
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.write(bytes)?;
+        self.sync()
+    }
+
+    fn commit_mode(&self) -> approval_host::CommitMode {
+        self.inner.commit_mode()
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.control.writes.fetch_add(1, Ordering::SeqCst);
+        self.inner.write(bytes)
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        let mut held = self.control.held.lock().unwrap();
+        if *held {
+            *self.control.entered.lock().unwrap() += 1;
+            self.control.entered_changed.notify_all();
+        }
+        while *held {
+            held = self.control.changed.wait(held).unwrap();
+        }
+        drop(held);
+        self.control.syncs.fetch_add(1, Ordering::SeqCst);
+        if self.control.fail_syncs.load(Ordering::SeqCst) {
+            return Err(io::Error::other(INJECTED));
+        }
+        self.inner.sync()
+    }
+}
+
+impl Store for SyncCountingStore {
+    fn open(&self, session: &str) -> Result<OpenedLog, LogError> {
+        let opened = self.inner.open(session)?;
+        Ok(OpenedLog {
+            name: opened.name,
+            records: opened.records,
+            journal: Box::new(SyncCountingJournal {
+                inner: opened.journal,
+                control: self.control.clone(),
+            }),
+        })
+    }
+}
+
+/// A service over the file store whose syncs the returned control counts.
+pub fn sync_counting(policy: Policy) -> (tempfile::TempDir, ApprovalService, Arc<SyncControl>) {
+    let dir = tempfile::tempdir().unwrap();
+    let control = Arc::new(SyncControl::default());
+    let service = ApprovalService::new(
+        SyncCountingStore {
+            inner: DirStore::new(dir.path()),
+            control: control.clone(),
+        },
+        policy,
+    );
+    (dir, service, control)
+}

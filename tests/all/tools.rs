@@ -245,7 +245,7 @@ async fn pre_execute_gates_deny_and_guards_run_after_an_approved_ask() {
 }
 
 #[tokio::test]
-async fn a_failing_listener_is_an_error_naming_it_and_never_runs_the_tool() {
+async fn a_failing_listener_refuses_with_its_own_message_and_never_runs_the_tool() {
     let (host, agent) = in_turn().await;
     let (rt, runs) = runtime(Some(&host));
     let _broken = rt.pre_execute(
@@ -255,11 +255,53 @@ async fn a_failing_listener_is_an_error_naming_it_and_never_runs_the_tool() {
         |_c: PreCall| async { Err::<PreDecision, _>("rules unreadable".to_owned()) },
     );
     let r = rt.execute(call(Some(&agent))).await;
-    assert_eq!(
-        r.content,
-        "Error: pre-execute listener \"broken\" failed: rules unreadable"
-    );
+    // What the model reads is the error alone, as for every request error; the listener's
+    // name goes to the audit (and the tracing log).
+    assert_eq!(r.content, "Error: rules unreadable");
+    assert_eq!(r.failed_listener.as_deref(), Some("broken"));
     assert_eq!(runs.load(Ordering::SeqCst), 0);
+    let events = host.events(S);
+    let (kind, data) = events.last().unwrap();
+    assert_eq!(kind, "tool/result");
+    assert_eq!(
+        data,
+        &json!({"callId": "c1", "isError": true, "content": "Error: rules unreadable", "failedListener": "broken"})
+    );
+}
+
+#[tokio::test]
+async fn a_panicking_listener_refuses_with_its_panic_message_and_never_runs_the_tool() {
+    let (host, agent) = in_turn().await;
+    let (rt, runs) = runtime(Some(&host));
+    let _in_future = rt.pre_execute(
+        "panics-polled",
+        Scope::Global,
+        Position::Back,
+        |_c: PreCall| async { panic!("the rule table is corrupt") },
+    );
+    let r = rt.execute(call(Some(&agent))).await;
+    assert_eq!(r.content, "Error: the rule table is corrupt");
+    assert_eq!(r.failed_listener.as_deref(), Some("panics-polled"));
+    drop(_in_future);
+
+    struct PanicsEarly;
+    impl approval_host::tools::PreExecute for PanicsEarly {
+        fn decide(&self, _call: PreCall) -> approval_host::tools::PreFuture {
+            panic!("no future for you")
+        }
+    }
+    let _early = rt.pre_execute("panics-early", Scope::Global, Position::Back, PanicsEarly);
+    let r = rt.execute(call(Some(&agent))).await;
+    assert_eq!(r.content, "Error: no future for you");
+    assert_eq!(r.failed_listener.as_deref(), Some("panics-early"));
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    let results: Vec<_> = host
+        .events(S)
+        .into_iter()
+        .filter(|(t, _)| t == "tool/result")
+        .map(|(_, d)| d["failedListener"].clone())
+        .collect();
+    assert_eq!(results, [json!("panics-polled"), json!("panics-early")]);
 }
 
 #[tokio::test]

@@ -4,7 +4,7 @@
 use std::io;
 
 use approval_host::LogError;
-use approval_host::store::{Journal, OpenedLog, Store};
+use approval_host::store::{CommitMode, Journal, OpenedLog, Store};
 
 /// A store whose journals accept every batch without writing it.
 pub struct NullStore;
@@ -14,6 +14,10 @@ struct NullJournal;
 impl Journal for NullJournal {
     fn append(&mut self, _bytes: &[u8]) -> io::Result<()> {
         Ok(())
+    }
+
+    fn commit_mode(&self) -> CommitMode {
+        CommitMode::Inline
     }
 }
 

@@ -103,6 +103,11 @@ impl AcpAnswerer {
 }
 
 impl Listener for AcpAnswerer {
+    /// The question goes to a client: it is made durable before it is sent.
+    fn leaves_process(&self) -> bool {
+        true
+    }
+
     fn decide(&self, question: Question) -> ListenerFuture {
         let Some(call_id) = question.call_id() else {
             return Box::pin(async { Ok(Decision::Next) });

@@ -636,6 +636,11 @@ impl Drop for PromptGuard {
 }
 
 impl Listener for ClientAnswerer {
+    /// The question goes to a client: it is made durable before it is sent.
+    fn leaves_process(&self) -> bool {
+        true
+    }
+
     fn decide(&self, question: Question) -> ListenerFuture {
         let (Some(server), Some(conn)) = (self.server.upgrade(), self.conn.upgrade()) else {
             return Box::pin(async { Ok(Decision::Next) });

@@ -53,17 +53,34 @@ impl Drop for KillGroup {
     }
 }
 
+/// What the model reads about `command`.
+pub const COMMAND_DESCRIPTION: &str =
+    "The shell command to run (sh -c). It runs confined to this session's sandbox mode.";
+
+/// What the model reads about `sandbox_permissions`.
+pub const SANDBOX_PERMISSIONS_DESCRIPTION: &str = "Only to retry a command the sandbox refused: run this one call under a wider sandbox mode. The user is asked to approve it first; the wider mode applies to this call only. Requires `justification`.";
+
+/// What the model reads about `justification`.
+pub const JUSTIFICATION_DESCRIPTION: &str = "One sentence, shown to the person asked to approve the escalation, saying why this command needs the wider mode. Only with `sandbox_permissions`.";
+
+/// The modes an escalation may ask for: every mode wider than the narrowest. Asking for the
+/// narrowest could never widen anything, so the schema does not offer it.
+pub fn escalation_modes() -> Vec<&'static str> {
+    SandboxMode::ALL[1..].iter().map(|m| m.as_str()).collect()
+}
+
 /// The arguments' schema.
 pub fn schema() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "command": {"type": "string"},
+            "command": {"type": "string", "description": COMMAND_DESCRIPTION},
             "sandbox_permissions": {
                 "type": "string",
-                "enum": SandboxMode::ALL.map(SandboxMode::as_str),
+                "enum": escalation_modes(),
+                "description": SANDBOX_PERMISSIONS_DESCRIPTION,
             },
-            "justification": {"type": "string"},
+            "justification": {"type": "string", "description": JUSTIFICATION_DESCRIPTION},
         },
         "required": ["command"],
         "additionalProperties": false,

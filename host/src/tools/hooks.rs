@@ -4,8 +4,8 @@
 //! `{session_id, cwd, hook_event_name, tool_name, tool_input, tool_use_id}` on stdin. Exit 2
 //! blocks, with stderr as the reason; exit 0 with JSON on stdout is read
 //! (`hookSpecificOutput.permissionDecision` allow | deny | ask, with `permissionDecisionReason`,
-//! overrides a top-level `decision` approve | block with `reason`; a different `hookEventName`
-//! voids the event fields; malformed JSON is ignored). Several hooks merge deny > ask > allow,
+//! overrides a top-level `decision` approve | block with `reason`; a missing or different
+//! `hookEventName` voids the event fields; malformed JSON is ignored). Several hooks merge deny > ask > allow,
 //! joining the winning rank's reasons with a blank line. Unlike Claude Code, a hook that cannot
 //! start, crashes, exits with another code or times out denies with a reason naming it: fail
 //! closed. Each run is recorded as `hook/invoked` and `hook/result`.
@@ -89,10 +89,11 @@ pub fn parse_output(stdout: &str) -> Verdict {
         _ => Verdict::Nothing,
     };
     if let Some(out) = v.get("hookSpecificOutput").filter(|o| o.is_object()) {
-        let same_event = match out.get("hookEventName") {
-            None => true,
-            Some(name) => name == PRE_TOOL_USE,
-        };
+        // Claude Code requires the field: output naming no event is ignored like output
+        // naming another one.
+        let same_event = out
+            .get("hookEventName")
+            .is_some_and(|name| name == PRE_TOOL_USE);
         if same_event {
             let reason = text(out, "permissionDecisionReason");
             match out.get("permissionDecision").and_then(Value::as_str) {

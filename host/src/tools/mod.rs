@@ -15,9 +15,11 @@ pub mod texts;
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::{Arc, RwLock, Weak};
 
+use futures_util::FutureExt;
 use serde::Serialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -26,7 +28,7 @@ use crate::agent::{Agent, AgentInner};
 use crate::event::{Event, ToolCall as ToolCallEvent, ToolResult as ToolResultEvent};
 use crate::outcome::Outcome;
 use crate::service::{ApprovalRequest, ApprovalService};
-use crate::waterfall::{Position, Scope};
+use crate::waterfall::{Position, Scope, panic_message};
 
 /// One call of a tool.
 #[derive(Debug, Clone)]
@@ -96,6 +98,16 @@ pub struct ToolResult {
     /// The failure, for callers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<ToolError>,
+    /// The `pre-execute` listener that failed and so refused the call. Its name goes to the
+    /// tracing log and the `tool/result` audit, never into the text the model reads.
+    #[serde(skip)]
+    pub failed_listener: Option<String>,
+}
+
+/// A `pre-execute` listener that failed (answered an error or panicked).
+struct ListenerFailure {
+    listener: String,
+    message: String,
 }
 
 impl ToolResult {
@@ -105,6 +117,7 @@ impl ToolResult {
             content: content.into(),
             is_error: false,
             error: None,
+            failed_listener: None,
         }
     }
 
@@ -119,6 +132,7 @@ impl ToolResult {
             content: format!("{}{message}", texts::ERROR_PREFIX),
             is_error: true,
             error: Some(ToolError { message, info }),
+            failed_listener: None,
         }
     }
 
@@ -428,6 +442,7 @@ impl ToolRuntime {
                     call_id: call.call_id.clone(),
                     is_error: result.is_error,
                     content: Value::String(result.content.clone()),
+                    failed_listener: result.failed_listener.clone(),
                 }))
                 .await;
             if let Err(e) = recorded {
@@ -437,7 +452,7 @@ impl ToolRuntime {
         result
     }
 
-    async fn pre_decide(&self, call: &PreCall) -> Result<PreDecision, (String, String)> {
+    async fn pre_decide(&self, call: &PreCall) -> Result<PreDecision, ListenerFailure> {
         let snapshot: Vec<Arc<PreEntry>> = {
             let lists = self.inner.lists.read().unwrap_or_else(|p| p.into_inner());
             lists
@@ -452,11 +467,24 @@ impl ToolRuntime {
                 .collect()
         };
         for entry in snapshot {
-            match entry.listener.decide(call.clone()).await {
-                Ok(PreDecision::Next) => continue,
-                Ok(decision) => return Ok(decision),
-                Err(why) => return Err((entry.name.clone(), why)),
-            }
+            // A panic may come from building the future or from polling it; both are contained.
+            let answer = match std::panic::catch_unwind(AssertUnwindSafe(|| {
+                entry.listener.decide(call.clone())
+            })) {
+                Ok(future) => AssertUnwindSafe(future).catch_unwind().await,
+                Err(payload) => Err(payload),
+            };
+            let why = match answer {
+                Ok(Ok(PreDecision::Next)) => continue,
+                Ok(Ok(decision)) => return Ok(decision),
+                Ok(Err(why)) => why,
+                Err(payload) => panic_message(&*payload),
+            };
+            tracing::warn!(listener = %entry.name, call = %call.call_id, error = %why, "pre-execute listener failed; the call is refused");
+            return Err(ListenerFailure {
+                listener: entry.name.clone(),
+                message: why,
+            });
         }
         Ok(PreDecision::Allow)
     }
@@ -485,8 +513,10 @@ impl ToolRuntime {
             agent: call.agent.clone(),
         };
         match self.pre_decide(&pre).await {
-            Err((listener, why)) => {
-                return ToolResult::error(texts::listener_failed(&listener, &why));
+            Err(failure) => {
+                let mut result = ToolResult::error(failure.message);
+                result.failed_listener = Some(failure.listener);
+                return result;
             }
             Ok(PreDecision::Deny { reason }) => return ToolResult::error(reason),
             Ok(PreDecision::Ask { reason }) => {

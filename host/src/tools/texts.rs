@@ -48,11 +48,6 @@ pub fn invalid_arguments(tool: &str, why: &str) -> String {
     format!("invalid arguments for tool \"{tool}\": {why}")
 }
 
-/// A pre-execute listener failed; the tool does not run.
-pub fn listener_failed(listener: &str, why: &str) -> String {
-    format!("pre-execute listener \"{listener}\" failed: {why}")
-}
-
 /// The asker's audit failed; the tool does not run.
 pub fn approval_failed(tool: &str, why: &str) -> String {
     format!("approval for tool \"{tool}\" failed: {why}")
