@@ -8,6 +8,8 @@
 //! Run: `cargo bench -p approval-host --bench plugin_decisions` (`BENCH_SAMPLES`, default 2000).
 
 mod common;
+#[path = "common/raw.rs"]
+mod raw;
 
 use std::time::{Duration, Instant};
 
@@ -102,6 +104,35 @@ fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
+/// The least-squares slope of `(x, y)` points.
+fn slope(points: &[(f64, f64)]) -> f64 {
+    let n = points.len() as f64;
+    let (sx, sy) = points
+        .iter()
+        .fold((0.0, 0.0), |(sx, sy), (x, y)| (sx + x, sy + y));
+    let (mx, my) = (sx / n, sy / n);
+    let num: f64 = points.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
+    let den: f64 = points.iter().map(|(x, _)| (x - mx) * (x - mx)).sum();
+    num / den
+}
+
+/// Nanoseconds per call of a native gate's logic through a `dyn Fn`, the floor of any gate.
+fn native_call_ns() -> f64 {
+    let tools: Vec<String> = vec!["read".into(), "bash".into()];
+    let gate: Box<dyn Fn(&str) -> bool> = Box::new(move |t| tools.iter().any(|x| x == t));
+    let n = 1_000_000;
+    let start = Instant::now();
+    let mut hits = 0;
+    for i in 0..n {
+        let tool = if i % 2 == 0 { "bash" } else { "grep" };
+        if std::hint::black_box(&gate)(std::hint::black_box(tool)) {
+            hits += 1;
+        }
+    }
+    assert_eq!(hits, n / 2);
+    start.elapsed().as_secs_f64() * 1e9 / n as f64
+}
+
 async fn throughput(service: &ApprovalService, agent: &Agent, askers: usize, seconds: f64) -> f64 {
     let deadline = Instant::now() + Duration::from_secs_f64(seconds);
     let start = Instant::now();
@@ -169,7 +200,7 @@ fn main() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let host = PluginHost::new().unwrap();
     runtime.block_on(async {
-        println!("decision latency per request (seam + gates, log discarded), {samples} samples");
+        println!("decision latency per request (seam + gates, log discarded), {samples} samples, RUST_BACKTRACE={:?}", std::env::var("RUST_BACKTRACE").unwrap_or_default());
         println!("{:<36} {:>10} {:>10}", "scenario", "median µs", "p99 µs");
         let scenarios: Vec<(String, usize, Kind)> = vec![
             ("1 native gate".into(), 1, Kind::Native),
@@ -202,18 +233,64 @@ fn main() {
                 Kind::Wasm(Isolation::PerDecision),
             ),
         ];
+        let mut medians = std::collections::HashMap::new();
         for (label, n, kind) in &scenarios {
             let service = ApprovalService::new(NullStore, Policy::Ask);
             let _keep = mount(&service, &host, *n, kind);
             let agent = service.agent("bench", "a").await.unwrap();
             service.start_turn("bench").await.unwrap();
             let l = latencies(&service, &agent, samples).await;
+            medians.insert(label.clone(), micros(l[l.len() / 2]));
             println!(
-                "{label:<36} {:>10.1} {:>10.1}",
+                "{label:<36} {:>10.2} {:>10.2}",
                 micros(l[l.len() / 2]),
                 micros(l[l.len() * 99 / 100])
             );
         }
+        // Depth: latency against the number of gates, and the cost of one more gate (the slope of
+        // a least-squares line through the medians).
+        println!();
+        println!(
+            "{:<22} {:>8} {:>8} {:>8} {:>8} {:>12}",
+            "depth (median µs)", "1", "4", "16", "64", "µs per gate"
+        );
+        for (name, kind) in [
+            ("native", Kind::Native),
+            ("wasm, reuse", Kind::Wasm(Isolation::Reuse)),
+            ("wasm, per-decision", Kind::Wasm(Isolation::PerDecision)),
+        ] {
+            let mut points = Vec::new();
+            for n in [1usize, 4, 16, 64] {
+                let service = ApprovalService::new(NullStore, Policy::Ask);
+                let _keep = mount(&service, &host, n, &kind);
+                let agent = service.agent("bench", "a").await.unwrap();
+                service.start_turn("bench").await.unwrap();
+                let l = latencies(&service, &agent, samples / 2).await;
+                points.push((n as f64, micros(l[l.len() / 2])));
+            }
+            let slope = slope(&points);
+            println!(
+                "{name:<22} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>12.3}",
+                points[0].1, points[1].1, points[2].1, points[3].1, slope
+            );
+            medians.insert(format!("slope {name}"), slope);
+        }
+        let raw = raw::measure(bundled::ALLOW_TOOLS, samples);
+        println!();
+        println!("raw baselines, same guest and run (plain wasmtime, no seam, no sandbox set-up):");
+        println!("  component call            {:>8.2} µs", micros(raw.call));
+        println!("  instantiation (on demand) {:>8.2} µs", micros(raw.instantiate));
+        println!("  instantiation (pooling)   {:>8.2} µs", micros(raw.instantiate_pooled));
+        let native_call = native_call_ns();
+        println!("  native dyn Fn gate call   {:>8.3} µs", native_call / 1000.0);
+        println!(
+            "  => seam overhead (1 native gate): {:.2} µs; warm wasm hop: {:.2} µs ({:.1}x the raw call); fresh instance per gate: {:.2} µs ({:.1}x raw on-demand instantiation)",
+            medians["1 native gate"],
+            medians["slope wasm, reuse"] - medians["slope native"],
+            (medians["slope wasm, reuse"] - medians["slope native"]) / micros(raw.call),
+            medians["slope wasm, per-decision"] - medians["slope native"],
+            (medians["slope wasm, per-decision"] - medians["slope native"]) / micros(raw.instantiate),
+        );
         println!();
         println!("{:<36} {:>10}", "64 concurrent askers", "decisions/s");
         for (label, n, kind) in [

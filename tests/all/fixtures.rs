@@ -236,3 +236,18 @@ pub fn core_answerer(decision: u32) -> Vec<u8> {
     .unwrap();
     module
 }
+
+/// Counts to 2^28 (well past the inline budget on any machine) before it answers `allow-once`;
+/// answers `allow-once` at once for the tool `ok`.
+pub fn slow_then_allows() -> Vec<u8> {
+    let body = "(global.set $i (i32.const 0))
+         (loop $count
+           (global.set $i (i32.add (global.get $i) (i32.const 1)))
+           (br_if $count (i32.lt_u (global.get $i) (i32.const 268435456))))
+         (i32.const 0)";
+    encode(
+        &core_module("", body, "(global $i (mut i32) (i32.const 0))"),
+        None,
+        "answerer",
+    )
+}

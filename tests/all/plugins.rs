@@ -584,3 +584,58 @@ async fn a_later_0_1_patch_loads_and_0_2_is_refused_by_version() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn a_plugin_over_the_inline_budget_still_decides_and_then_decides_off_the_workers() {
+    let rig = rig().await;
+    let fast = rig.load("fast", &fixtures::slow_then_allows(), |_| {});
+    let slow = rig.load("slow", &fixtures::slow_then_allows(), |s| {
+        s.timeout = Duration::from_secs(30);
+    });
+    // A plugin importing only the host interface starts in place; one importing WASI never does.
+    assert!(!fast.is_slow());
+    let wasi = rig
+        .plugins
+        .load(&example(
+            "probe-wasi",
+            bundled::SANDBOX_PROBE_PATH,
+            Role::Answerer,
+            &[],
+        ))
+        .unwrap();
+    assert!(wasi.is_slow());
+
+    let _fast = rig
+        .host
+        .service
+        .register("fast", Scope::Global, Position::Back, fast.listener());
+    assert_eq!(rig.ask("ok").await, Outcome::AllowedOnce);
+    assert!(
+        !fast.is_slow(),
+        "an answer well inside the budget keeps it in place"
+    );
+    drop(_fast);
+
+    let _slow = rig
+        .host
+        .service
+        .register("slow", Scope::Global, Position::Back, slow.listener());
+    // Stopped at the budget, run again from the start off the workers: the same answer, not a
+    // failure.
+    assert_eq!(rig.ask("count").await, Outcome::AllowedOnce);
+    assert!(slow.is_slow());
+    assert_eq!(rig.ask("count").await, Outcome::AllowedOnce);
+    let decided: Vec<Value> = rig
+        .host
+        .events(S)
+        .into_iter()
+        .filter(|(t, _)| t == "approval/decided")
+        .map(|(_, d)| d)
+        .collect();
+    assert_eq!(decided.len(), 3);
+    for d in &decided[1..] {
+        assert_eq!(d["outcome"], "allowed-once");
+        assert_eq!(d["answerer"], "slow");
+        assert!(d.get("failure").is_none(), "{d}");
+    }
+}

@@ -16,6 +16,9 @@ pub(crate) enum Stop {
     Deadline,
     /// The question was cancelled; the answer would be discarded anyway.
     Cancelled,
+    /// A decision run on an async worker used up its inline budget: it is not a failure, the
+    /// decision moves off the worker and runs again there.
+    OverBudget,
 }
 
 /// The memory and table caps of one store.
@@ -61,6 +64,8 @@ pub(crate) fn classify(err: &wasmtime::Error, stop: Option<Stop>, memory_hit: bo
     let kind = match stop {
         Some(Stop::Deadline) => FailureKind::Timeout,
         Some(Stop::Cancelled) => FailureKind::Error,
+        // Never reported as a decision's failure (the decision is run again off the worker).
+        Some(Stop::OverBudget) => FailureKind::Timeout,
         None if memory_hit => FailureKind::Memory,
         None => match err.downcast_ref::<Trap>() {
             Some(Trap::StackOverflow) => FailureKind::StackOverflow,

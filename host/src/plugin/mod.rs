@@ -31,6 +31,7 @@ pub const SERVED_API_VERSIONS: [&str; 1] = api::Api::SERVED;
 pub use slot::{Counters, QuarantinePolicy, Slot, SlotState};
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -262,6 +263,12 @@ impl PluginHost {
             name: spec.name.clone(),
             reason,
         })?;
+        // WASI's blocking calls re-enter the async runtime, which they cannot do from an async
+        // worker: only a component that imports nothing but the host interface runs in place.
+        let inline = inspection
+            .imports
+            .iter()
+            .all(|i| i.starts_with(api::PACKAGE));
         Ok(Arc::new(Plugin {
             host: self.clone(),
             shared,
@@ -269,6 +276,7 @@ impl PluginHost {
             api_version: inspection.api_version,
             template,
             idle: Mutex::new(Vec::new()),
+            slow: AtomicBool::new(!inline),
         }))
     }
 }
@@ -290,6 +298,9 @@ pub struct Plugin {
     api_version: String,
     template: api::Template,
     idle: Mutex<Vec<Live>>,
+    /// Decides off the async workers: it imports WASI, or was seen to need more than the inline
+    /// budget.
+    slow: AtomicBool,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -302,19 +313,47 @@ impl std::fmt::Debug for Plugin {
     }
 }
 
-fn arm(store: &mut Store<PluginState>, question: &Question, deadline: Instant) {
+fn arm(
+    store: &mut Store<PluginState>,
+    question: &Question,
+    deadline: Instant,
+    budget: Option<Instant>,
+) {
     let state = store.data_mut();
     state.deadline = deadline;
+    state.budget = budget;
     state.stopped = None;
     state.question = Some(question.clone());
     store.set_epoch_deadline(1);
 }
 
 /// Classifies an error from a store, reading why the host stopped it and whether it hit its cap.
-fn failure(store: &Store<PluginState>, err: &wasmtime::Error) -> Failure {
-    let state = store.data();
-    limits::classify(err, state.stopped, state.limits.memory_hit)
+fn failure(store: &Store<PluginState>, err: &wasmtime::Error) -> Run {
+    failure_or_budget(store, err)
 }
+
+fn failure_or_budget(store: &Store<PluginState>, err: &wasmtime::Error) -> Run {
+    let state = store.data();
+    if state.stopped == Some(Stop::OverBudget) {
+        return Run::OverBudget;
+    }
+    Run::Failed(limits::classify(
+        err,
+        state.stopped,
+        state.limits.memory_hit,
+    ))
+}
+
+/// How a run that did not decide ended.
+enum Run {
+    /// Stopped at its inline budget: to be run again off the async workers.
+    OverBudget,
+    /// A contained failure.
+    Failed(Failure),
+}
+
+/// How long a decision may run on an async worker before it is moved off it: a few epoch ticks.
+pub const INLINE_BUDGET: std::time::Duration = std::time::Duration::from_millis(4);
 
 impl Plugin {
     /// The plugin's name.
@@ -347,17 +386,26 @@ impl Plugin {
         self.idle.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
-    fn fresh(&self, question: &Question, deadline: Instant) -> Result<Live, Failure> {
-        let state = PluginState::new(self.shared.clone())
-            .map_err(|reason| Failure::error(format!("preparing the sandbox: {reason}")))?;
+    fn fresh(
+        &self,
+        question: &Question,
+        deadline: Instant,
+        budget: Option<Instant>,
+    ) -> Result<Live, Run> {
+        let state = PluginState::new(self.shared.clone()).map_err(|reason| {
+            Run::Failed(Failure::error(format!("preparing the sandbox: {reason}")))
+        })?;
         let mut store = Store::new(&self.host.inner.engine, state);
         store.limiter(|s| &mut s.limits);
         store.epoch_deadline_callback(|mut ctx| {
             let state = ctx.data_mut();
+            let now = Instant::now();
             let stop = if state.question.as_ref().is_some_and(Question::is_cancelled) {
                 Some(Stop::Cancelled)
-            } else if Instant::now() >= state.deadline {
+            } else if now >= state.deadline {
                 Some(Stop::Deadline)
+            } else if state.budget.is_some_and(|b| now >= b) {
+                Some(Stop::OverBudget)
             } else {
                 None
             };
@@ -370,16 +418,21 @@ impl Plugin {
             }
         });
         // Instantiation runs guest code (start functions): armed like a call.
-        arm(&mut store, question, deadline);
+        arm(&mut store, question, deadline, budget);
         match self.template.instantiate(&mut store) {
             Ok(instance) => Ok(Live { store, instance }),
             Err(e) => Err(failure(&store, &e)),
         }
     }
 
-    /// Runs one decision on the calling (blocking) thread.
-    fn decide_blocking(&self, question: &Question) -> Result<Decision, Failure> {
-        let deadline = Instant::now() + self.shared.spec.timeout;
+    /// Runs one decision on the calling thread, until `deadline`; with a `budget`, it gives up
+    /// at that instant instead ([`Run::OverBudget`]), leaving the instance behind.
+    fn run(
+        &self,
+        question: &Question,
+        deadline: Instant,
+        budget: Option<Instant>,
+    ) -> Result<Decision, Run> {
         let reuse = self.shared.spec.isolation == Isolation::Reuse;
         let idle = if reuse {
             self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop()
@@ -388,9 +441,9 @@ impl Plugin {
         };
         let mut live = match idle {
             Some(live) => live,
-            None => self.fresh(question, deadline)?,
+            None => self.fresh(question, deadline, budget)?,
         };
-        arm(&mut live.store, question, deadline);
+        arm(&mut live.store, question, deadline, budget);
         let result = live.instance.decide(&mut live.store, question);
         live.store.data_mut().question = None;
         match result {
@@ -403,26 +456,59 @@ impl Plugin {
                 }
                 Ok(decision)
             }
-            // The instance is dropped here: a failed instance is never entered again.
-            Err(e) => Err(failure(&live.store, &e)),
+            // The instance is dropped here: a stopped or failed instance is never entered again.
+            Err(e) => Err(failure_or_budget(&live.store, &e)),
         }
     }
 
-    /// Decides `question` off the async workers, so a slow plugin never stalls other requests:
-    /// in place on a multi-threaded runtime (its other tasks move to another worker), else on a
-    /// blocking thread. Cancellation reaches the guest through the epoch callback either way.
+    /// Decides `question` without stalling the async workers.
+    ///
+    /// A decision of a plugin that imports only the host interface (no WASI: its calls never
+    /// block) first runs in place, on the asking task, with an inline budget of
+    /// [`INLINE_BUDGET`]: a warm plugin answers in about a microsecond, with no hand-off to another
+    /// thread. A run that uses up the budget is stopped (its instance dropped), the plugin is
+    /// marked slow, and the decision runs again from the start off the workers, within the same
+    /// deadline: in place on a multi-threaded runtime (its other tasks move to another worker),
+    /// else on a blocking thread. A slow plugin's later decisions go off the workers directly, so
+    /// it stalls a worker at most once, for the budget. Cancellation reaches the guest through
+    /// the epoch callback either way. (A guest stopped over budget may have logged lines that it
+    /// logs again on the second run.)
     pub async fn decide(self: &Arc<Self>, question: Question) -> Result<Decision, Failure> {
         use tokio::runtime::{Handle, RuntimeFlavor};
+        let deadline = Instant::now() + self.shared.spec.timeout;
+        if !self.slow.load(Ordering::Relaxed) {
+            let budget = Instant::now() + INLINE_BUDGET;
+            match self.run(&question, deadline, Some(budget)) {
+                Err(Run::OverBudget) => {
+                    self.slow.store(true, Ordering::Relaxed);
+                    tracing::debug!(plugin = %self.shared.spec.name, "decision over the inline budget; this plugin now decides off the async workers");
+                }
+                Err(Run::Failed(failure)) => return Err(failure),
+                Ok(decision) => return Ok(decision),
+            }
+        }
+        let off = move |plugin: &Plugin, question: &Question| {
+            plugin.run(question, deadline, None).map_err(|r| match r {
+                Run::Failed(f) => f,
+                Run::OverBudget => Failure::error("stopped over a budget it did not have"),
+            })
+        };
         let multi_thread =
             Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
         if multi_thread {
-            return tokio::task::block_in_place(|| self.decide_blocking(&question));
+            return tokio::task::block_in_place(|| off(self, &question));
         }
         let plugin = self.clone();
-        match tokio::task::spawn_blocking(move || plugin.decide_blocking(&question)).await {
+        match tokio::task::spawn_blocking(move || off(&plugin, &question)).await {
             Ok(result) => result,
             Err(e) => Err(Failure::new(FailureKind::Panic, e.to_string())),
         }
+    }
+
+    /// Whether the plugin decides off the async workers: it imports WASI, or was seen to need
+    /// more than the inline budget.
+    pub fn is_slow(&self) -> bool {
+        self.slow.load(Ordering::Relaxed)
     }
 
     /// This plugin as a waterfall listener.

@@ -50,6 +50,8 @@ pub(crate) struct PluginState {
     pub(crate) question: Option<Question>,
     pub(crate) limits: Limits,
     pub(crate) deadline: Instant,
+    /// For a run on an async worker: when it must give the worker back.
+    pub(crate) budget: Option<Instant>,
     pub(crate) stopped: Option<Stop>,
 }
 
@@ -95,6 +97,7 @@ impl PluginState {
             shared,
             question: None,
             deadline: Instant::now(),
+            budget: None,
             stopped: None,
         })
     }
