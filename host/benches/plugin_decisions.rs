@@ -278,11 +278,11 @@ fn main() {
         let raw = raw::measure(bundled::ALLOW_TOOLS, samples);
         println!();
         println!("raw baselines, same guest and run (plain wasmtime, no seam, no sandbox set-up):");
-        println!("  component call            {:>8.2} µs", micros(raw.call));
-        println!("  instantiation (on demand) {:>8.2} µs", micros(raw.instantiate));
-        println!("  instantiation (pooling)   {:>8.2} µs", micros(raw.instantiate_pooled));
+        println!("  component call                 {:>8.2} µs", micros(raw.call));
+        println!("  instantiate + drop (on demand) {:>8.2} µs", micros(raw.instantiate));
+        println!("  instantiate + drop (pooling)   {:>8.2} µs", micros(raw.instantiate_pooled));
         let native_call = native_call_ns();
-        println!("  native dyn Fn gate call   {:>8.3} µs", native_call / 1000.0);
+        println!("  native dyn Fn gate call        {:>8.3} µs", native_call / 1000.0);
         println!(
             "  => seam overhead (1 native gate): {:.2} µs; warm wasm hop: {:.2} µs ({:.1}x the raw call); fresh instance per gate: {:.2} µs ({:.1}x raw on-demand instantiation)",
             medians["1 native gate"],

@@ -29,6 +29,7 @@ use crate::commit;
 use crate::error::LogError;
 use crate::event::{Event, Record};
 use crate::fold::SessionFold;
+use crate::policy::Policy;
 use crate::store::{CommitMode, Journal, OpenedLog, Store, validate_session_id};
 use crate::subscribe::Subscribers;
 
@@ -211,10 +212,19 @@ impl SessionLog {
     /// returns a ready ticket where the journal allows it, and made durable by the next commit
     /// (normally its decision's). With a `Blocking` journal the ticket waits for durability, as
     /// a question must not be asked before it is committed somewhere.
-    pub(crate) fn append_question(&self, event: Event) -> Result<(u64, Ticket), LogError> {
+    ///
+    /// Also returns the session's own policy switch as it stands after the question, read under
+    /// the same lock.
+    pub(crate) fn append_question(
+        &self,
+        event: Event,
+    ) -> Result<(u64, Option<Policy>, Ticket), LogError> {
         let durable_now = self.core.mode == CommitMode::Blocking;
-        let (record, ticket) = self.submit(event, durable_now)?;
-        Ok((record.seq, ticket))
+        let mut policy = None;
+        let (record, ticket) = self.submit_with(event, durable_now, |fold| {
+            policy = fold.policy_override().map(|p| p.policy);
+        })?;
+        Ok((record.seq, policy, ticket))
     }
 
     /// Makes every record up to `seq` durable, e.g. a question before it leaves the process.
@@ -226,6 +236,16 @@ impl SessionLog {
     /// Validates and accepts `event`; `durable` asks for a commit now, else the record is only
     /// written when that is cheap and waits for the next commit to become durable.
     pub(crate) fn submit(&self, event: Event, durable: bool) -> Result<(Record, Ticket), LogError> {
+        self.submit_with(event, durable, |_| {})
+    }
+
+    /// [`SessionLog::submit`], reading the fold after the event with `read` under the same lock.
+    fn submit_with(
+        &self,
+        event: Event,
+        durable: bool,
+        read: impl FnOnce(&SessionFold),
+    ) -> Result<(Record, Ticket), LogError> {
         let core = &self.core;
         let mut state = core.lock();
         if state.poisoned.is_some() {
@@ -246,6 +266,7 @@ impl SessionLog {
         }
         state.fold.apply(record.seq, &record.event);
         state.records += 1;
+        read(&state.fold);
         let seq = record.seq;
         let ticket = match core.mode {
             CommitMode::Inline => {
@@ -261,8 +282,11 @@ impl SessionLog {
             // A commit round is running; the next one writes this too.
             _ => Ticket::Ready,
         };
+        let undelivered = !state.outbox.is_empty() && !state.delivering;
         drop(state);
-        core.deliver();
+        if undelivered {
+            core.deliver();
+        }
         Ok((record, ticket))
     }
 }

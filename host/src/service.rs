@@ -424,15 +424,16 @@ impl ApprovalService {
             call_id: call_id.clone(),
             reason: reason.clone(),
         });
-        let (asked_seq, written) = session.log.append_question(asked).map_err(|e| match e {
-            LogError::Refused {
-                violation: Violation::OutsideTurn(_),
-                ..
-            } => ApprovalError::NoOpenTurn {
-                session: session.id().to_owned(),
-            },
-            other => other.into(),
-        })?;
+        let (asked_seq, own_policy, written) =
+            session.log.append_question(asked).map_err(|e| match e {
+                LogError::Refused {
+                    violation: Violation::OutsideTurn(_),
+                    ..
+                } => ApprovalError::NoOpenTurn {
+                    session: session.id().to_owned(),
+                },
+                other => other.into(),
+            })?;
         // From here the question must be settled, even if this future is dropped.
         let mut unsettled = Unsettled {
             session: session.clone(),
@@ -449,7 +450,7 @@ impl ApprovalService {
         let caller_cancelled = cancel.as_ref().is_some_and(|t| t.is_cancelled());
         let settled = if caller_cancelled || ask_cancel.is_cancelled() {
             Settled::plain(Outcome::Cancelled)
-        } else if self.effective_policy(&agent) == Policy::Never {
+        } else if own_policy.unwrap_or_else(|| self.default_policy()) == Policy::Never {
             Settled::plain(Outcome::Rejected)
         } else {
             let question = Question::new(

@@ -28,8 +28,7 @@ pub(crate) struct Limits {
     pub(crate) memory_hit: bool,
 }
 
-/// Most table elements a guest may have.
-const MAX_TABLE_ELEMENTS: usize = 100_000;
+use super::engine::MAX_TABLE_ELEMENTS;
 
 impl ResourceLimiter for Limits {
     fn memory_growing(

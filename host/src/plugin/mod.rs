@@ -287,8 +287,9 @@ struct Live {
     instance: api::Instance,
 }
 
-/// Most idle instances kept per plugin under `isolation = "reuse"`.
-const MAX_IDLE: usize = 64;
+/// Idle instances kept per plugin: decisions run in place or on a few threads, so more would
+/// only hold pool slots.
+const MAX_IDLE: usize = 16;
 
 /// A loaded plugin: a pre-linked template and its idle instances.
 pub struct Plugin {
