@@ -5,7 +5,9 @@
 //! The session log here discards its bytes (a journal that does not write), so the figures are
 //! the seam and the plugins alone; `durable_requests` measures the disk. Each scenario asks
 //! through N gates: N-1 `allow-tools` gates that delegate (`next`) and a last one that grants.
-//! Run: `cargo bench -p approval-host --bench plugin_decisions` (`BENCH_SAMPLES`, default 2000).
+//! Run: `RUST_BACKTRACE=0 cargo bench -p approval-host --bench plugin_decisions` (`BENCH_SAMPLES`,
+//! default 2000; `BENCH_ONLY=<text>` runs only the latency rows whose label contains the text, for
+//! a profiler).
 
 mod common;
 #[path = "common/raw.rs"]
@@ -234,7 +236,12 @@ fn main() {
             ),
         ];
         let mut medians = std::collections::HashMap::new();
+        // `BENCH_ONLY=<text>` runs only the latency rows whose label contains it (for profiling).
+        let only = std::env::var("BENCH_ONLY").ok();
         for (label, n, kind) in &scenarios {
+            if only.as_ref().is_some_and(|o| !label.contains(o.as_str())) {
+                continue;
+            }
             let service = ApprovalService::new(NullStore, Policy::Ask);
             let _keep = mount(&service, &host, *n, kind);
             let agent = service.agent("bench", "a").await.unwrap();
@@ -246,6 +253,9 @@ fn main() {
                 micros(l[l.len() / 2]),
                 micros(l[l.len() * 99 / 100])
             );
+        }
+        if only.is_some() {
+            return;
         }
         // Depth: latency against the number of gates, and the cost of one more gate (the slope of
         // a least-squares line through the medians).

@@ -27,10 +27,10 @@ fn rss() -> usize {
     pages * 4096
 }
 
-async fn open(service: &ApprovalService, n: usize) -> Vec<Agent> {
+async fn open(service: &ApprovalService, prefix: &str, n: usize) -> Vec<Agent> {
     let mut agents = Vec::with_capacity(n);
     for i in 0..n {
-        let session = format!("s{i}");
+        let session = format!("{prefix}{i}");
         agents.push(service.agent(&session, "a").await.unwrap());
         service.start_turn(&session).await.unwrap();
     }
@@ -90,10 +90,10 @@ fn main() {
         let service = ApprovalService::new(NullStore, Policy::Ask);
         let _allow = allow(&service);
         // One session first, so allocator and runtime start-up are not counted per session.
-        let _first = open(&service, 1).await;
+        let _first = open(&service, "warm-", 1).await;
         let (threads_before, rss_before) = (threads(), rss());
         let start = Instant::now();
-        let agents = open(&service, sessions).await;
+        let agents = open(&service, "s", sessions).await;
         let took = start.elapsed();
         let (threads_after, rss_after) = (threads(), rss());
         println!("{sessions} open sessions (log discarded), each with an open turn");
@@ -118,7 +118,7 @@ fn main() {
             let dir = tempfile::tempdir().unwrap();
             let durable = ApprovalService::open_dir(dir.path(), Policy::Ask);
             let _allow = allow(&durable);
-            let agents = open(&durable, spread).await;
+            let agents = open(&durable, "s", spread).await;
             let rate = throughput(&durable, &agents, seconds).await;
             println!(
                 "{:<44} {rate:>12.0}   ({} threads in the process)",
