@@ -7,11 +7,18 @@
 //!   service checks the turn, audits the question, applies the session's [`policy`], runs the
 //!   waterfall and audits the decision.
 //! - [`waterfall`]: the ordered answerers (gates in front, one terminal answerer) that decide or
-//!   delegate; failures are contained as `unavailable`.
+//!   delegate; failures are contained as `unavailable`. A listener that sends the question out of
+//!   the process gets it only once it is durable.
+//! - [`plugin`]: answerers and gates as sandboxed WebAssembly components; a plugin that imports
+//!   only the host interface decides in place on the asking task.
 //! - [`outcome`]: the closed vocabularies, `allowed-once | rejected | cancelled | unavailable`
 //!   and `allow-once | reject | cancel | next`.
 //! - [`log`], [`store`], [`fold`], [`event`]: the durable session log, validated before commit,
-//!   group-committed with `fdatasync`, crash-recovered on open.
+//!   group-committed with `fdatasync` on a few shared commit threads (`commit`; no thread per
+//!   session), crash-recovered on open. A question decided in process and its decision share one
+//!   sync.
+//! - [`subscribe`]: subscribers to sessions' durable events (what `serve` notifications and a
+//!   console follow).
 //! - [`policy`]: `ask | never` per session, folded from the log over the deployment default, and
 //!   the exact texts an agent sees.
 //! - [`config`]: the deployment file. [`check`]: reading a log back for the `log` command.

@@ -34,7 +34,7 @@ pub trait Listener: Send + Sync + 'static {
     /// Like [`Listener::decide`], also naming the version of the listener that will answer (a
     /// plugin's digest), for the audit. A listener whose version can change between calls takes
     /// its snapshot here.
-    fn decide_versioned(&self, question: Question) -> (Option<String>, ListenerFuture) {
+    fn decide_versioned(&self, question: Question) -> (Option<Arc<str>>, ListenerFuture) {
         (None, self.decide(question))
     }
 
@@ -450,7 +450,7 @@ impl Waterfall {
                     return Settled {
                         outcome,
                         answerer: Some(entry.name.clone()),
-                        version,
+                        version: version.as_deref().map(str::to_owned),
                         failure: None,
                     };
                 }
@@ -461,7 +461,7 @@ impl Waterfall {
             return Settled {
                 outcome: Outcome::Unavailable,
                 answerer: None,
-                version,
+                version: version.as_deref().map(str::to_owned),
                 failure: Some((entry.name.clone(), failure)),
             };
         }

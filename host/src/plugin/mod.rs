@@ -272,7 +272,7 @@ impl PluginHost {
         Ok(Arc::new(Plugin {
             host: self.clone(),
             shared,
-            digest: actual,
+            digest: actual.into(),
             api_version: inspection.api_version,
             template,
             idle: Mutex::new(Vec::new()),
@@ -295,7 +295,7 @@ const MAX_IDLE: usize = 16;
 pub struct Plugin {
     host: PluginHost,
     shared: Arc<Shared>,
-    digest: String,
+    digest: Arc<str>,
     api_version: String,
     template: api::Template,
     idle: Mutex<Vec<Live>>,
@@ -375,6 +375,11 @@ impl Plugin {
     /// The SHA-256 of the component: its version digest.
     pub fn digest(&self) -> &str {
         &self.digest
+    }
+
+    /// The digest, shared (a waterfall answer names it without copying it).
+    pub(crate) fn digest_shared(&self) -> Arc<str> {
+        self.digest.clone()
     }
 
     /// The plugin API version the component was built against, e.g. `0.1.0`.
@@ -476,9 +481,10 @@ impl Plugin {
     /// logs again on the second run.)
     pub async fn decide(self: &Arc<Self>, question: Question) -> Result<Decision, Failure> {
         use tokio::runtime::{Handle, RuntimeFlavor};
-        let deadline = Instant::now() + self.shared.spec.timeout;
+        let now = Instant::now();
+        let deadline = now + self.shared.spec.timeout;
         if !self.slow.load(Ordering::Relaxed) {
-            let budget = Instant::now() + INLINE_BUDGET;
+            let budget = now + INLINE_BUDGET;
             match self.run(&question, deadline, Some(budget)) {
                 Err(Run::OverBudget) => {
                     self.slow.store(true, Ordering::Relaxed);

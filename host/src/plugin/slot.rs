@@ -171,9 +171,8 @@ impl Slot {
     /// Takes the version to run, or `None` while quarantined.
     fn begin(&self) -> (Arc<Plugin>, bool) {
         let mut inner = self.inner();
-        let now = Instant::now();
         let quarantined = match inner.quarantined_until {
-            Some(until) if now < until => true,
+            Some(until) if Instant::now() < until => true,
             Some(_) => {
                 inner.quarantined_until = None;
                 tracing::info!(plugin = %self.name, "quarantine ended; the plugin runs again");
@@ -221,10 +220,10 @@ impl Listener for SlotListener {
         self.decide_versioned(question).1
     }
 
-    fn decide_versioned(&self, question: Question) -> (Option<String>, ListenerFuture) {
+    fn decide_versioned(&self, question: Question) -> (Option<Arc<str>>, ListenerFuture) {
         let slot = self.0.clone();
         let (plugin, quarantined) = slot.begin();
-        let version = Some(plugin.digest().to_owned());
+        let version = Some(plugin.digest_shared());
         if quarantined {
             slot.quarantined.fetch_add(1, Ordering::Relaxed);
             let failure = Failure::new(
