@@ -38,6 +38,16 @@ pub trait Listener: Send + Sync + 'static {
         (None, self.decide(question))
     }
 
+    /// Answers at once, on the asking task, when this listener can (a warm in-process plugin):
+    /// the waterfall tries this first and skips the future. `None` (the default) means "ask me
+    /// through [`Listener::decide_versioned`]". The answer carries the version, as there.
+    fn decide_now(
+        &self,
+        _question: &Question,
+    ) -> Option<(Option<Arc<str>>, Result<Decision, Failure>)> {
+        None
+    }
+
     /// Whether this listener sends the question out of the process (to a person, an editor, a
     /// remote service). The waterfall makes the question's `approval/asked` record durable before
     /// asking such a listener, so nobody outside ever sees a question the log could lose. In-process
@@ -432,15 +442,25 @@ impl Waterfall {
                     failure: Some((entry.name.clone(), Failure::error(e.to_string()))),
                 };
             }
-            // A panic may come from building the future or from polling it; both are contained.
+            // A panic may come from answering at once, from building the future or from polling
+            // it; all are contained.
             let mut version = None;
             let answer = match std::panic::catch_unwind(AssertUnwindSafe(|| {
-                entry.listener.decide_versioned(question.clone())
+                entry.listener.decide_now(question)
             })) {
-                Ok((v, future)) => {
+                Ok(Some((v, answer))) => {
                     version = v;
-                    AssertUnwindSafe(future).catch_unwind().await
+                    Ok(answer)
                 }
+                Ok(None) => match std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    entry.listener.decide_versioned(question.clone())
+                })) {
+                    Ok((v, future)) => {
+                        version = v;
+                        AssertUnwindSafe(future).catch_unwind().await
+                    }
+                    Err(payload) => Err(payload),
+                },
                 Err(payload) => Err(payload),
             };
             let failure = match answer {

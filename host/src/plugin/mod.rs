@@ -481,18 +481,9 @@ impl Plugin {
     /// logs again on the second run.)
     pub async fn decide(self: &Arc<Self>, question: Question) -> Result<Decision, Failure> {
         use tokio::runtime::{Handle, RuntimeFlavor};
-        let now = Instant::now();
-        let deadline = now + self.shared.spec.timeout;
-        if !self.slow.load(Ordering::Relaxed) {
-            let budget = now + INLINE_BUDGET;
-            match self.run(&question, deadline, Some(budget)) {
-                Err(Run::OverBudget) => {
-                    self.slow.store(true, Ordering::Relaxed);
-                    tracing::debug!(plugin = %self.shared.spec.name, "decision over the inline budget; this plugin now decides off the async workers");
-                }
-                Err(Run::Failed(failure)) => return Err(failure),
-                Ok(decision) => return Ok(decision),
-            }
+        let deadline = Instant::now() + self.shared.spec.timeout;
+        if let Some(answer) = self.decide_in_place(&question) {
+            return answer;
         }
         let off = move |plugin: &Plugin, question: &Question| {
             plugin.run(question, deadline, None).map_err(|r| match r {
@@ -509,6 +500,26 @@ impl Plugin {
         match tokio::task::spawn_blocking(move || off(&plugin, &question)).await {
             Ok(result) => result,
             Err(e) => Err(Failure::new(FailureKind::Panic, e.to_string())),
+        }
+    }
+
+    /// Runs a decision in place within the inline budget, when the plugin is not (or not yet)
+    /// known to be slow; `None` when it must decide off the async workers (the plugin is then
+    /// marked slow, and the decision is to be run again from the start).
+    pub(crate) fn decide_in_place(&self, question: &Question) -> Option<Result<Decision, Failure>> {
+        if self.slow.load(Ordering::Relaxed) {
+            return None;
+        }
+        let now = Instant::now();
+        let deadline = now + self.shared.spec.timeout;
+        match self.run(question, deadline, Some(now + INLINE_BUDGET)) {
+            Err(Run::OverBudget) => {
+                self.slow.store(true, Ordering::Relaxed);
+                tracing::debug!(plugin = %self.shared.spec.name, "decision over the inline budget; this plugin now decides off the async workers");
+                None
+            }
+            Err(Run::Failed(failure)) => Some(Err(failure)),
+            Ok(decision) => Some(Ok(decision)),
         }
     }
 

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::Plugin;
-use crate::outcome::{Failure, FailureKind};
+use crate::outcome::{Decision, Failure, FailureKind};
 use crate::waterfall::{Listener, ListenerFuture, Question};
 
 /// When a failing plugin is quarantined.
@@ -218,6 +218,23 @@ pub(crate) struct SlotListener(pub(crate) Arc<Slot>);
 impl Listener for SlotListener {
     fn decide(&self, question: Question) -> ListenerFuture {
         self.decide_versioned(question).1
+    }
+
+    fn decide_now(
+        &self,
+        question: &Question,
+    ) -> Option<(Option<Arc<str>>, Result<Decision, Failure>)> {
+        let slot = &self.0;
+        let (plugin, quarantined) = slot.begin();
+        if quarantined || plugin.is_slow() {
+            return None;
+        }
+        let answer = plugin.decide_in_place(question)?;
+        slot.decisions.fetch_add(1, Ordering::Relaxed);
+        if answer.is_err() && !question.is_cancelled() {
+            slot.record_failure();
+        }
+        Some((Some(plugin.digest_shared()), answer))
     }
 
     fn decide_versioned(&self, question: Question) -> (Option<Arc<str>>, ListenerFuture) {

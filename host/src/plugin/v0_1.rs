@@ -14,6 +14,10 @@ mod bindings {
     wasmtime::component::bindgen!({
         path: "../wit",
         world: "answerer",
+        // The request is lowered from borrowed strings: no copy of the question per decision.
+        ownership: Borrowing {
+            duplicate_if_necessary: true
+        },
     });
 }
 
@@ -89,13 +93,13 @@ impl Instance {
         question: &Question,
     ) -> wasmtime::Result<Decision> {
         let request = types::Request {
-            agent: question.agent().id().to_owned(),
-            session: question.session_id().to_owned(),
-            tool_name: question.tool_name().to_owned(),
-            call_id: question.call_id().map(str::to_owned),
-            reason: question.reason().map(str::to_owned),
+            agent: question.agent().id(),
+            session: question.session_id(),
+            tool_name: question.tool_name(),
+            call_id: question.call_id(),
+            reason: question.reason(),
         };
-        Ok(match self.bindings.call_decide(store, &request)? {
+        Ok(match self.bindings.call_decide(store, request)? {
             types::Decision::AllowOnce => Decision::AllowOnce,
             types::Decision::Reject => Decision::Reject,
             types::Decision::Cancel => Decision::Cancel,
