@@ -22,6 +22,9 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::{Agent, AgentInner};
 use crate::outcome::{Decision, Failure, FailureKind, Outcome};
 
+/// An answer given at once ([`Listener::decide_now`]): the answering version, and the answer.
+pub type ImmediateAnswer = (Option<Arc<str>>, Result<Decision, Failure>);
+
 /// The future a listener returns.
 pub type ListenerFuture = Pin<Box<dyn Future<Output = Result<Decision, Failure>> + Send>>;
 
@@ -41,10 +44,7 @@ pub trait Listener: Send + Sync + 'static {
     /// Answers at once, on the asking task, when this listener can (a warm in-process plugin):
     /// the waterfall tries this first and skips the future. `None` (the default) means "ask me
     /// through [`Listener::decide_versioned`]". The answer carries the version, as there.
-    fn decide_now(
-        &self,
-        _question: &Question,
-    ) -> Option<(Option<Arc<str>>, Result<Decision, Failure>)> {
+    fn decide_now(&self, _question: &Question) -> Option<ImmediateAnswer> {
         None
     }
 

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::Plugin;
-use crate::outcome::{Decision, Failure, FailureKind};
-use crate::waterfall::{Listener, ListenerFuture, Question};
+use crate::outcome::{Failure, FailureKind};
+use crate::waterfall::{ImmediateAnswer, Listener, ListenerFuture, Question};
 
 /// When a failing plugin is quarantined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -220,10 +220,7 @@ impl Listener for SlotListener {
         self.decide_versioned(question).1
     }
 
-    fn decide_now(
-        &self,
-        question: &Question,
-    ) -> Option<(Option<Arc<str>>, Result<Decision, Failure>)> {
+    fn decide_now(&self, question: &Question) -> Option<ImmediateAnswer> {
         let slot = &self.0;
         let (plugin, quarantined) = slot.begin();
         if quarantined || plugin.is_slow() {
