@@ -13,7 +13,8 @@
 //!   only the host interface decides in place on the asking task.
 //! - [`outcome`]: the closed vocabularies, `allowed-once | rejected | cancelled | unavailable`
 //!   and `allow-once | reject | cancel | next`.
-//! - [`log`], [`store`], [`fold`], [`event`]: the durable session log, validated before commit,
+//! - [`audit`]: everything that makes the record: [`log`], [`store`], [`fold`], [`event`], the
+//!   durable session log, validated before commit,
 //!   group-committed with `fdatasync` on a few shared commit threads (`commit`; no thread per
 //!   session), crash-recovered on open. A question decided in process and its decision share one
 //!   sync.
@@ -39,25 +40,23 @@
 
 pub mod acp;
 pub mod agent;
+pub mod audit;
 pub mod bundled;
-pub mod check;
-mod commit;
 pub mod config;
 pub mod conformance;
 pub mod error;
-pub mod event;
-pub mod fold;
-pub mod log;
 pub mod outcome;
 pub mod plugin;
 pub mod policy;
 pub mod serve;
 pub mod service;
 mod session;
-pub mod store;
-pub mod subscribe;
 pub mod tools;
 pub mod waterfall;
+
+// The audit modules keep their paths at the crate root.
+pub(crate) use audit::commit;
+pub use audit::{check, event, fold, log, store, subscribe};
 
 pub use agent::Agent;
 pub use config::{ConfigError, Deployment, Isolation, PluginSpec, Role};

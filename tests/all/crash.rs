@@ -75,6 +75,20 @@ async fn kill_nine_mid_burst_leaves_every_line_complete_and_every_decided_paired
 
     let path = log_path(dir.path(), SESSION);
     let raw = std::fs::read(&path).unwrap();
+    // A crash is not tampering: the chain holds up to the last complete line; a torn tail and the
+    // open turn are warnings.
+    let report = approval_host::audit::verify::verify_reader(&raw[..], SESSION).unwrap();
+    assert_eq!(report.problem, None, "{report:?}");
+    assert_eq!(report.chained_from, Some(1));
+    assert!(
+        report
+            .warnings
+            .iter()
+            .all(|w| w == approval_host::audit::verify::TORN_TAIL
+                || w == approval_host::audit::verify::TURN_OPEN),
+        "{:?}",
+        report.warnings
+    );
     let checked = approval_host::check::check_bytes(&raw);
     // Every line is complete and valid; the only thing a kill may leave is questions in flight.
     if let Some(problem) = &checked.problem {
@@ -100,6 +114,9 @@ async fn kill_nine_mid_burst_leaves_every_line_complete_and_every_decided_paired
     service.end_turn(SESSION).await.unwrap();
     let checked = approval_host::check::check_file(&path).unwrap();
     assert_eq!(checked.problem, None);
+    let report = approval_host::audit::verify::verify_file(&path, SESSION).unwrap();
+    assert_eq!(report.problem, None, "{report:?}");
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
     let events = events_at(&path);
     let asked = events.iter().filter(|(t, _)| t == "approval/asked").count();
     let decided = events

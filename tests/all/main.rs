@@ -22,4 +22,5 @@ mod session_log;
 mod subagent;
 mod subscribe;
 mod support;
+mod tamper;
 mod tools;

@@ -29,7 +29,7 @@ fn warnings() -> &'static Mutex<Vec<u8>> {
             }
         }
         let subscriber = tracing_subscriber::fmt()
-            .with_env_filter("approval_host::subscribe=warn")
+            .with_env_filter("approval_host=warn")
             .with_ansi(false)
             .with_writer(move || Into(buffer))
             .finish();

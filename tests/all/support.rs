@@ -51,7 +51,13 @@ pub fn events_at(path: &Path) -> Vec<(String, Value)> {
         .map(|(i, line)| {
             let v: Value = serde_json::from_str(line).unwrap();
             let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
-            assert_eq!(keys, ["seq", "ts", "type", "data"], "line {}", i + 1);
+            // Chained lines (log format 2).
+            assert_eq!(
+                keys,
+                ["v", "seq", "ts", "type", "data", "prev"],
+                "line {}",
+                i + 1
+            );
             assert_eq!(v["seq"], (i + 1) as u64);
             (v["type"].as_str().unwrap().to_owned(), v["data"].clone())
         })
@@ -177,6 +183,7 @@ impl Store for ControlledStore {
         Ok(OpenedLog {
             name: opened.name,
             records: opened.records,
+            tail: opened.tail,
             journal: Box::new(ControlledJournal {
                 inner: opened.journal,
                 control: self.control.clone(),
@@ -284,6 +291,7 @@ impl Store for SyncCountingStore {
         Ok(OpenedLog {
             name: opened.name,
             records: opened.records,
+            tail: opened.tail,
             journal: Box::new(SyncCountingJournal {
                 inner: opened.journal,
                 control: self.control.clone(),

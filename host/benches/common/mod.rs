@@ -26,6 +26,7 @@ impl Store for NullStore {
         Ok(OpenedLog {
             name: format!("null:{session}"),
             records: Vec::new(),
+            tail: None,
             journal: Box::new(NullJournal),
         })
     }

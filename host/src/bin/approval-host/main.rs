@@ -171,6 +171,22 @@ enum Command {
         /// The session id.
         session: String,
     },
+    /// Check that session logs are what the host wrote: each line commits to the one before it
+    /// (hash chain from the session's genesis), seq has no gap, and every question is decided
+    /// once inside its turn. Exits 0 when every log is intact (warnings are not tampering), 1
+    /// naming the session, the first bad line and what is wrong.
+    ///
+    /// Example: `approval-host --state-dir ~/.approval-host verify --all`
+    Verify {
+        /// The sessions to check.
+        sessions: Vec<String>,
+        /// Check every session in the state directory.
+        #[arg(long, conflicts_with = "sessions")]
+        all: bool,
+        /// One JSON object per session instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -274,6 +290,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             validate_session_id(&session).map_err(|e| UsageError(e.to_string()))?;
             print_log(&DirStore::new(&state_dir).session_path(&session))
         }
+        Command::Verify {
+            sessions,
+            all,
+            json,
+        } => verify(&DirStore::new(&state_dir), sessions, all, json),
         Command::Check { plugin } => check(&plugin),
         Command::Componentize { module, output } => componentize(&module, &output),
         Command::New {
@@ -588,6 +609,77 @@ async fn ask(
     let outcome = service.request(request).await?;
     service.end_turn(session).await?;
     Ok(outcome)
+}
+
+fn verify(store: &DirStore, sessions: Vec<String>, all: bool, json: bool) -> Result<ExitCode> {
+    let sessions = if all {
+        let dir = store.sessions_dir();
+        let mut found = Vec::new();
+        match std::fs::read_dir(&dir) {
+            Ok(entries) => {
+                for entry in entries {
+                    let name = entry
+                        .with_context(|| format!("reading {}", dir.display()))?
+                        .file_name();
+                    if let Some(session) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) {
+                        found.push(session.to_owned());
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("reading {}", dir.display())),
+        }
+        found.sort();
+        found
+    } else if sessions.is_empty() {
+        return Err(UsageError("name the sessions to verify, or --all".to_owned()).into());
+    } else {
+        sessions
+    };
+    let mut tampered = false;
+    for session in &sessions {
+        validate_session_id(session).map_err(|e| UsageError(e.to_string()))?;
+        let path = store.session_path(session);
+        if !path.exists() {
+            return Err(UsageError(format!("no session log at {}", path.display())).into());
+        }
+        let report = approval_host::audit::verify::verify_file(&path, session)
+            .with_context(|| format!("reading {}", path.display()))?;
+        tampered |= !report.intact();
+        if json {
+            let mut value = serde_json::to_value(&report)?;
+            value["intact"] = report.intact().into();
+            value["path"] = path.display().to_string().into();
+            println!("{value}");
+            continue;
+        }
+        match &report.problem {
+            None => println!(
+                "{session}: intact, {} records{}",
+                report.records,
+                match report.chained_from {
+                    Some(1) => ", chained".to_owned(),
+                    Some(seq) => format!(", chained from seq {seq}"),
+                    None => ", unchained".to_owned(),
+                }
+            ),
+            Some(p) => println!(
+                "{session}: TAMPERED at line {} ({}): {} [{}]",
+                p.line,
+                p.kind.as_str(),
+                p.message,
+                path.display()
+            ),
+        }
+        for w in &report.warnings {
+            println!("{session}: warning: {w}");
+        }
+    }
+    Ok(if tampered {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn print_log(path: &Path) -> Result<ExitCode> {

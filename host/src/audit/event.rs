@@ -329,23 +329,33 @@ pub struct Record {
     pub event: Event,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct WireRecord {
+    /// The log format: absent in format 1 (unchained), `2` in chained lines.
+    #[serde(default)]
+    v: Option<u64>,
     seq: u64,
     ts: String,
     #[serde(rename = "type")]
     kind: String,
     data: Value,
+    /// Format 2: the SHA-256 (hex) of the line before, or of the session's genesis.
+    #[serde(default)]
+    prev: Option<String>,
 }
 
 #[derive(Serialize)]
 struct WireRef<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    v: Option<u64>,
     seq: u64,
     ts: &'a str,
     #[serde(rename = "type")]
     kind: &'static str,
     data: DataRef<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prev: Option<&'a str>,
 }
 
 /// An event's `data`, serialised from the event in place.
@@ -384,30 +394,67 @@ impl Record {
         line
     }
 
-    /// Appends the record's JSON line, newline included, to `out`: encoded straight from the
-    /// event, without an intermediate JSON tree.
+    /// Appends the record's unchained (format 1) JSON line, newline included, to `out`: encoded
+    /// straight from the event, without an intermediate JSON tree.
     pub fn write_line(&self, out: &mut Vec<u8>) {
+        self.write_wire(None, out);
+    }
+
+    /// Appends the record's chained (format 2) line, committing to `prev` (the previous line's
+    /// chain value, or the session's genesis), newline included, to `out`.
+    pub fn write_chained_line(&self, prev: &crate::audit::chain::Head, out: &mut Vec<u8>) {
+        let prev = crate::audit::chain::hex(prev);
+        self.write_wire(Some(&prev), out);
+    }
+
+    fn write_wire(&self, prev: Option<&str>, out: &mut Vec<u8>) {
         let wire = WireRef {
+            v: prev.map(|_| crate::audit::chain::FORMAT),
             seq: self.seq,
             ts: &self.ts,
             kind: self.event.kind(),
             data: DataRef(&self.event),
+            prev,
         };
         // Plain structs of strings, numbers, enums and JSON values: serialising cannot fail.
         let _ = serde_json::to_writer(&mut *out, &wire);
         out.push(b'\n');
     }
 
-    /// Parses one line (without its newline).
+    /// Parses one line (without its newline), chained or not.
     pub fn parse_line(line: &[u8]) -> Result<Record, String> {
+        Self::parse_linked(line).map(|(record, _)| record)
+    }
+
+    /// Parses one line (without its newline), also returning its `prev` link when it is a
+    /// chained (format 2) line.
+    pub fn parse_linked(line: &[u8]) -> Result<(Record, Option<String>), String> {
         let wire: WireRecord = serde_json::from_slice(line).map_err(|e| e.to_string())?;
+        match (wire.v, &wire.prev) {
+            (None, None) => {}
+            (Some(crate::audit::chain::FORMAT), Some(prev))
+                if prev.len() == 64
+                    && prev.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) => {}
+            (Some(crate::audit::chain::FORMAT), Some(prev)) => {
+                return Err(format!("prev {prev:?} is not a SHA-256 in lowercase hex"));
+            }
+            (Some(v), _) if v != crate::audit::chain::FORMAT => {
+                return Err(format!(
+                    "log format {v} is not one this host reads (1 or 2)"
+                ));
+            }
+            _ => return Err("\"v\" and \"prev\" go together".to_owned()),
+        }
         humantime::parse_rfc3339(&wire.ts).map_err(|e| format!("ts {:?}: {e}", wire.ts))?;
         let event = Event::from_parts(&wire.kind, wire.data).map_err(|e| e.to_string())?;
-        Ok(Record {
-            seq: wire.seq,
-            ts: wire.ts,
-            event,
-        })
+        Ok((
+            Record {
+                seq: wire.seq,
+                ts: wire.ts,
+                event,
+            },
+            wire.prev,
+        ))
     }
 }
 

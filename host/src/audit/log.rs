@@ -25,6 +25,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use tokio::sync::oneshot;
 
+use crate::audit::chain::{self, Head};
 use crate::commit;
 use crate::error::LogError;
 use crate::event::{Event, Record};
@@ -42,6 +43,8 @@ struct Waiter {
 
 struct State {
     fold: SessionFold,
+    /// The chain value the next line commits to.
+    head: Head,
     /// Records accepted (committed or on their way).
     records: u64,
     /// Encoded lines accepted and not yet handed to the journal, and their copies for the
@@ -132,8 +135,10 @@ impl SessionLog {
         let OpenedLog {
             name,
             records,
+            tail,
             journal,
         } = store.open(session)?;
+        let head = tail.unwrap_or_else(|| chain::genesis(session));
         let mut fold = SessionFold::new();
         for (i, r) in records.iter().enumerate() {
             fold.push(r.seq, &r.event)
@@ -151,6 +156,7 @@ impl SessionLog {
                 mode: journal.commit_mode(),
                 state: Mutex::new(State {
                     fold,
+                    head,
                     records: count,
                     pending: Vec::new(),
                     pending_records: Vec::new(),
@@ -260,7 +266,10 @@ impl SessionLog {
                 violation,
             })?;
         let record = Record::now(state.records + 1, event);
-        record.write_line(&mut state.pending);
+        let start = state.pending.len();
+        let head = state.head;
+        record.write_chained_line(&head, &mut state.pending);
+        state.head = chain::line_hash(&state.pending[start..]);
         if core.subscribers.active() {
             state.pending_records.push(record.clone());
         }

@@ -67,6 +67,8 @@ pub struct SessionFold {
     in_seed: bool,
     /// The log opens with a delegation seed: the session was started as a subagent.
     delegated: bool,
+    /// Whether call arguments are kept (not when only checking a log: they can be large).
+    keep_calls: bool,
 }
 
 impl Default for SessionFold {
@@ -81,6 +83,7 @@ impl Default for SessionFold {
             last_decided: None,
             in_seed: true,
             delegated: false,
+            keep_calls: true,
         }
     }
 }
@@ -89,6 +92,14 @@ impl SessionFold {
     /// An empty session.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty session for checking a log: the same rules, without keeping call arguments.
+    pub fn checking() -> Self {
+        SessionFold {
+            keep_calls: false,
+            ..Self::default()
+        }
     }
 
     /// Checks `event` against the rules without applying it.
@@ -159,12 +170,15 @@ impl SessionFold {
                 self.last_decided = Some(d.clone());
             }
             Event::Policy(p) => self.policy = Some(p.clone()),
-            Event::ToolCall(c) => {
+            Event::ToolCall(c) if self.keep_calls => {
                 self.tool_calls
                     .insert(c.call_id.clone(), c.arguments.clone());
             }
             Event::Sandbox(s) => self.sandbox = Some(s.clone()),
-            Event::ToolResult(_) | Event::HookInvoked(_) | Event::HookResult(_) => {}
+            Event::ToolCall(_)
+            | Event::ToolResult(_)
+            | Event::HookInvoked(_)
+            | Event::HookResult(_) => {}
         }
     }
 

@@ -66,6 +66,9 @@ pub struct OpenedLog {
     pub name: String,
     /// Complete records already stored, in order.
     pub records: Vec<Record>,
+    /// The chain value of the last stored line ([`crate::audit::chain::line_hash`] of its exact
+    /// bytes), which the next line commits to; `None` for an empty log.
+    pub tail: Option<crate::audit::chain::Head>,
     /// The journal to append to.
     pub journal: Box<dyn Journal>,
 }
@@ -171,9 +174,15 @@ impl Store for DirStore {
         file.read_to_end(&mut bytes).map_err(|e| io_err(&path, e))?;
         let complete = recover_torn_tail(&path, &file, &bytes)?;
         let records = parse_lines(&path.display().to_string(), &bytes[..complete])?;
+        let body = &bytes[..complete];
+        let tail = body.strip_suffix(b"\n").map(|b| {
+            let start = b.iter().rposition(|&c| c == b'\n').map_or(0, |i| i + 1);
+            crate::audit::chain::line_hash(&b[start..])
+        });
         Ok(OpenedLog {
             name: path.display().to_string(),
             records,
+            tail,
             journal: Box::new(FileJournal {
                 file,
                 len: complete as u64,

@@ -1,0 +1,58 @@
+//! How every record commits to the one before it.
+//!
+//! A chained line (log format 2) carries `"v": 2` and `"prev"`: the SHA-256, in lowercase hex, of
+//! the exact bytes of the line before it (without its newline). The first line of a session
+//! commits to a genesis value that names the session, so a line moved from another session, or a
+//! changed, removed, reordered or inserted line, breaks the chain at the line after it. Lines
+//! written before chaining (format 1) carry neither field; a log that starts with them is read as
+//! unchained up to its first chained line, not as tampered with.
+
+use sha2::{Digest, Sha256};
+
+/// The log format of chained lines.
+pub const FORMAT: u64 = 2;
+
+/// A chain value: the SHA-256 of a line, or the genesis of a session.
+pub type Head = [u8; 32];
+
+/// What the first line of `session` commits to.
+pub fn genesis(session: &str) -> Head {
+    let mut h = Sha256::new();
+    h.update(b"approval-host session log genesis\n");
+    h.update(session.as_bytes());
+    h.finalize().into()
+}
+
+/// The chain value of a line: its SHA-256, over its bytes without the newline.
+pub fn line_hash(line: &[u8]) -> Head {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    Sha256::digest(line).into()
+}
+
+/// Lowercase hex of a chain value, as `prev` spells it.
+pub fn hex(head: &Head) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(64);
+    for b in head {
+        out.push(DIGITS[(b >> 4) as usize] as char);
+        out.push(DIGITS[(b & 15) as usize] as char);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn genesis_names_the_session_and_hex_is_lowercase() {
+        assert_ne!(genesis("a"), genesis("b"));
+        let h = hex(&line_hash(b"x\n"));
+        assert_eq!(h, hex(&line_hash(b"x")));
+        assert_eq!(h.len(), 64);
+        assert!(
+            h.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        );
+    }
+}

@@ -1,0 +1,22 @@
+//! The audit: every session's durable, validated, hash-chained record, and reading it back.
+//!
+//! - [`event`]: the events and the record line each is stored as.
+//! - [`fold`]: the pure fold over a session's events and the rules an event must pass.
+//! - [`chain`]: how each line commits to the one before it (SHA-256), from a genesis value that
+//!   names the session.
+//! - [`log`]: one session's log as the host writes it (validation, chaining, group commit), and
+//!   `commit`: the shared threads that sync every open log.
+//! - [`store`]: where logs live (the directory store is the embedded default).
+//! - [`subscribe`]: subscribers to durable events.
+//! - [`check`]: reading a log back for `approval-host log`; [`verify`]: checking chains, seq
+//!   continuity and pairing for `approval-host verify`.
+
+pub mod chain;
+pub mod check;
+pub(crate) mod commit;
+pub mod event;
+pub mod fold;
+pub mod log;
+pub mod store;
+pub mod subscribe;
+pub mod verify;

@@ -1,0 +1,239 @@
+//! Checking that a session log is what the host wrote, for `approval-host verify`.
+//!
+//! A log is read as a stream, one line at a time (memory grows with the questions of the session,
+//! not with the size of the file), and each line must: parse as a record; carry the next `seq`;
+//! commit, through its `prev`, to the exact bytes of the line before it (the first line to the
+//! session's genesis); and pass the same fold rules the writer enforces (turns, every question
+//! decided once inside its turn). The first line that fails is reported with what is wrong.
+//!
+//! Not tampering, reported as warnings: lines written before chaining (an unchained prefix), a torn
+//! last line (a crash mid-write, never reported durable; the next open truncates it), and a turn
+//! still open at the end (a live session, or a crash whose open questions the next open settles).
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader};
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::audit::chain::{self, Head};
+use crate::event::Record;
+use crate::fold::SessionFold;
+
+/// What is wrong at the first bad line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Tamper {
+    /// The line is not a record.
+    Unreadable,
+    /// The line's `prev` is not the line before it: that line was changed, or lines were
+    /// removed, reordered or inserted here.
+    ChainBroken,
+    /// The first chained line does not commit to this session's genesis: the log was replaced or
+    /// belongs to another session.
+    WrongGenesis,
+    /// A `seq` is missing: records were removed before this line.
+    Missing,
+    /// A `seq` repeats or goes back: records were reordered or added.
+    Reordered,
+    /// An unchained line after chained ones: added or rewritten by something other than the host.
+    Unchained,
+    /// The record breaks a rule the writer enforces (a decided without its asked, an event
+    /// outside its turn...).
+    Inconsistent,
+}
+
+impl Tamper {
+    /// The kebab-case name, as `--json` prints it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tamper::Unreadable => "unreadable",
+            Tamper::ChainBroken => "chain-broken",
+            Tamper::WrongGenesis => "wrong-genesis",
+            Tamper::Missing => "missing",
+            Tamper::Reordered => "reordered",
+            Tamper::Unchained => "unchained",
+            Tamper::Inconsistent => "inconsistent",
+        }
+    }
+}
+
+/// The first bad line of a log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    /// Its 1-based line number.
+    pub line: u64,
+    /// What is wrong.
+    pub kind: Tamper,
+    /// In words.
+    pub message: String,
+}
+
+/// What verifying one log found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// The session.
+    pub session: String,
+    /// Complete records read (up to the first problem).
+    pub records: u64,
+    /// The seq of the first chained record; `None` when no line is chained.
+    pub chained_from: Option<u64>,
+    /// Findings that are not tampering.
+    pub warnings: Vec<String>,
+    /// The first problem; `None` when the log is intact.
+    pub problem: Option<Problem>,
+}
+
+impl Report {
+    /// Whether nothing was found that the host would not have written.
+    pub fn intact(&self) -> bool {
+        self.problem.is_none()
+    }
+}
+
+/// The warning for a log whose first lines predate chaining.
+pub fn unchained_prefix(last: u64) -> String {
+    format!(
+        "lines 1 to {last} are unchained (written before logs were chained): they are checked for order and pairing only"
+    )
+}
+
+/// The warning for a torn last line.
+pub const TORN_TAIL: &str = "the last line is torn (a crash mid-write; it was never reported durable and the next open truncates it)";
+
+/// The warning for a log that ends inside a turn.
+pub const TURN_OPEN: &str = "the last turn is still open (a live session, or a crash: the next open settles its open questions unavailable)";
+
+/// Verifies the log of `session` at `path`.
+pub fn verify_file(path: &Path, session: &str) -> io::Result<Report> {
+    let file = File::open(path)?;
+    verify_reader(BufReader::with_capacity(1 << 20, file), session)
+}
+
+/// Verifies a log read from `reader`.
+pub fn verify_reader(mut reader: impl BufRead, session: &str) -> io::Result<Report> {
+    let mut report = Report {
+        session: session.to_owned(),
+        records: 0,
+        chained_from: None,
+        warnings: Vec::new(),
+        problem: None,
+    };
+    let mut fold = SessionFold::checking();
+    let mut line = Vec::with_capacity(512);
+    // The chain value of the line before (the genesis before the first line).
+    let mut before: Head = chain::genesis(session);
+    let mut line_no = 0u64;
+    let fail = |report: &mut Report, line: u64, kind: Tamper, message: String| {
+        report.problem = Some(Problem {
+            line,
+            kind,
+            message,
+        });
+    };
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line)? == 0 {
+            break;
+        }
+        line_no += 1;
+        if line.last() != Some(&b'\n') {
+            report.warnings.push(TORN_TAIL.to_owned());
+            break;
+        }
+        let bytes = &line[..line.len() - 1];
+        let (record, prev) = match Record::parse_linked(bytes) {
+            Ok(parsed) => parsed,
+            Err(why) => {
+                fail(
+                    &mut report,
+                    line_no,
+                    Tamper::Unreadable,
+                    format!("not a record: {why}"),
+                );
+                return Ok(report);
+            }
+        };
+        let expected = report.records + 1;
+        if record.seq != expected {
+            let (kind, message) = if record.seq > expected {
+                (
+                    Tamper::Missing,
+                    format!(
+                        "seq {} where {expected} was expected: records were removed",
+                        record.seq
+                    ),
+                )
+            } else {
+                (
+                    Tamper::Reordered,
+                    format!(
+                        "seq {} where {expected} was expected: records were reordered or added",
+                        record.seq
+                    ),
+                )
+            };
+            fail(&mut report, line_no, kind, message);
+            return Ok(report);
+        }
+        match (prev, report.chained_from) {
+            (Some(prev), _) => {
+                if prev != chain::hex(&before) {
+                    let (kind, message) = if line_no == 1 {
+                        (
+                            Tamper::WrongGenesis,
+                            format!(
+                                "the first line does not commit to session {session:?}: the log was replaced, or belongs to another session"
+                            ),
+                        )
+                    } else {
+                        (
+                            Tamper::ChainBroken,
+                            format!(
+                                "prev does not match line {}: that line was changed, or lines were removed, reordered or inserted here",
+                                line_no - 1
+                            ),
+                        )
+                    };
+                    fail(&mut report, line_no, kind, message);
+                    return Ok(report);
+                }
+                if report.chained_from.is_none() {
+                    report.chained_from = Some(record.seq);
+                    if line_no > 1 {
+                        report.warnings.push(unchained_prefix(line_no - 1));
+                    }
+                }
+            }
+            (None, Some(_)) => {
+                fail(
+                    &mut report,
+                    line_no,
+                    Tamper::Unchained,
+                    "an unchained line after chained ones: it was not written by this host's writer".to_owned(),
+                );
+                return Ok(report);
+            }
+            (None, None) => {}
+        }
+        if let Err(violation) = fold.push(record.seq, &record.event) {
+            fail(
+                &mut report,
+                line_no,
+                Tamper::Inconsistent,
+                violation.to_string(),
+            );
+            return Ok(report);
+        }
+        before = chain::line_hash(bytes);
+        report.records += 1;
+    }
+    if report.chained_from.is_none() && report.records > 0 {
+        report.warnings.push(unchained_prefix(report.records));
+    }
+    if fold.turn_open() {
+        report.warnings.push(TURN_OPEN.to_owned());
+    }
+    Ok(report)
+}

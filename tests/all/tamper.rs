@@ -1,0 +1,285 @@
+//! A log nobody can quietly rewrite: every line commits to the one before it, so a changed,
+//! removed, reordered, inserted or foreign line is found by `verify`, which names the session,
+//! the first bad line and what is wrong; logs written before chaining read as unchained, and a
+//! crash is not tampering. Each case here passes `verify` unnoticed on the unchained format.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use approval_host::audit::verify::{Tamper, verify_file};
+use approval_host::event::{Event, Record};
+use approval_host::{ApprovalRequest, ApprovalService, Decision, Policy, Position, Scope};
+use serde_json::{Value, json};
+
+use crate::support::{counting, log_path};
+
+/// A session with two turns, each with one question granted by `allow` and one rejected by
+/// `deny`: lines are turn/start, asked, decided, asked, decided, turn/end, twice.
+async fn written(dir: &Path, session: &str) -> PathBuf {
+    let service = ApprovalService::open_dir(dir, Policy::Ask);
+    let _allow = service.register(
+        "allow",
+        Scope::Global,
+        Position::Back,
+        move |q: approval_host::Question| async move {
+            Ok::<_, approval_host::Failure>(if q.tool_name() == "read" {
+                Decision::AllowOnce
+            } else {
+                Decision::Reject
+            })
+        },
+    );
+    let agent = service.agent(session, "a").await.unwrap();
+    for _ in 0..2 {
+        service.start_turn(session).await.unwrap();
+        for tool in ["read", "bash"] {
+            service
+                .request(ApprovalRequest::new(&agent, tool))
+                .await
+                .unwrap();
+        }
+        service.end_turn(session).await.unwrap();
+    }
+    log_path(dir, session)
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn write_lines(path: &Path, lines: &[String]) {
+    let mut text = lines.join("\n");
+    text.push('\n');
+    std::fs::write(path, text).unwrap();
+}
+
+fn set(line: &str, pointer: &str, value: Value) -> String {
+    let mut v: Value = serde_json::from_str(line).unwrap();
+    *v.pointer_mut(pointer).unwrap() = value;
+    v.to_string()
+}
+
+fn problem(path: &Path, session: &str) -> (u64, Tamper) {
+    let report = verify_file(path, session).unwrap();
+    let p = report
+        .problem
+        .unwrap_or_else(|| panic!("tampering went unnoticed: {:?}", report.warnings));
+    (p.line, p.kind)
+}
+
+fn verify_cli(dir: &Path, args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_approval-host"))
+        .arg("--state-dir")
+        .arg(dir)
+        .arg("verify")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stdout).unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn an_untouched_log_verifies_intact_and_chained_from_its_genesis() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = written(dir.path(), "s1").await;
+    let report = verify_file(&path, "s1").unwrap();
+    assert_eq!(report.problem, None);
+    assert_eq!(report.records, 12);
+    assert_eq!(report.chained_from, Some(1));
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    let first: Value = serde_json::from_str(&lines(&path)[0]).unwrap();
+    assert_eq!(first["v"], 2);
+    assert_eq!(
+        first["prev"],
+        approval_host::audit::chain::hex(&approval_host::audit::chain::genesis("s1"))
+    );
+    let (code, out) = verify_cli(dir.path(), &["--all"]);
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "s1: intact, 12 records, chained\n")
+    );
+}
+
+#[tokio::test]
+async fn a_rewritten_decision_breaks_the_chain_at_the_next_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = written(dir.path(), "s1").await;
+    let mut l = lines(&path);
+    // Line 5 is the rejected bash question's decision: make it a grant, still a valid record.
+    assert!(l[4].contains(r#""outcome":"rejected""#), "{}", l[4]);
+    l[4] = l[4].replace(r#""outcome":"rejected""#, r#""outcome":"allowed-once""#);
+    write_lines(&path, &l);
+    assert_eq!(problem(&path, "s1"), (6, Tamper::ChainBroken));
+
+    // One byte of the answerer's name is enough too.
+    let path = written(dir.path(), "s2").await;
+    let mut l = lines(&path);
+    l[2] = l[2].replacen(r#""answerer":"allow""#, r#""answerer":"allxw""#, 1);
+    write_lines(&path, &l);
+    assert_eq!(problem(&path, "s2"), (4, Tamper::ChainBroken));
+
+    let (code, out) = verify_cli(dir.path(), &["s1", "s2"]);
+    assert_eq!(code, 1);
+    let first = out.lines().next().unwrap();
+    assert!(
+        first.starts_with("s1: TAMPERED at line 6 (chain-broken): prev does not match line 5"),
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn a_pair_deleted_cleanly_with_seq_renumbered_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = written(dir.path(), "s1").await;
+    let mut l = lines(&path);
+    // Remove the second question (lines 4 and 5) and renumber: pairing and seq alone pass.
+    l.drain(3..5);
+    for (i, line) in l.iter_mut().enumerate() {
+        *line = set(line, "/seq", json!(i + 1));
+    }
+    write_lines(&path, &l);
+    let report = approval_host::check::check_file(&path).unwrap();
+    assert_eq!(report.problem, None, "the pairing check alone is fooled");
+    // Line 4 (once line 6) commits to the removed line 5.
+    assert_eq!(problem(&path, "s1"), (4, Tamper::ChainBroken));
+}
+
+#[tokio::test]
+async fn two_turns_swapped_are_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = written(dir.path(), "s1").await;
+    let mut l = lines(&path);
+    let second: Vec<String> = l.drain(6..).collect();
+    l.splice(0..0, second);
+    for (i, line) in l.iter_mut().enumerate() {
+        *line = set(line, "/seq", json!(i + 1));
+    }
+    write_lines(&path, &l);
+    assert_eq!(problem(&path, "s1"), (1, Tamper::WrongGenesis));
+}
+
+#[tokio::test]
+async fn a_forged_grant_appended_without_the_writer_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = written(dir.path(), "s1").await;
+    let original = lines(&path);
+    // Unchained lines, as a hand edit would add them.
+    let forged: Vec<String> = [
+        Event::TurnStart,
+        Event::Asked(approval_host::event::Asked {
+            id: "forged".into(),
+            tool_name: "bash".into(),
+            call_id: None,
+            reason: None,
+        }),
+        Event::Decided(approval_host::event::Decided {
+            id: "forged".into(),
+            outcome: approval_host::Outcome::AllowedOnce,
+            answerer: Some("allow".into()),
+            digest: None,
+            failure: None,
+        }),
+    ]
+    .into_iter()
+    .enumerate()
+    .map(|(i, e)| {
+        let mut line = Vec::new();
+        Record::now(13 + i as u64, e).write_line(&mut line);
+        String::from_utf8(line).unwrap().trim_end().to_owned()
+    })
+    .collect();
+    let mut l = original.clone();
+    l.extend(forged.iter().cloned());
+    write_lines(&path, &l);
+    assert_eq!(problem(&path, "s1"), (13, Tamper::Unchained));
+
+    // Chained, but pointing at a line that is not the one before it.
+    let mut l = original.clone();
+    let reused_prev: Value = serde_json::from_str(&original[5]).unwrap();
+    for f in &forged {
+        let mut v: Value = serde_json::from_str(f).unwrap();
+        let obj = v.as_object_mut().unwrap();
+        obj.insert("v".into(), json!(2));
+        obj.insert("prev".into(), reused_prev["prev"].clone());
+        l.push(v.to_string());
+    }
+    write_lines(&path, &l);
+    assert_eq!(problem(&path, "s1"), (13, Tamper::ChainBroken));
+}
+
+#[tokio::test]
+async fn a_log_copied_from_another_session_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = written(dir.path(), "s1").await;
+    let other = log_path(dir.path(), "s2");
+    std::fs::copy(&path, &other).unwrap();
+    assert_eq!(problem(&other, "s2"), (1, Tamper::WrongGenesis));
+    let (code, out) = verify_cli(dir.path(), &["--all", "--json"]);
+    assert_eq!(code, 1);
+    let reports: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(reports[0]["session"], "s1");
+    assert_eq!(reports[0]["intact"], true);
+    assert_eq!(reports[1]["session"], "s2");
+    assert_eq!(reports[1]["intact"], false);
+    assert_eq!(reports[1]["problem"]["kind"], "wrong-genesis");
+    assert_eq!(reports[1]["problem"]["line"], 1);
+}
+
+#[tokio::test]
+async fn a_log_written_before_chaining_reads_as_unchained_and_chains_from_its_next_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = log_path(dir.path(), "old");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let mut bytes = Vec::new();
+    Record::now(1, Event::TurnStart).write_line(&mut bytes);
+    Record::now(2, Event::TurnEnd).write_line(&mut bytes);
+    std::fs::write(&path, &bytes).unwrap();
+    let report = verify_file(&path, "old").unwrap();
+    assert_eq!(report.problem, None);
+    assert_eq!(report.chained_from, None);
+    assert_eq!(
+        report.warnings,
+        [approval_host::audit::verify::unchained_prefix(2)]
+    );
+
+    // The host appends chained lines after it.
+    let service = ApprovalService::open_dir(dir.path(), Policy::Ask);
+    let (_c, allow) = counting(Decision::AllowOnce);
+    let _r = service.register("allow", Scope::Global, Position::Back, allow);
+    let agent = service.agent("old", "a").await.unwrap();
+    service.start_turn("old").await.unwrap();
+    service
+        .request(ApprovalRequest::new(&agent, "read"))
+        .await
+        .unwrap();
+    service.end_turn("old").await.unwrap();
+    drop(agent);
+    let report = verify_file(&path, "old").unwrap();
+    assert_eq!(report.problem, None, "{report:?}");
+    assert_eq!(report.records, 6);
+    assert_eq!(report.chained_from, Some(3));
+    let (code, out) = verify_cli(dir.path(), &["old"]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        out,
+        format!(
+            "old: intact, 6 records, chained from seq 3\nold: warning: {}\n",
+            approval_host::audit::verify::unchained_prefix(2)
+        )
+    );
+    // Changing an unchained line is found by the first chained line, which commits to it.
+    let mut l = lines(&path);
+    l[1] = set(&l[1], "/ts", json!("2020-01-01T00:00:00.000000Z"));
+    write_lines(&path, &l);
+    assert_eq!(problem(&path, "old"), (3, Tamper::ChainBroken));
+}
