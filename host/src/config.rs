@@ -212,6 +212,9 @@ pub struct Deployment {
     /// `[sandbox] mode`: the sandbox mode of sessions without their own switch (`read-only`
     /// when omitted).
     pub sandbox_mode: SandboxMode,
+    /// `[audit] signing-key`: the Ed25519 key file checkpoints are signed with (relative to this
+    /// file; keep it outside the state directory). No checkpoints when omitted.
+    pub signing_key: Option<PathBuf>,
 }
 
 const PLUGIN_KEYS: [&str; 9] = [
@@ -417,6 +420,7 @@ impl Deployment {
             plugins: Vec::new(),
             hooks: Vec::new(),
             sandbox_mode: SandboxMode::ReadOnly,
+            signing_key: None,
         }
     }
 
@@ -443,6 +447,7 @@ impl Deployment {
         let mut plugins = Vec::new();
         let mut hooks = Vec::new();
         let mut sandbox_mode = SandboxMode::ReadOnly;
+        let mut signing_key = None;
         for (key, value) in &doc {
             match key.as_str() {
                 "approval" => {
@@ -504,6 +509,25 @@ impl Deployment {
                         }
                     }
                 }
+                "audit" => {
+                    let table = value
+                        .as_table()
+                        .ok_or_else(|| ctx.err("[audit]", "must be a table"))?;
+                    for (k, v) in table {
+                        match k.as_str() {
+                            "signing-key" => {
+                                let file = string(&ctx, "[audit]", "signing-key", v)?;
+                                signing_key = Some(ctx.dir.join(file));
+                            }
+                            other => {
+                                return Err(ctx.err(
+                                    "[audit]",
+                                    format!("unknown key {other:?} (expected signing-key)"),
+                                ));
+                            }
+                        }
+                    }
+                }
                 "hook" => {
                     let entries = value
                         .as_array()
@@ -516,7 +540,7 @@ impl Deployment {
                     return Err(ctx.err(
                         "top level",
                         format!(
-                            "unknown key {other:?} (expected [approval], [sandbox], [[plugin]] or [[hook]])"
+                            "unknown key {other:?} (expected [approval], [sandbox], [audit], [[plugin]] or [[hook]])"
                         ),
                     ));
                 }
@@ -528,6 +552,7 @@ impl Deployment {
             plugins,
             hooks,
             sandbox_mode,
+            signing_key,
         })
     }
 }

@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::agent::Agent;
+use crate::audit::checkpoint::{self, Checkpointer};
 use crate::error::{ApprovalError, LogError};
 use crate::event::{Asked, Decided, Event, FailureRecord, PolicySwitch, SandboxSwitch, ToolCall};
 use crate::fold::Violation;
@@ -82,6 +83,7 @@ struct Inner {
     sessions: tokio::sync::Mutex<HashMap<String, SessionSlot>>,
     waterfall: Waterfall,
     subscribers: Arc<Subscribers>,
+    checkpointer: std::sync::RwLock<Option<Arc<Checkpointer>>>,
 }
 
 /// The approval service: sessions and their logs, turns, policy, and the waterfall.
@@ -114,6 +116,7 @@ impl ApprovalService {
                 sessions: tokio::sync::Mutex::new(HashMap::new()),
                 waterfall: Waterfall::new(),
                 subscribers: Arc::default(),
+                checkpointer: std::sync::RwLock::new(None),
             }),
         }
     }
@@ -137,6 +140,56 @@ impl ApprovalService {
         self.inner
             .never_by_default
             .store(policy == Policy::Never, Ordering::Release);
+    }
+
+    /// Signs checkpoints of every session's log with this checkpointer from now on: at every
+    /// `turn/end`, and every [`checkpoint::EVERY_RECORDS`] records or [`checkpoint::EVERY`] while
+    /// a turn is open. `None` stops it.
+    pub fn set_checkpointer(&self, checkpointer: Option<Arc<Checkpointer>>) {
+        *self
+            .inner
+            .checkpointer
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = checkpointer;
+    }
+
+    /// Checkpoints the session's durable head when one is due (`force`: at a turn's end). The
+    /// write runs on a blocking thread; `wait` waits for it (a turn's end returns only once its
+    /// checkpoint is durable, so the next turn never starts before it).
+    async fn checkpoint(&self, session: &Arc<Session>, force: bool, wait: bool) {
+        let Some(checkpointer) = self
+            .inner
+            .checkpointer
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        else {
+            return;
+        };
+        let (seq, head) = session.log.durable_point();
+        {
+            let mut last = session
+                .checkpointed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            let due = seq > last.0
+                && (force
+                    || seq - last.0 >= checkpoint::EVERY_RECORDS
+                    || last.1.elapsed() >= checkpoint::EVERY);
+            if !due {
+                return;
+            }
+            *last = (seq, std::time::Instant::now());
+        }
+        let id = session.id().to_owned();
+        let write = tokio::task::spawn_blocking(move || {
+            if let Err(e) = checkpointer.write(&id, seq, &head) {
+                tracing::error!(session = %id, seq, error = %e, "could not write a checkpoint");
+            }
+        });
+        if wait {
+            let _ = write.await;
+        }
     }
 
     /// The waterfall, for registering listeners.
@@ -293,6 +346,7 @@ impl ApprovalService {
         let result = session.log.append(Event::TurnEnd).await;
         session.closed_turn(result.is_ok());
         result?;
+        self.checkpoint(&session, true, true).await;
         Ok(())
     }
 
@@ -475,6 +529,7 @@ impl ApprovalService {
         let ticket = unsettled.settle(outcome, decided_record(settled))?;
         // The outcome is withheld until its decision is durable.
         ticket.wait().await?;
+        self.checkpoint(&session, false, false).await;
         Ok(outcome)
     }
 }

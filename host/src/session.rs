@@ -31,6 +31,8 @@ pub(crate) struct Session {
     idle: Notify,
     /// Serialises policy switches so "append only when the value changes" holds under races.
     pub(crate) policy_lock: tokio::sync::Mutex<()>,
+    /// The seq and time of the last checkpoint taken (or of the open, for the first).
+    pub(crate) checkpointed: Mutex<(u64, std::time::Instant)>,
 }
 
 /// Whether a session's log is closed: the last handle to a session can be dropped on another
@@ -91,6 +93,7 @@ impl Drop for InFlight {
 impl Session {
     pub(crate) fn new(log: SessionLog, released: Arc<Released>) -> Self {
         let open = log.with_fold(|f| f.turn_open());
+        let records = log.len();
         Session {
             log,
             _released: ReleaseOnDrop(released),
@@ -102,6 +105,7 @@ impl Session {
             }),
             idle: Notify::new(),
             policy_lock: tokio::sync::Mutex::new(()),
+            checkpointed: Mutex::new((records, std::time::Instant::now())),
         }
     }
 

@@ -377,6 +377,7 @@ async fn example_plugins_decide_in_deployment_order() {
         plugins: examples(),
         hooks: Vec::new(),
         sandbox_mode: approval_host::tools::sandbox::SandboxMode::ReadOnly,
+        signing_key: None,
     };
     let mut mounted = Mounted::load(&rig.host.service, &rig.plugins, &deployment).unwrap();
     assert_eq!(
@@ -513,6 +514,7 @@ async fn many_concurrent_requests_across_plugins() {
         plugins: examples(),
         hooks: Vec::new(),
         sandbox_mode: approval_host::tools::sandbox::SandboxMode::ReadOnly,
+        signing_key: None,
     };
     let _mounted = Mounted::load(&rig.host.service, &rig.plugins, &deployment).unwrap();
     let mut tasks = Vec::new();

@@ -21,6 +21,7 @@ fn deployment(specs: Vec<PluginSpec>) -> Deployment {
         plugins: specs,
         hooks: Vec::new(),
         sandbox_mode: approval_host::tools::sandbox::SandboxMode::ReadOnly,
+        signing_key: None,
     }
 }
 

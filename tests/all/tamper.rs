@@ -283,3 +283,296 @@ async fn a_log_written_before_chaining_reads_as_unchained_and_chains_from_its_ne
     write_lines(&path, &l);
     assert_eq!(problem(&path, "old"), (3, Tamper::ChainBroken));
 }
+
+/// A key made by `approval-host keygen` outside the state directory, and a service signing
+/// checkpoints with it.
+struct Signed {
+    keys: tempfile::TempDir,
+    state: tempfile::TempDir,
+}
+
+impl Signed {
+    fn new() -> Self {
+        let keys = tempfile::tempdir().unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_approval-host"))
+            .arg("keygen")
+            .arg(keys.path().join("audit.key"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        Signed {
+            keys,
+            state: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn key(&self) -> PathBuf {
+        self.keys.path().join("audit.key")
+    }
+
+    fn public(&self) -> ed25519_dalek::VerifyingKey {
+        approval_host::audit::checkpoint::load_public_key(&self.keys.path().join("audit.key.pub"))
+            .unwrap()
+    }
+
+    fn service(&self) -> ApprovalService {
+        let service = ApprovalService::open_dir(self.state.path(), Policy::Ask);
+        let key = approval_host::audit::checkpoint::load_signing_key(&self.key()).unwrap();
+        service.set_checkpointer(Some(std::sync::Arc::new(
+            approval_host::audit::checkpoint::Checkpointer::new(key, self.state.path()),
+        )));
+        service
+    }
+
+    /// Two turns of two questions, like [`written`], checkpointed at each turn's end.
+    async fn write(&self, session: &str) -> PathBuf {
+        let service = self.service();
+        let (_c, allow) = counting(Decision::AllowOnce);
+        let _r = service.register("allow", Scope::Global, Position::Back, allow);
+        let agent = service.agent(session, "a").await.unwrap();
+        for _ in 0..2 {
+            service.start_turn(session).await.unwrap();
+            for tool in ["read", "bash"] {
+                service
+                    .request(ApprovalRequest::new(&agent, tool))
+                    .await
+                    .unwrap();
+            }
+            service.end_turn(session).await.unwrap();
+        }
+        log_path(self.state.path(), session)
+    }
+
+    fn checkpoints(&self, session: &str) -> PathBuf {
+        approval_host::audit::checkpoint::checkpoints_path(self.state.path(), session)
+    }
+
+    fn verify(&self, session: &str) -> approval_host::audit::verify::Report {
+        let list =
+            approval_host::audit::checkpoint::read_checkpoints(&self.checkpoints(session)).unwrap();
+        let key = self.public();
+        approval_host::audit::verify::verify_file_with(
+            &log_path(self.state.path(), session),
+            session,
+            Some((&key, &list)),
+        )
+        .unwrap()
+    }
+
+    fn problem(&self, session: &str) -> (u64, Tamper) {
+        let report = self.verify(session);
+        let p = report
+            .problem
+            .unwrap_or_else(|| panic!("tampering went unnoticed: {:?}", report.warnings));
+        (p.line, p.kind)
+    }
+
+    fn cli(&self, args: &[&str]) -> (i32, String) {
+        let public = self.keys.path().join("audit.key.pub");
+        let mut all = vec!["--public-key", public.to_str().unwrap()];
+        all.extend_from_slice(args);
+        verify_cli(self.state.path(), &all)
+    }
+}
+
+#[tokio::test]
+async fn each_turn_end_is_checkpointed_with_a_signature_the_public_key_checks() {
+    let signed = Signed::new();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(signed.key())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    signed.write("s1").await;
+    let checkpoints: Vec<Value> = std::fs::read_to_string(signed.checkpoints("s1"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let seqs: Vec<u64> = checkpoints
+        .iter()
+        .map(|c| c["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, [6, 12]);
+    let report = signed.verify("s1");
+    assert_eq!(report.problem, None);
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    assert_eq!(
+        signed.cli(&["s1"]),
+        (0, "s1: intact, 12 records, chained\n".to_owned())
+    );
+    // Without the public key the checkpoints are not checked, and verify says so.
+    let (code, out) = verify_cli(signed.state.path(), &["s1"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains(approval_host::audit::verify::CHECKPOINTS_UNCHECKED),
+        "{out}"
+    );
+    // keygen never overwrites a key.
+    let again = Command::new(env!("CARGO_BIN_EXE_approval-host"))
+        .arg("keygen")
+        .arg(signed.key())
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(2));
+}
+
+#[tokio::test]
+async fn a_log_cut_short_after_a_checkpoint_is_found() {
+    let signed = Signed::new();
+    let path = signed.write("s1").await;
+    let mut l = lines(&path);
+    l.truncate(8);
+    write_lines(&path, &l);
+    // The chain alone cannot tell: what is left is a consistent prefix.
+    assert_eq!(verify_file(&path, "s1").unwrap().problem, None);
+    assert_eq!(signed.problem("s1"), (9, Tamper::Truncated));
+}
+
+#[tokio::test]
+async fn a_log_replaced_whole_by_a_consistent_chain_is_found() {
+    let signed = Signed::new();
+    let path = signed.write("s1").await;
+    // The forger writes a clean log of the same session with its own host, and no key.
+    let forged = tempfile::tempdir().unwrap();
+    let service = ApprovalService::open_dir(forged.path(), Policy::Ask);
+    let (_c, allow) = counting(Decision::AllowOnce);
+    let _r = service.register("allow", Scope::Global, Position::Back, allow);
+    let agent = service.agent("s1", "a").await.unwrap();
+    for _ in 0..2 {
+        service.start_turn("s1").await.unwrap();
+        for tool in ["read", "rm-everything"] {
+            service
+                .request(ApprovalRequest::new(&agent, tool))
+                .await
+                .unwrap();
+        }
+        service.end_turn("s1").await.unwrap();
+    }
+    drop(agent);
+    std::fs::copy(log_path(forged.path(), "s1"), &path).unwrap();
+    assert_eq!(verify_file(&path, "s1").unwrap().problem, None);
+    assert_eq!(signed.problem("s1"), (6, Tamper::Rewritten));
+    let (code, out) = signed.cli(&["s1"]);
+    assert_eq!(code, 1);
+    assert!(
+        out.starts_with(
+            "s1: TAMPERED at line 6 (rewritten): this is not the line checkpointed at seq 6"
+        ),
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn a_chained_forgery_appended_after_the_last_checkpoint_is_found() {
+    let signed = Signed::new();
+    let path = signed.write("s1").await;
+    // A forger who knows the chain appends a well-chained turn granting a call.
+    let mut l = lines(&path);
+    let mut prev = approval_host::audit::chain::line_hash(l.last().unwrap().as_bytes());
+    let events = [
+        Event::TurnStart,
+        Event::Asked(approval_host::event::Asked {
+            id: "forged".into(),
+            tool_name: "bash".into(),
+            call_id: None,
+            reason: None,
+        }),
+        Event::Decided(approval_host::event::Decided {
+            id: "forged".into(),
+            outcome: approval_host::Outcome::AllowedOnce,
+            answerer: Some("allow".into()),
+            digest: None,
+            failure: None,
+        }),
+        Event::TurnEnd,
+    ];
+    for (i, e) in events.into_iter().enumerate() {
+        let mut line = Vec::new();
+        Record::now(13 + i as u64, e).write_chained_line(&prev, &mut line);
+        prev = approval_host::audit::chain::line_hash(&line);
+        l.push(String::from_utf8(line).unwrap().trim_end().to_owned());
+    }
+    write_lines(&path, &l);
+    assert_eq!(
+        verify_file(&path, "s1").unwrap().problem,
+        None,
+        "the chain alone is fooled"
+    );
+    assert_eq!(signed.problem("s1"), (13, Tamper::AddedAfterCheckpoint));
+}
+
+#[tokio::test]
+async fn a_checkpoint_replayed_from_another_session_or_with_a_bad_signature_is_found() {
+    let signed = Signed::new();
+    signed.write("s1").await;
+    signed.write("s2").await;
+    let theirs = std::fs::read_to_string(signed.checkpoints("s2")).unwrap();
+    let mut ours = std::fs::read_to_string(signed.checkpoints("s1")).unwrap();
+    ours.push_str(theirs.lines().last().unwrap());
+    ours.push('\n');
+    std::fs::write(signed.checkpoints("s1"), &ours).unwrap();
+    let report = signed.verify("s1");
+    let p = report.problem.unwrap();
+    assert_eq!(p.kind, Tamper::CheckpointInvalid);
+    assert!(
+        p.message.contains("replayed from another session"),
+        "{}",
+        p.message
+    );
+
+    // One flipped digit of a signature.
+    let original = std::fs::read_to_string(signed.checkpoints("s2")).unwrap();
+    let mut c: Value = serde_json::from_str(original.lines().next().unwrap()).unwrap();
+    let sig = c["sig"].as_str().unwrap().to_owned();
+    let flipped = if sig.starts_with('0') { "1" } else { "0" };
+    c["sig"] = json!(format!("{flipped}{}", &sig[1..]));
+    let rest: Vec<&str> = original.lines().skip(1).collect();
+    std::fs::write(
+        signed.checkpoints("s2"),
+        format!("{c}\n{}\n", rest.join("\n")),
+    )
+    .unwrap();
+    assert_eq!(signed.problem("s2"), (6, Tamper::CheckpointInvalid));
+}
+
+#[test]
+fn a_deployment_names_its_signing_key_and_a_bad_one_is_refused_by_name() {
+    let signed = Signed::new();
+    let config = signed.keys.path().join("deploy.toml");
+    std::fs::write(&config, "[audit]\nsigning-key = \"audit.key\"\n").unwrap();
+    let ask = |config: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_approval-host"))
+            .arg("--state-dir")
+            .arg(signed.state.path())
+            .args([
+                "ask",
+                "--session",
+                "s1",
+                "--agent",
+                "a",
+                "--tool",
+                "bash",
+                "--config",
+            ])
+            .arg(config)
+            .output()
+            .unwrap()
+    };
+    let out = ask(&config);
+    assert!(out.status.success(), "{out:?}");
+    // ask opens and closes a turn: its end is checkpointed.
+    let checkpoints =
+        approval_host::audit::checkpoint::read_checkpoints(&signed.checkpoints("s1")).unwrap();
+    assert_eq!(checkpoints.len(), 1);
+    assert_eq!(signed.verify("s1").problem, None);
+
+    std::fs::write(signed.keys.path().join("bad.key"), "not a key\n").unwrap();
+    std::fs::write(&config, "[audit]\nsigning-key = \"bad.key\"\n").unwrap();
+    let out = ask(&config);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("deploy.toml: [audit] signing-key:"), "{err}");
+    assert!(err.contains("bad.key: not an Ed25519 signing key"), "{err}");
+}

@@ -45,6 +45,8 @@ struct State {
     fold: SessionFold,
     /// The chain value the next line commits to.
     head: Head,
+    /// The chain value of the last durable line.
+    durable_head: Head,
     /// Records accepted (committed or on their way).
     records: u64,
     /// Encoded lines accepted and not yet handed to the journal, and their copies for the
@@ -157,6 +159,7 @@ impl SessionLog {
                 state: Mutex::new(State {
                     fold,
                     head,
+                    durable_head: head,
                     records: count,
                     pending: Vec::new(),
                     pending_records: Vec::new(),
@@ -231,6 +234,12 @@ impl SessionLog {
             policy = fold.policy_override().map(|p| p.policy);
         })?;
         Ok((record.seq, policy, ticket))
+    }
+
+    /// The last durable record's seq and chain value: what a checkpoint signs.
+    pub fn durable_point(&self) -> (u64, Head) {
+        let state = self.core.lock();
+        (state.durable, state.durable_head)
     }
 
     /// Makes every record up to `seq` durable, e.g. a question before it leaves the process.
@@ -348,6 +357,7 @@ impl Core {
             Ok(()) => {
                 state.written = state.records;
                 state.durable = state.records;
+                state.durable_head = state.head;
                 state.outbox.extend(records);
                 Ok(())
             }
@@ -393,16 +403,17 @@ impl Core {
     /// syncs without the lock, then wakes the satisfied waiters. Returns whether more is wanted.
     pub(crate) fn commit_round(&self) -> bool {
         let mut state = self.lock();
-        let (bytes, records, target) = (
+        let (bytes, records, target, head) = (
             mem::take(&mut state.pending),
             mem::take(&mut state.pending_records),
             state.records,
+            state.head,
         );
         let journal = state.journal.take();
         drop(state);
 
         let Some(mut journal) = journal else {
-            return self.end_round(None, Ok(()), target, records);
+            return self.end_round(None, Ok(()), (target, head), records);
         };
         let result = match self.mode {
             CommitMode::Split => {
@@ -421,14 +432,14 @@ impl Core {
                 }
             }
         };
-        self.end_round(Some(journal), result, target, records)
+        self.end_round(Some(journal), result, (target, head), records)
     }
 
     fn end_round(
         &self,
         journal: Option<Box<dyn Journal>>,
         result: std::io::Result<()>,
-        target: u64,
+        (target, head): (u64, Head),
         records: Vec<Record>,
     ) -> bool {
         let mut state = self.lock();
@@ -440,6 +451,7 @@ impl Core {
             Ok(()) if state.poisoned.is_none() => {
                 state.written = target;
                 state.durable = target;
+                state.durable_head = head;
                 let synced = mem::take(&mut state.unsynced_records);
                 state.outbox.extend(synced);
                 state.outbox.extend(records);

@@ -4,6 +4,7 @@
 //! - [`fold`]: the pure fold over a session's events and the rules an event must pass.
 //! - [`chain`]: how each line commits to the one before it (SHA-256), from a genesis value that
 //!   names the session.
+//! - [`checkpoint`]: signed checkpoints of a log's head, in a checkpoint log of their own.
 //! - [`log`]: one session's log as the host writes it (validation, chaining, group commit), and
 //!   `commit`: the shared threads that sync every open log.
 //! - [`store`]: where logs live (the directory store is the embedded default).
@@ -13,6 +14,7 @@
 
 pub mod chain;
 pub mod check;
+pub mod checkpoint;
 pub(crate) mod commit;
 pub mod event;
 pub mod fold;

@@ -16,8 +16,13 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use std::collections::BTreeMap;
+
+use ed25519_dalek::VerifyingKey;
+
 use crate::audit::chain::{self, Head};
-use crate::event::Record;
+use crate::audit::checkpoint::Checkpoint;
+use crate::event::{Event, Record};
 use crate::fold::SessionFold;
 
 /// What is wrong at the first bad line.
@@ -41,6 +46,16 @@ pub enum Tamper {
     /// The record breaks a rule the writer enforces (a decided without its asked, an event
     /// outside its turn...).
     Inconsistent,
+    /// A checkpoint does not parse, is not signed by the key, or names another session.
+    CheckpointInvalid,
+    /// The line at a checkpoint's seq is not the line checkpointed: the log was rewritten or
+    /// replaced (records changed or missing before a checkpoint).
+    Rewritten,
+    /// The log is shorter than its last checkpoint: records were removed from its end.
+    Truncated,
+    /// A turn ended after the last checkpoint: the host checkpoints every turn's end, so those
+    /// records were added after it (or the host crashed in the moment between the two).
+    AddedAfterCheckpoint,
 }
 
 impl Tamper {
@@ -54,6 +69,10 @@ impl Tamper {
             Tamper::Reordered => "reordered",
             Tamper::Unchained => "unchained",
             Tamper::Inconsistent => "inconsistent",
+            Tamper::CheckpointInvalid => "checkpoint-invalid",
+            Tamper::Rewritten => "rewritten",
+            Tamper::Truncated => "truncated",
+            Tamper::AddedAfterCheckpoint => "added-after-checkpoint",
         }
     }
 }
@@ -105,14 +124,54 @@ pub const TORN_TAIL: &str = "the last line is torn (a crash mid-write; it was ne
 /// The warning for a log that ends inside a turn.
 pub const TURN_OPEN: &str = "the last turn is still open (a live session, or a crash: the next open settles its open questions unavailable)";
 
+/// The warning when checkpoints exist but no public key was given to check them with.
+pub const CHECKPOINTS_UNCHECKED: &str = "this log has signed checkpoints, not checked: pass --public-key to find a log cut short, replaced or extended";
+
+/// The warning for a log with no checkpoint at all (written before a signing key was set, or its
+/// checkpoint log was removed: keep a copy of checkpoint logs elsewhere to tell the two apart).
+pub const NO_CHECKPOINTS: &str =
+    "this log has no checkpoint (written without a signing key, or its checkpoint log was removed)";
+
+/// The warning for records after the last checkpoint inside an open turn.
+pub fn uncovered(records: u64) -> String {
+    format!(
+        "{records} records after the last checkpoint are not yet covered by a signature (a turn still open)"
+    )
+}
+
+/// The trusted public key and a session's checkpoint log (each line parsed, or why not).
+pub type Checkpoints<'a> = (&'a VerifyingKey, &'a [Result<Checkpoint, String>]);
+
 /// Verifies the log of `session` at `path`.
 pub fn verify_file(path: &Path, session: &str) -> io::Result<Report> {
+    verify_file_with(path, session, None)
+}
+
+/// Verifies the log of `session` at `path` and, with a public key, against its checkpoints.
+pub fn verify_file_with(
+    path: &Path,
+    session: &str,
+    checkpoints: Option<Checkpoints<'_>>,
+) -> io::Result<Report> {
     let file = File::open(path)?;
-    verify_reader(BufReader::with_capacity(1 << 20, file), session)
+    verify_reader_with(
+        BufReader::with_capacity(1 << 20, file),
+        session,
+        checkpoints,
+    )
 }
 
 /// Verifies a log read from `reader`.
-pub fn verify_reader(mut reader: impl BufRead, session: &str) -> io::Result<Report> {
+pub fn verify_reader(reader: impl BufRead, session: &str) -> io::Result<Report> {
+    verify_reader_with(reader, session, None)
+}
+
+/// Verifies a log read from `reader`, and against its checkpoints when given.
+pub fn verify_reader_with(
+    mut reader: impl BufRead,
+    session: &str,
+    checkpoints: Option<Checkpoints<'_>>,
+) -> io::Result<Report> {
     let mut report = Report {
         session: session.to_owned(),
         records: 0,
@@ -132,6 +191,42 @@ pub fn verify_reader(mut reader: impl BufRead, session: &str) -> io::Result<Repo
             message,
         });
     };
+    // The checkpointed chain values by seq, once each checkpoint is shown to be genuine.
+    let mut signed: BTreeMap<u64, String> = BTreeMap::new();
+    if let Some((key, list)) = checkpoints {
+        for (i, c) in list.iter().enumerate() {
+            let why = match c {
+                Err(why) => Some((0, format!("checkpoint {} does not parse: {why}", i + 1))),
+                Ok(c) if !c.verify(key) => Some((
+                    c.seq,
+                    format!(
+                        "checkpoint {} (seq {}) is not signed by this key",
+                        i + 1,
+                        c.seq
+                    ),
+                )),
+                Ok(c) if c.session != session => Some((
+                    c.seq,
+                    format!(
+                        "checkpoint {} is of session {:?}: replayed from another session",
+                        i + 1,
+                        c.session
+                    ),
+                )),
+                Ok(c) => {
+                    signed.insert(c.seq, c.head.clone());
+                    None
+                }
+            };
+            if let Some((line, message)) = why {
+                fail(&mut report, line, Tamper::CheckpointInvalid, message);
+                return Ok(report);
+            }
+        }
+    }
+    let last_signed = signed.keys().next_back().copied().unwrap_or(0);
+    // Turn ends after the last checkpoint.
+    let mut unsigned_turn_ends: Vec<u64> = Vec::new();
     loop {
         line.clear();
         if reader.read_until(b'\n', &mut line)? == 0 {
@@ -227,7 +322,59 @@ pub fn verify_reader(mut reader: impl BufRead, session: &str) -> io::Result<Repo
             return Ok(report);
         }
         before = chain::line_hash(bytes);
+        if let Some(head) = signed.get(&record.seq)
+            && *head != chain::hex(&before)
+        {
+            fail(
+                &mut report,
+                line_no,
+                Tamper::Rewritten,
+                format!(
+                    "this is not the line checkpointed at seq {}: the log was rewritten or replaced",
+                    record.seq
+                ),
+            );
+            return Ok(report);
+        }
+        if checkpoints.is_some()
+            && record.seq > last_signed
+            && matches!(record.event, Event::TurnEnd)
+        {
+            unsigned_turn_ends.push(record.seq);
+        }
         report.records += 1;
+    }
+    if checkpoints.is_some() {
+        let records = report.records;
+        if records < last_signed {
+            fail(
+                &mut report,
+                records + 1,
+                Tamper::Truncated,
+                format!(
+                    "the log ends at seq {records} but was checkpointed at seq {last_signed}: records were removed"
+                ),
+            );
+            return Ok(report);
+        }
+        // The host checkpoints each turn's end before its `end_turn` returns.
+        if signed.is_empty() {
+            if records > 0 {
+                report.warnings.push(NO_CHECKPOINTS.to_owned());
+            }
+        } else if let Some(&end) = unsigned_turn_ends.first() {
+            fail(
+                &mut report,
+                last_signed + 1,
+                Tamper::AddedAfterCheckpoint,
+                format!(
+                    "the turn that ends at seq {end} has no checkpoint: records were added after the last checkpoint (seq {last_signed}), or the host crashed between that turn's end and its checkpoint"
+                ),
+            );
+            return Ok(report);
+        } else if records > last_signed {
+            report.warnings.push(uncovered(records - last_signed));
+        }
     }
     if report.chained_from.is_none() && report.records > 0 {
         report.warnings.push(unchained_prefix(report.records));

@@ -71,6 +71,15 @@ pub enum ServeError {
     /// Listening or watching failed.
     #[error("{0}")]
     Io(String),
+    /// The deployment's `[audit] signing-key` cannot be used.
+    #[error("{file}: [audit] signing-key: {source}")]
+    SigningKey {
+        /// The deployment file.
+        file: String,
+        /// Why.
+        #[source]
+        source: crate::audit::checkpoint::KeyError,
+    },
 }
 
 struct SessionEntry {
@@ -115,6 +124,14 @@ impl Server {
     ) -> Result<Server, ServeError> {
         let deployment = Deployment::load(&options.config)?;
         let service = ApprovalService::open_dir(&options.state_dir, deployment.default_policy);
+        let checkpointer =
+            crate::audit::checkpoint::for_deployment(&deployment, &options.state_dir).map_err(
+                |source| ServeError::SigningKey {
+                    file: options.config.display().to_string(),
+                    source,
+                },
+            )?;
+        service.set_checkpointer(checkpointer);
         let cache = CompiledCache::new(options.state_dir.join("cache"));
         let host = PluginHost::with_cache(sink, cache).map_err(|source| ServeError::Plugin {
             file: options.config.display().to_string(),

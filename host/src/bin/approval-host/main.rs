@@ -186,6 +186,20 @@ enum Command {
         /// One JSON object per session instead of text.
         #[arg(long)]
         json: bool,
+        /// The public key of the deployment's `[audit] signing-key` (`KEY.pub`, written by
+        /// `keygen`): also check each log against its signed checkpoints, which finds a log cut
+        /// short, replaced whole, or extended after its last checkpoint.
+        #[arg(long, value_name = "FILE")]
+        public_key: Option<PathBuf>,
+    },
+    /// Create an Ed25519 signing key for checkpoints at FILE (mode 0600; keep it outside the
+    /// state directory) and its public key at FILE.pub. Refuses to overwrite a key.
+    ///
+    /// Example: `approval-host keygen ~/.config/approval-host/audit.key`, then
+    /// `[audit] signing-key = "~/.config/approval-host/audit.key"` in the deployment file.
+    Keygen {
+        /// Where to write the signing key.
+        file: PathBuf,
     },
 }
 
@@ -294,7 +308,27 @@ fn run(cli: Cli) -> Result<ExitCode> {
             sessions,
             all,
             json,
-        } => verify(&DirStore::new(&state_dir), sessions, all, json),
+            public_key,
+        } => {
+            let key = public_key
+                .map(|p| approval_host::audit::checkpoint::load_public_key(&p))
+                .transpose()
+                .map_err(|e| UsageError(format!("--public-key {e}")))?;
+            verify(&state_dir, sessions, all, json, key.as_ref())
+        }
+        Command::Keygen { file } => {
+            let public = approval_host::audit::checkpoint::keygen(&file)
+                .map_err(|e| UsageError(e.to_string()))?;
+            println!(
+                "signing key: {} (keep it secret, outside the state directory)",
+                file.display()
+            );
+            println!(
+                "public key:  {} (give it to whoever runs `verify`)",
+                public.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Check { plugin } => check(&plugin),
         Command::Componentize { module, output } => componentize(&module, &output),
         Command::New {
@@ -445,6 +479,15 @@ pub(crate) fn mount(
     deployment: &Deployment,
     state_dir: &Path,
 ) -> Result<Option<(PluginHost, Mounted)>> {
+    let checkpointer = approval_host::audit::checkpoint::for_deployment(deployment, state_dir)
+        .map_err(|e| {
+            let file = deployment
+                .path
+                .as_ref()
+                .map_or_else(String::new, |p| format!("{}: ", p.display()));
+            UsageError(format!("{file}[audit] signing-key: {e}"))
+        })?;
+    service.set_checkpointer(checkpointer);
     if deployment.plugins.is_empty() {
         return Ok(None);
     }
@@ -611,7 +654,15 @@ async fn ask(
     Ok(outcome)
 }
 
-fn verify(store: &DirStore, sessions: Vec<String>, all: bool, json: bool) -> Result<ExitCode> {
+fn verify(
+    state_dir: &Path,
+    sessions: Vec<String>,
+    all: bool,
+    json: bool,
+    key: Option<&ed25519_dalek::VerifyingKey>,
+) -> Result<ExitCode> {
+    use approval_host::audit::checkpoint::{checkpoints_path, read_checkpoints};
+    let store = DirStore::new(state_dir);
     let sessions = if all {
         let dir = store.sessions_dir();
         let mut found = Vec::new();
@@ -643,8 +694,20 @@ fn verify(store: &DirStore, sessions: Vec<String>, all: bool, json: bool) -> Res
         if !path.exists() {
             return Err(UsageError(format!("no session log at {}", path.display())).into());
         }
-        let report = approval_host::audit::verify::verify_file(&path, session)
-            .with_context(|| format!("reading {}", path.display()))?;
+        let checkpoints_file = checkpoints_path(state_dir, session);
+        let checkpoints = read_checkpoints(&checkpoints_file)
+            .with_context(|| format!("reading {}", checkpoints_file.display()))?;
+        let mut report = approval_host::audit::verify::verify_file_with(
+            &path,
+            session,
+            key.map(|k| (k, checkpoints.as_slice())),
+        )
+        .with_context(|| format!("reading {}", path.display()))?;
+        if key.is_none() && !checkpoints.is_empty() {
+            report
+                .warnings
+                .push(approval_host::audit::verify::CHECKPOINTS_UNCHECKED.to_owned());
+        }
         tampered |= !report.intact();
         if json {
             let mut value = serde_json::to_value(&report)?;

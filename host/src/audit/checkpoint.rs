@@ -1,0 +1,256 @@
+//! Signed checkpoints: what makes truncating a log, or replacing it whole, detectable.
+//!
+//! A hash chain alone proves a log is self-consistent, not that it is the log the host wrote:
+//! whoever can write the file can cut it short, or write a new consistent chain. So at every
+//! `turn/end`, and every [`EVERY_RECORDS`] records or [`EVERY`] while a turn is open, the host signs
+//! `{session, seq, head, time}` (the chain value of the line at `seq`) with an Ed25519 key kept
+//! outside the state directory, and appends the checkpoint, synced, to a checkpoint log of its own,
+//! `<state-dir>/checkpoints/<session>.jsonl`. Anyone holding the public key can then tell a log
+//! that still holds every checkpointed line from one that was shortened, rewritten or extended.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
+use serde::{Deserialize, Serialize};
+
+use crate::audit::chain::{self, Head};
+
+/// Records between checkpoints while a turn is open.
+pub const EVERY_RECORDS: u64 = 256;
+
+/// Time between checkpoints while a turn is open (checked as requests complete).
+pub const EVERY: Duration = Duration::from_secs(30);
+
+/// What a checkpoint signs, before its fields.
+const DOMAIN: &str = "approval-host checkpoint v1";
+
+/// A key file that could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// The file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The key file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// The file does not hold a key.
+    #[error("{path}: {why}")]
+    Invalid {
+        /// The key file.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
+}
+
+fn hex32(bytes: &[u8; 32]) -> String {
+    chain::hex(bytes)
+}
+
+fn parse_hex<const N: usize>(text: &str) -> Option<[u8; N]> {
+    let text = text.trim();
+    if text.len() != N * 2 {
+        return None;
+    }
+    let mut out = [0u8; N];
+    for (i, pair) in text.as_bytes().chunks(2).enumerate() {
+        let s = std::str::from_utf8(pair).ok()?;
+        out[i] = u8::from_str_radix(s, 16).ok()?;
+    }
+    Some(out)
+}
+
+fn read_key_text(path: &Path) -> Result<String, KeyError> {
+    std::fs::read_to_string(path).map_err(|source| KeyError::Io {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// The public key file written beside a signing key: `<key>.pub`.
+pub fn public_key_path(key: &Path) -> PathBuf {
+    let mut name = key.as_os_str().to_owned();
+    name.push(".pub");
+    PathBuf::from(name)
+}
+
+/// Creates a new signing key at `path` (mode 0600, refusing to overwrite one) and its public key
+/// at `<path>.pub`; returns the public key file.
+pub fn keygen(path: &Path) -> Result<PathBuf, KeyError> {
+    let io_err = |source| KeyError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let mut seed = [0u8; 32];
+    getrandom::fill(&mut seed).map_err(|e| io_err(io::Error::other(e.to_string())))?;
+    let key = SigningKey::from_bytes(&seed);
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(path).map_err(io_err)?;
+    writeln!(file, "{}", hex32(&seed))
+        .and_then(|()| file.sync_all())
+        .map_err(io_err)?;
+    let public = public_key_path(path);
+    std::fs::write(
+        &public,
+        format!("{}\n", hex32(key.verifying_key().as_bytes())),
+    )
+    .map_err(|source| KeyError::Io {
+        path: public.clone(),
+        source,
+    })?;
+    Ok(public)
+}
+
+/// Reads a signing key written by [`keygen`].
+pub fn load_signing_key(path: &Path) -> Result<SigningKey, KeyError> {
+    let seed = parse_hex::<32>(&read_key_text(path)?).ok_or_else(|| KeyError::Invalid {
+        path: path.to_owned(),
+        why: "not an Ed25519 signing key (64 hex digits, as `approval-host keygen` writes)".into(),
+    })?;
+    Ok(SigningKey::from_bytes(&seed))
+}
+
+/// Reads a public key written by [`keygen`].
+pub fn load_public_key(path: &Path) -> Result<VerifyingKey, KeyError> {
+    let invalid = |why: &str| KeyError::Invalid {
+        path: path.to_owned(),
+        why: why.to_owned(),
+    };
+    let bytes = parse_hex::<32>(&read_key_text(path)?)
+        .ok_or_else(|| invalid("not an Ed25519 public key (64 hex digits)"))?;
+    VerifyingKey::from_bytes(&bytes).map_err(|_| invalid("not a valid Ed25519 public key"))
+}
+
+/// One signed checkpoint, a line of the checkpoint log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Checkpoint {
+    /// The session.
+    pub session: String,
+    /// The seq of the line checkpointed.
+    pub seq: u64,
+    /// The chain value of that line (hex).
+    pub head: String,
+    /// When it was signed, RFC 3339.
+    pub time: String,
+    /// The Ed25519 signature (hex) over the fields above.
+    pub sig: String,
+}
+
+impl Checkpoint {
+    fn message(session: &str, seq: u64, head: &str, time: &str) -> Vec<u8> {
+        format!("{DOMAIN}\n{session}\n{seq}\n{head}\n{time}").into_bytes()
+    }
+
+    /// Signs the line at `seq` of `session`, whose chain value is `head`.
+    pub fn sign(key: &SigningKey, session: &str, seq: u64, head: &Head) -> Checkpoint {
+        let head = chain::hex(head);
+        let time = humantime::format_rfc3339_micros(SystemTime::now()).to_string();
+        let sig = key.sign(&Self::message(session, seq, &head, &time));
+        Checkpoint {
+            session: session.to_owned(),
+            seq,
+            head,
+            time,
+            sig: sig.to_bytes().iter().map(|b| format!("{b:02x}")).collect(),
+        }
+    }
+
+    /// Whether `key` signed exactly these fields.
+    pub fn verify(&self, key: &VerifyingKey) -> bool {
+        let Some(sig) = parse_hex::<64>(&self.sig) else {
+            return false;
+        };
+        let message = Self::message(&self.session, self.seq, &self.head, &self.time);
+        key.verify(&message, &Signature::from_bytes(&sig)).is_ok()
+    }
+}
+
+/// `<state-dir>/checkpoints/<session>.jsonl`.
+pub fn checkpoints_path(state_dir: &Path, session: &str) -> PathBuf {
+    state_dir
+        .join("checkpoints")
+        .join(format!("{session}.jsonl"))
+}
+
+/// Reads a checkpoint log: each line parsed, or why it does not parse. A missing file is empty.
+pub fn read_checkpoints(path: &Path) -> io::Result<Vec<Result<Checkpoint, String>>> {
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut out = Vec::new();
+    for line in BufReader::new(file).lines() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        out.push(serde_json::from_str::<Checkpoint>(&line).map_err(|e| e.to_string()));
+    }
+    Ok(out)
+}
+
+/// Signs and appends checkpoints for a service.
+pub struct Checkpointer {
+    key: SigningKey,
+    state_dir: PathBuf,
+    serial: Mutex<()>,
+}
+
+impl std::fmt::Debug for Checkpointer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Checkpointer")
+            .field("state_dir", &self.state_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Checkpointer {
+    /// Checkpoints signed with `key`, kept under `state_dir/checkpoints`.
+    pub fn new(key: SigningKey, state_dir: impl Into<PathBuf>) -> Self {
+        Checkpointer {
+            key,
+            state_dir: state_dir.into(),
+            serial: Mutex::new(()),
+        }
+    }
+
+    /// Signs the line at `seq` of `session` (chain value `head`) and appends the checkpoint to
+    /// the session's checkpoint log, returning once it is durable.
+    pub fn write(&self, session: &str, seq: u64, head: &Head) -> io::Result<()> {
+        let checkpoint = Checkpoint::sign(&self.key, session, seq, head);
+        let path = checkpoints_path(&self.state_dir, session);
+        let _serial = self.serial.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut file = OpenOptions::new().create(true).append(true).open(&path)?;
+        let mut line = serde_json::to_vec(&checkpoint).map_err(io::Error::other)?;
+        line.push(b'\n');
+        file.write_all(&line)?;
+        file.sync_data()
+    }
+}
+
+/// The checkpointer a deployment asks for (`[audit] signing-key`), if any.
+pub fn for_deployment(
+    deployment: &crate::config::Deployment,
+    state_dir: &Path,
+) -> Result<Option<std::sync::Arc<Checkpointer>>, KeyError> {
+    let Some(path) = &deployment.signing_key else {
+        return Ok(None);
+    };
+    let key = load_signing_key(path)?;
+    Ok(Some(std::sync::Arc::new(Checkpointer::new(key, state_dir))))
+}
