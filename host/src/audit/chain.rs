@@ -40,6 +40,16 @@ pub fn hex(head: &Head) -> String {
     out
 }
 
+/// Whether `text` is the lowercase hex spelling of `head` (without building the string).
+pub fn hex_is(text: &str, head: &Head) -> bool {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let text = text.as_bytes();
+    text.len() == 64
+        && head.iter().enumerate().all(|(i, b)| {
+            text[2 * i] == DIGITS[(b >> 4) as usize] && text[2 * i + 1] == DIGITS[(b & 15) as usize]
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -300,6 +300,35 @@ impl Event {
         })
     }
 
+    /// [`Event::from_parts`] from the data's JSON text, parsed once into its type.
+    pub fn from_raw_parts(kind: &str, data: &str) -> Result<Event, EventError> {
+        fn parse<T: DeserializeOwned>(kind: &'static str, data: &str) -> Result<T, EventError> {
+            serde_json::from_str(data).map_err(|e| EventError::BadData {
+                kind,
+                reason: e.to_string(),
+            })
+        }
+        Ok(match kind {
+            types::TURN_START => {
+                parse::<Empty>(types::TURN_START, data)?;
+                Event::TurnStart
+            }
+            types::TURN_END => {
+                parse::<Empty>(types::TURN_END, data)?;
+                Event::TurnEnd
+            }
+            types::TOOL_CALL => Event::ToolCall(parse(types::TOOL_CALL, data)?),
+            types::TOOL_RESULT => Event::ToolResult(parse(types::TOOL_RESULT, data)?),
+            types::APPROVAL_ASKED => Event::Asked(parse(types::APPROVAL_ASKED, data)?),
+            types::APPROVAL_DECIDED => Event::Decided(parse(types::APPROVAL_DECIDED, data)?),
+            types::APPROVAL_POLICY => Event::Policy(parse(types::APPROVAL_POLICY, data)?),
+            types::HOOK_INVOKED => Event::HookInvoked(parse(types::HOOK_INVOKED, data)?),
+            types::HOOK_RESULT => Event::HookResult(parse(types::HOOK_RESULT, data)?),
+            types::SANDBOX_MODE => Event::Sandbox(parse(types::SANDBOX_MODE, data)?),
+            other => return Err(EventError::UnknownType(other.to_owned())),
+        })
+    }
+
     /// The event's `data` object.
     pub fn data(&self) -> Value {
         let value = match self {
@@ -331,15 +360,17 @@ pub struct Record {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct WireRecord {
+struct WireRecord<'a> {
     /// The log format: absent in format 1 (unchained), `2` in chained lines.
     #[serde(default)]
     v: Option<u64>,
     seq: u64,
     ts: String,
-    #[serde(rename = "type")]
-    kind: String,
-    data: Value,
+    #[serde(rename = "type", borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    /// Parsed once, straight into the event's type.
+    #[serde(borrow)]
+    data: &'a serde_json::value::RawValue,
     /// Format 2: the SHA-256 (hex) of the line before, or of the session's genesis.
     #[serde(default)]
     prev: Option<String>,
@@ -446,7 +477,8 @@ impl Record {
             _ => return Err("\"v\" and \"prev\" go together".to_owned()),
         }
         humantime::parse_rfc3339(&wire.ts).map_err(|e| format!("ts {:?}: {e}", wire.ts))?;
-        let event = Event::from_parts(&wire.kind, wire.data).map_err(|e| e.to_string())?;
+        let event =
+            Event::from_raw_parts(&wire.kind, wire.data.get()).map_err(|e| e.to_string())?;
         Ok((
             Record {
                 seq: wire.seq,

@@ -274,7 +274,7 @@ pub fn verify_reader_with(
         }
         match (prev, report.chained_from) {
             (Some(prev), _) => {
-                if prev != chain::hex(&before) {
+                if !chain::hex_is(&prev, &before) {
                     let (kind, message) = if line_no == 1 {
                         (
                             Tamper::WrongGenesis,
@@ -323,7 +323,7 @@ pub fn verify_reader_with(
         }
         before = chain::line_hash(bytes);
         if let Some(head) = signed.get(&record.seq)
-            && *head != chain::hex(&before)
+            && !chain::hex_is(head, &before)
         {
             fail(
                 &mut report,
