@@ -31,11 +31,16 @@ pub fn line_hash(line: &[u8]) -> Head {
 
 /// Lowercase hex of a chain value, as `prev` spells it.
 pub fn hex(head: &Head) -> String {
+    hex_bytes(head).iter().map(|&b| b as char).collect()
+}
+
+/// [`hex`] into a buffer on the stack (the writer spells one per line).
+pub fn hex_bytes(head: &Head) -> [u8; 64] {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(64);
-    for b in head {
-        out.push(DIGITS[(b >> 4) as usize] as char);
-        out.push(DIGITS[(b & 15) as usize] as char);
+    let mut out = [0u8; 64];
+    for (i, b) in head.iter().enumerate() {
+        out[2 * i] = DIGITS[(b >> 4) as usize];
+        out[2 * i + 1] = DIGITS[(b & 15) as usize];
     }
     out
 }

@@ -434,8 +434,10 @@ impl Record {
     /// Appends the record's chained (format 2) line, committing to `prev` (the previous line's
     /// chain value, or the session's genesis), newline included, to `out`.
     pub fn write_chained_line(&self, prev: &crate::audit::chain::Head, out: &mut Vec<u8>) {
-        let prev = crate::audit::chain::hex(prev);
-        self.write_wire(Some(&prev), out);
+        let hex = crate::audit::chain::hex_bytes(prev);
+        // Hex digits are ASCII.
+        let prev = std::str::from_utf8(&hex).unwrap_or_default();
+        self.write_wire(Some(prev), out);
     }
 
     fn write_wire(&self, prev: Option<&str>, out: &mut Vec<u8>) {

@@ -348,12 +348,14 @@ impl Core {
 
     /// `Inline`: commits the pending bytes on this task.
     fn commit_inline(&self, state: &mut State) -> Result<(), LogError> {
-        let bytes = mem::take(&mut state.pending);
         let records = mem::take(&mut state.pending_records);
         let Some(journal) = state.journal.as_mut() else {
             return Err(self.poisoned_error(state));
         };
-        match journal.append(&bytes) {
+        // Written from the buffer in place, which keeps its capacity for the next line.
+        let appended = journal.append(&state.pending);
+        state.pending.clear();
+        match appended {
             Ok(()) => {
                 state.written = state.records;
                 state.durable = state.records;
@@ -367,12 +369,13 @@ impl Core {
 
     /// `Split` with no round running: writes the pending bytes on this task.
     fn write_idle(&self, state: &mut State) -> Result<(), LogError> {
-        let bytes = mem::take(&mut state.pending);
         let records = mem::take(&mut state.pending_records);
         let Some(journal) = state.journal.as_mut() else {
             return Err(self.poisoned_error(state));
         };
-        match journal.write(&bytes) {
+        let written = journal.write(&state.pending);
+        state.pending.clear();
+        match written {
             Ok(()) => {
                 state.written = state.records;
                 state.unsynced_records.extend(records);
