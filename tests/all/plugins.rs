@@ -611,11 +611,9 @@ async fn a_plugin_over_the_inline_budget_still_decides_and_then_decides_off_the_
         .host
         .service
         .register("fast", Scope::Global, Position::Back, fast.listener());
+    // (Whether it stays in place depends on the wall clock: a loaded machine can stall a fast
+    // answer past the budget, which only moves the plugin off the workers.)
     assert_eq!(rig.ask("ok").await, Outcome::AllowedOnce);
-    assert!(
-        !fast.is_slow(),
-        "an answer well inside the budget keeps it in place"
-    );
     drop(_fast);
 
     let _slow = rig
