@@ -31,28 +31,41 @@ pub fn line_hash(line: &[u8]) -> Head {
 
 /// Lowercase hex of a chain value, as `prev` spells it.
 pub fn hex(head: &Head) -> String {
-    hex_bytes(head).iter().map(|&b| b as char).collect()
+    hex_of(head)
+}
+
+/// Lowercase hex of any bytes (keys and signatures are spelled the same way).
+pub fn hex_of(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .flat_map(|&b| hex_pair(b))
+        .map(char::from)
+        .collect()
+}
+
+/// The two lowercase hex digits of a byte.
+fn hex_pair(b: u8) -> [u8; 2] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    [DIGITS[(b >> 4) as usize], DIGITS[(b & 15) as usize]]
 }
 
 /// [`hex`] into a buffer on the stack (the writer spells one per line).
 pub fn hex_bytes(head: &Head) -> [u8; 64] {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = [0u8; 64];
-    for (i, b) in head.iter().enumerate() {
-        out[2 * i] = DIGITS[(b >> 4) as usize];
-        out[2 * i + 1] = DIGITS[(b & 15) as usize];
+    for (pair, &b) in out.chunks_exact_mut(2).zip(head) {
+        pair.copy_from_slice(&hex_pair(b));
     }
     out
 }
 
 /// Whether `text` is the lowercase hex spelling of `head` (without building the string).
 pub fn hex_is(text: &str, head: &Head) -> bool {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let text = text.as_bytes();
     text.len() == 64
-        && head.iter().enumerate().all(|(i, b)| {
-            text[2 * i] == DIGITS[(b >> 4) as usize] && text[2 * i + 1] == DIGITS[(b & 15) as usize]
-        })
+        && text
+            .as_bytes()
+            .chunks_exact(2)
+            .zip(head)
+            .all(|(pair, &b)| pair == hex_pair(b))
 }
 
 #[cfg(test)]

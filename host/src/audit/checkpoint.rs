@@ -51,10 +51,6 @@ pub enum KeyError {
     },
 }
 
-fn hex32(bytes: &[u8; 32]) -> String {
-    chain::hex(bytes)
-}
-
 fn parse_hex<const N: usize>(text: &str) -> Option<[u8; N]> {
     let text = text.trim();
     if text.len() != N * 2 {
@@ -97,13 +93,13 @@ pub fn keygen(path: &Path) -> Result<PathBuf, KeyError> {
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     let mut file = options.open(path).map_err(io_err)?;
-    writeln!(file, "{}", hex32(&seed))
+    writeln!(file, "{}", chain::hex_of(&seed))
         .and_then(|()| file.sync_all())
         .map_err(io_err)?;
     let public = public_key_path(path);
     std::fs::write(
         &public,
-        format!("{}\n", hex32(key.verifying_key().as_bytes())),
+        format!("{}\n", chain::hex_of(key.verifying_key().as_bytes())),
     )
     .map_err(|source| KeyError::Io {
         path: public.clone(),
@@ -163,7 +159,7 @@ impl Checkpoint {
             seq,
             head,
             time,
-            sig: sig.to_bytes().iter().map(|b| format!("{b:02x}")).collect(),
+            sig: chain::hex_of(&sig.to_bytes()),
         }
     }
 

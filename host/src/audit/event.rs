@@ -6,7 +6,6 @@
 
 use std::time::SystemTime;
 
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -252,13 +251,6 @@ pub enum EventError {
     },
 }
 
-fn parse_data<T: DeserializeOwned>(kind: &'static str, data: Value) -> Result<T, EventError> {
-    serde_json::from_value(data).map_err(|e| EventError::BadData {
-        kind,
-        reason: e.to_string(),
-    })
-}
-
 impl Event {
     /// The event's type name.
     pub fn kind(&self) -> &'static str {
@@ -279,42 +271,43 @@ impl Event {
     /// Builds an event from its wire parts, refusing unknown types and data that does not fit
     /// (an unknown outcome or policy, a missing or unknown field).
     pub fn from_parts(kind: &str, data: Value) -> Result<Event, EventError> {
-        Ok(match kind {
-            types::TURN_START => {
-                parse_data::<Empty>(types::TURN_START, data)?;
-                Event::TurnStart
-            }
-            types::TURN_END => {
-                parse_data::<Empty>(types::TURN_END, data)?;
-                Event::TurnEnd
-            }
-            types::TOOL_CALL => Event::ToolCall(parse_data(types::TOOL_CALL, data)?),
-            types::TOOL_RESULT => Event::ToolResult(parse_data(types::TOOL_RESULT, data)?),
-            types::APPROVAL_ASKED => Event::Asked(parse_data(types::APPROVAL_ASKED, data)?),
-            types::APPROVAL_DECIDED => Event::Decided(parse_data(types::APPROVAL_DECIDED, data)?),
-            types::APPROVAL_POLICY => Event::Policy(parse_data(types::APPROVAL_POLICY, data)?),
-            types::HOOK_INVOKED => Event::HookInvoked(parse_data(types::HOOK_INVOKED, data)?),
-            types::HOOK_RESULT => Event::HookResult(parse_data(types::HOOK_RESULT, data)?),
-            types::SANDBOX_MODE => Event::Sandbox(parse_data(types::SANDBOX_MODE, data)?),
-            other => return Err(EventError::UnknownType(other.to_owned())),
-        })
+        Self::from_data(kind, data)
     }
 
     /// [`Event::from_parts`] from the data's JSON text, parsed once into its type.
     pub fn from_raw_parts(kind: &str, data: &str) -> Result<Event, EventError> {
-        fn parse<T: DeserializeOwned>(kind: &'static str, data: &str) -> Result<T, EventError> {
-            serde_json::from_str(data).map_err(|e| EventError::BadData {
+        let mut de = serde_json::Deserializer::from_str(data);
+        let event = Self::from_data(kind, &mut de)?;
+        de.end().map_err(|e| EventError::BadData {
+            kind: event.kind(),
+            reason: e.to_string(),
+        })?;
+        Ok(event)
+    }
+
+    /// The one mapping from an event type to its data, over any JSON source.
+    fn from_data<'de, D>(kind: &str, data: D) -> Result<Event, EventError>
+    where
+        D: serde::Deserializer<'de>,
+        D::Error: std::fmt::Display,
+    {
+        fn parse<'de, T: Deserialize<'de>, D>(kind: &'static str, data: D) -> Result<T, EventError>
+        where
+            D: serde::Deserializer<'de>,
+            D::Error: std::fmt::Display,
+        {
+            T::deserialize(data).map_err(|e| EventError::BadData {
                 kind,
                 reason: e.to_string(),
             })
         }
         Ok(match kind {
             types::TURN_START => {
-                parse::<Empty>(types::TURN_START, data)?;
+                parse::<Empty, _>(types::TURN_START, data)?;
                 Event::TurnStart
             }
             types::TURN_END => {
-                parse::<Empty>(types::TURN_END, data)?;
+                parse::<Empty, _>(types::TURN_END, data)?;
                 Event::TurnEnd
             }
             types::TOOL_CALL => Event::ToolCall(parse(types::TOOL_CALL, data)?),

@@ -329,10 +329,6 @@ fn arm(
 }
 
 /// Classifies an error from a store, reading why the host stopped it and whether it hit its cap.
-fn failure(store: &Store<PluginState>, err: &wasmtime::Error) -> Run {
-    failure_or_budget(store, err)
-}
-
 fn failure_or_budget(store: &Store<PluginState>, err: &wasmtime::Error) -> Run {
     let state = store.data();
     if state.stopped == Some(Stop::OverBudget) {
@@ -427,7 +423,7 @@ impl Plugin {
         arm(&mut store, question, deadline, budget);
         match self.template.instantiate(&mut store) {
             Ok(instance) => Ok(Live { store, instance }),
-            Err(e) => Err(failure(&store, &e)),
+            Err(e) => Err(failure_or_budget(&store, &e)),
         }
     }
 
