@@ -63,6 +63,26 @@ fn set(line: &str, pointer: &str, value: Value) -> String {
     v.to_string()
 }
 
+/// A forged turn opening and a call granted in it, as a forger would append them.
+fn forged_grant() -> Vec<Event> {
+    vec![
+        Event::TurnStart,
+        Event::Asked(approval_host::event::Asked {
+            id: "forged".into(),
+            tool_name: "bash".into(),
+            call_id: None,
+            reason: None,
+        }),
+        Event::Decided(approval_host::event::Decided {
+            id: "forged".into(),
+            outcome: approval_host::Outcome::AllowedOnce,
+            answerer: Some("allow".into()),
+            digest: None,
+            failure: None,
+        }),
+    ]
+}
+
 fn problem(path: &Path, session: &str) -> (u64, Tamper) {
     let report = verify_file(path, session).unwrap();
     let p = report
@@ -171,30 +191,15 @@ async fn a_forged_grant_appended_without_the_writer_is_found() {
     let path = written(dir.path(), "s1").await;
     let original = lines(&path);
     // Unchained lines, as a hand edit would add them.
-    let forged: Vec<String> = [
-        Event::TurnStart,
-        Event::Asked(approval_host::event::Asked {
-            id: "forged".into(),
-            tool_name: "bash".into(),
-            call_id: None,
-            reason: None,
-        }),
-        Event::Decided(approval_host::event::Decided {
-            id: "forged".into(),
-            outcome: approval_host::Outcome::AllowedOnce,
-            answerer: Some("allow".into()),
-            digest: None,
-            failure: None,
-        }),
-    ]
-    .into_iter()
-    .enumerate()
-    .map(|(i, e)| {
-        let mut line = Vec::new();
-        Record::now(13 + i as u64, e).write_line(&mut line);
-        String::from_utf8(line).unwrap().trim_end().to_owned()
-    })
-    .collect();
+    let forged: Vec<String> = forged_grant()
+        .into_iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let mut line = Vec::new();
+            Record::now(13 + i as u64, e).write_line(&mut line);
+            String::from_utf8(line).unwrap().trim_end().to_owned()
+        })
+        .collect();
     let mut l = original.clone();
     l.extend(forged.iter().cloned());
     write_lines(&path, &l);
@@ -471,23 +476,8 @@ async fn a_chained_forgery_appended_after_the_last_checkpoint_is_found() {
     // A forger who knows the chain appends a well-chained turn granting a call.
     let mut l = lines(&path);
     let mut prev = approval_host::audit::chain::line_hash(l.last().unwrap().as_bytes());
-    let events = [
-        Event::TurnStart,
-        Event::Asked(approval_host::event::Asked {
-            id: "forged".into(),
-            tool_name: "bash".into(),
-            call_id: None,
-            reason: None,
-        }),
-        Event::Decided(approval_host::event::Decided {
-            id: "forged".into(),
-            outcome: approval_host::Outcome::AllowedOnce,
-            answerer: Some("allow".into()),
-            digest: None,
-            failure: None,
-        }),
-        Event::TurnEnd,
-    ];
+    let mut events = forged_grant();
+    events.push(Event::TurnEnd);
     for (i, e) in events.into_iter().enumerate() {
         let mut line = Vec::new();
         Record::now(13 + i as u64, e).write_chained_line(&prev, &mut line);
