@@ -56,6 +56,8 @@ fn write_session(path: &Path, session: &str, bytes: u64) -> u64 {
                     "28ca0156a12e11c1376171c7b6a2725200016466949458315ff441bda695041d".into(),
                 ),
                 failure: None,
+                reason: None,
+                proposal: None,
             }),
             Event::ToolResult(ToolResult {
                 call_id: call,

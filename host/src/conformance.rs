@@ -3,9 +3,11 @@
 //! A case file is JSON: `{"about": "...", "cases": [case...]}`. A case names the gate it is for
 //! (optional in an author's own file), the plugin's `config`, the question (`tool`, optional
 //! `call_id`) and the call's `arguments` (recorded as its `tool/call` first, so the plugin can
-//! read them), and what it must answer: `allow-once`, `reject`, `cancel`, `next`, or
-//! `failed (<kind>)` for a plugin that must fail (`trap`, `timeout`, `memory`...). Each case runs
-//! in its own session through the real seam, so the answer is read back from the audit log.
+//! read them), and what it must answer: `allow-once`, `reject`, `cancel`, `next`,
+//! `failed (<kind>)` for a plugin that must fail (`trap`, `timeout`, `memory`...), or `refused` for
+//! a config the plugin must refuse at load (plugin API 0.2's `validate-config`). A case may also
+//! pin the exact `reason`: the one the plugin's decision carries, or its refusal message. Each case
+//! runs in its own session through the real seam, so the answer is read back from the audit log.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -54,6 +56,10 @@ pub struct Case {
     pub arguments: Option<Value>,
     /// The expected answer.
     pub expect: String,
+    /// The exact reason the answer must carry (the decided event's `reason`, or a refusal's
+    /// message); when absent, any reason passes.
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 /// A case file that could not be read.
@@ -77,7 +83,7 @@ pub enum SuiteError {
     },
     /// A case expects something no plugin can answer.
     #[error(
-        "{path}: case {case:?}: expect {expect:?} is not one of allow-once, reject, cancel, next or failed (<kind>)"
+        "{path}: case {case:?}: expect {expect:?} is not one of allow-once, reject, cancel, next, refused or failed (<kind>)"
     )]
     Expect {
         /// The file.
@@ -107,7 +113,7 @@ impl Suite {
         })?;
         for case in &suite.cases {
             let e = case.expect.as_str();
-            let known = matches!(e, "allow-once" | "reject" | "cancel" | "next")
+            let known = matches!(e, "allow-once" | "reject" | "cancel" | "next" | REFUSED)
                 || (e.starts_with("failed (") && e.ends_with(')'));
             if !known {
                 return Err(SuiteError::Expect {
@@ -129,6 +135,9 @@ impl Suite {
     }
 }
 
+/// The `expect` of a case whose config the plugin must refuse at load.
+pub const REFUSED: &str = "refused";
+
 /// What a listener answered, read back from the `approval/decided` it produced.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
@@ -136,6 +145,8 @@ pub enum Answer {
     Decided(Decision),
     /// The listener failed, with the recorded failure kind.
     Failed(String),
+    /// The plugin refused the case's config at load, with its message.
+    Refused(String),
 }
 
 impl fmt::Display for Answer {
@@ -143,6 +154,7 @@ impl fmt::Display for Answer {
         match self {
             Answer::Decided(d) => f.write_str(d.as_str()),
             Answer::Failed(kind) => write!(f, "failed ({kind})"),
+            Answer::Refused(_) => f.write_str(REFUSED),
         }
     }
 }
@@ -154,6 +166,18 @@ pub async fn ask(
     case: &Case,
     listener: impl Listener,
 ) -> Result<Answer, crate::ApprovalError> {
+    ask_explained(service, session, case, listener)
+        .await
+        .map(|(answer, _)| answer)
+}
+
+/// [`ask`], with the reason the decided event recorded.
+pub async fn ask_explained(
+    service: &ApprovalService,
+    session: &str,
+    case: &Case,
+    listener: impl Listener,
+) -> Result<(Answer, Option<String>), crate::ApprovalError> {
     let agent = service.agent(session, "conformance").await?;
     service.start_turn(session).await?;
     let _registration = service.register(
@@ -180,13 +204,14 @@ pub async fn ask(
         .ok_or_else(|| {
             crate::ApprovalError::Internal("a request returned without a decision".to_owned())
         })?;
-    Ok(match (decided.failure, decided.outcome) {
+    let answer = match (decided.failure, decided.outcome) {
         (Some(failure), _) => Answer::Failed(failure.kind.as_str().to_owned()),
         (None, Outcome::AllowedOnce) => Answer::Decided(Decision::AllowOnce),
         (None, Outcome::Rejected) => Answer::Decided(Decision::Reject),
         (None, Outcome::Cancelled) => Answer::Decided(Decision::Cancel),
         (None, Outcome::Unavailable) => Answer::Decided(Decision::Next),
-    })
+    };
+    Ok((answer, decided.reason))
 }
 
 /// One case's result.
@@ -198,12 +223,20 @@ pub struct CaseResult {
     pub answer: Answer,
     /// What the case expects.
     pub expect: String,
+    /// The reason the answer carried (a refusal's message for [`Answer::Refused`]).
+    pub reason: Option<String>,
+    /// The reason the case pins, if it does.
+    pub expect_reason: Option<String>,
 }
 
 impl CaseResult {
-    /// Whether the answer is the expected one.
+    /// Whether the answer is the expected one, with the pinned reason when the case pins one.
     pub fn passed(&self) -> bool {
         self.answer.to_string() == self.expect
+            && self
+                .expect_reason
+                .as_ref()
+                .is_none_or(|want| self.reason.as_ref() == Some(want))
     }
 }
 
@@ -216,7 +249,9 @@ pub async fn run<'c>(
     cases: impl IntoIterator<Item = &'c Case>,
     service: &ApprovalService,
 ) -> Result<Vec<CaseResult>, ConformanceError> {
-    let mut loaded: BTreeMap<BTreeMap<String, String>, Arc<Plugin>> = BTreeMap::new();
+    // A config the plugin refused is a case's answer, not the run's error.
+    let mut loaded: BTreeMap<BTreeMap<String, String>, Result<Arc<Plugin>, String>> =
+        BTreeMap::new();
     let mut results = Vec::new();
     for (i, case) in cases.into_iter().enumerate() {
         let plugin = match loaded.get(&case.config) {
@@ -224,16 +259,27 @@ pub async fn run<'c>(
             None => {
                 let mut spec = base.clone();
                 spec.config = case.config.clone();
-                let plugin = host.load_bytes(&spec, bytes)?;
+                let plugin = match host.load_bytes(&spec, bytes) {
+                    Ok(plugin) => Ok(plugin),
+                    Err(PluginError::Config { message, .. }) => Err(message),
+                    Err(other) => return Err(other.into()),
+                };
                 loaded.insert(case.config.clone(), plugin.clone());
                 plugin
             }
         };
-        let answer = ask(service, &format!("case-{i}"), case, plugin.listener()).await?;
+        let (answer, reason) = match plugin {
+            Ok(plugin) => {
+                ask_explained(service, &format!("case-{i}"), case, plugin.listener()).await?
+            }
+            Err(message) => (Answer::Refused(message.clone()), Some(message)),
+        };
         results.push(CaseResult {
             name: case.name.clone(),
             answer,
             expect: case.expect.clone(),
+            reason,
+            expect_reason: case.reason.clone(),
         });
     }
     Ok(results)

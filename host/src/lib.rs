@@ -12,7 +12,9 @@
 //! - [`plugin`]: answerers and gates as sandboxed WebAssembly components; a plugin that imports
 //!   only the host interface decides in place on the asking task.
 //! - [`outcome`]: the closed vocabularies, `allowed-once | rejected | cancelled | unavailable`
-//!   and `allow-once | reject | cancel | next`.
+//!   and `allow-once | reject | cancel | next`; [`answer`]: what a listener says beyond its
+//!   decision (a bounded reason, a proposed standing rule), which the decided event records and
+//!   the asker turns into the text the model reads ([`tools::texts`]).
 //! - [`audit`]: everything that makes the record: [`log`], [`store`], [`fold`], [`event`], the
 //!   durable session log, validated before commit,
 //!   group-committed with `fdatasync` on a few shared commit threads (`commit`; no thread per
@@ -40,6 +42,7 @@
 
 pub mod acp;
 pub mod agent;
+pub mod answer;
 pub mod audit;
 pub mod bundled;
 pub mod config;
@@ -59,12 +62,13 @@ pub(crate) use audit::commit;
 pub use audit::{check, event, fold, log, store, subscribe};
 
 pub use agent::Agent;
+pub use answer::{Answer, Proposal};
 pub use config::{ConfigError, Deployment, Isolation, PluginSpec, Role};
 pub use error::{ApprovalError, LogError};
 pub use outcome::{Decision, Failure, FailureKind, Outcome};
 pub use plugin::{Mounted, Plugin, PluginError, PluginHost};
 pub use policy::Policy;
-pub use service::{ApprovalRequest, ApprovalService};
+pub use service::{ApprovalRequest, ApprovalService, Verdict};
 pub use store::{CommitMode, DirStore, Journal, OpenedLog, Store};
 pub use subscribe::{Subscriber, Subscription};
 pub use waterfall::{Listener, Position, Question, Registration, Scope};

@@ -39,7 +39,22 @@ pub struct ApprovalRequest {
     tool_name: String,
     call_id: Option<String>,
     reason: Option<String>,
+    cwd: Option<String>,
     cancel: Option<CancellationToken>,
+}
+
+/// How a request settled, with what the deciding listener said: what an asker needs to write the
+/// text a model reads ([`crate::tools::texts::refusal`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// The outcome.
+    pub outcome: Outcome,
+    /// The listener that decided, when one did.
+    pub answerer: Option<String>,
+    /// Its reason, when it gave one (bounded, one printable line).
+    pub reason: Option<String>,
+    /// Whether a listener outside the process (a person) decided, not an in-process gate.
+    pub answered_outside: bool,
 }
 
 impl ApprovalRequest {
@@ -50,8 +65,15 @@ impl ApprovalRequest {
             tool_name: tool_name.into(),
             call_id: None,
             reason: None,
+            cwd: None,
             cancel: None,
         }
+    }
+
+    /// The asker's working directory (plugins of API 0.2 see it).
+    pub fn cwd(mut self, cwd: impl Into<String>) -> Self {
+        self.cwd = Some(cwd.into());
+        self
     }
 
     /// The exact call id the question is about.
@@ -461,11 +483,20 @@ impl ApprovalService {
     /// [`ApprovalError::Log`] when an audit append fails: before the decision nothing is decided,
     /// after it the decision is withheld, so no outcome is ever returned unaudited.
     pub async fn request(&self, request: ApprovalRequest) -> Result<Outcome, ApprovalError> {
+        self.ask(request).await.map(|v| v.outcome)
+    }
+
+    /// [`ApprovalService::request`], returning what the deciding listener said with the outcome.
+    ///
+    /// # Errors
+    /// As [`ApprovalService::request`].
+    pub async fn ask(&self, request: ApprovalRequest) -> Result<Verdict, ApprovalError> {
         let ApprovalRequest {
             agent,
             tool_name,
             call_id,
             reason,
+            cwd,
             cancel,
         } = request;
         let session = agent.session().clone();
@@ -514,6 +545,7 @@ impl ApprovalService {
                 tool_name,
                 call_id,
                 reason,
+                cwd,
                 ask_cancel.clone(),
                 cancel.clone(),
             );
@@ -525,12 +557,17 @@ impl ApprovalService {
             )
             .await
         };
-        let outcome = settled.outcome;
-        let ticket = unsettled.settle(outcome, decided_record(settled))?;
+        let verdict = Verdict {
+            outcome: settled.outcome,
+            answerer: settled.answerer.clone(),
+            reason: settled.reason.clone(),
+            answered_outside: settled.answered_outside,
+        };
+        let ticket = unsettled.settle(decided_record(settled))?;
         // The outcome is withheld until its decision is durable.
         ticket.wait().await?;
         self.checkpoint(&session, false, false).await;
-        Ok(outcome)
+        Ok(verdict)
     }
 }
 
@@ -582,17 +619,26 @@ async fn decide(
     .await
 }
 
-fn decided_record(settled: Settled) -> (Option<String>, Option<String>, Option<FailureRecord>) {
-    match settled.failure {
+/// The `approval/decided` record of `settled`, but for the question id.
+fn decided_record(settled: Settled) -> Decided {
+    let (answerer, failure) = match settled.failure {
         Some((plugin, f)) => (
             None,
-            settled.version,
             Some(FailureRecord {
                 plugin: Some(plugin),
                 kind: f.kind,
             }),
         ),
-        None => (settled.answerer, settled.version, None),
+        None => (settled.answerer, None),
+    };
+    Decided {
+        id: String::new(),
+        outcome: settled.outcome,
+        answerer,
+        digest: settled.version,
+        failure,
+        reason: settled.reason,
+        proposal: settled.proposal,
     }
 }
 
@@ -609,21 +655,11 @@ struct Unsettled {
 }
 
 impl Unsettled {
-    fn settle(
-        &mut self,
-        outcome: Outcome,
-        (answerer, digest, failure): (Option<String>, Option<String>, Option<FailureRecord>),
-    ) -> Result<Ticket, ApprovalError> {
+    fn settle(&mut self, record: Decided) -> Result<Ticket, ApprovalError> {
         let Some(id) = self.id.take() else {
             return Err(ApprovalError::Internal("question settled twice".to_owned()));
         };
-        let decided = Event::Decided(Decided {
-            id,
-            outcome,
-            answerer,
-            digest,
-            failure,
-        });
+        let decided = Event::Decided(Decided { id, ..record });
         let submitted = self.session.log.submit(decided, true);
         // Appended (or refused): the turn no longer waits for this question.
         self.in_flight.take();
@@ -644,6 +680,8 @@ impl Drop for Unsettled {
             answerer: None,
             digest: None,
             failure: None,
+            reason: None,
+            proposal: None,
         });
         // Nobody waits for this commit; the commit threads complete it.
         if let Err(e) = self.session.log.submit(decided, true) {
@@ -667,6 +705,8 @@ async fn settle_interrupted(log: &SessionLog) -> Result<(), LogError> {
                 plugin: None,
                 kind: FailureKind::Interrupted,
             }),
+            reason: None,
+            proposal: None,
         }))
         .await?;
     }

@@ -20,13 +20,17 @@ use futures_util::FutureExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{Agent, AgentInner};
+use crate::answer::{Answer, Proposal};
 use crate::outcome::{Decision, Failure, FailureKind, Outcome};
 
 /// An answer given at once ([`Listener::decide_now`]): the answering version, and the answer.
-pub type ImmediateAnswer = (Option<Arc<str>>, Result<Decision, Failure>);
+pub type ImmediateAnswer = (Option<Arc<str>>, Result<Answer, Failure>);
 
 /// The future a listener returns.
 pub type ListenerFuture = Pin<Box<dyn Future<Output = Result<Decision, Failure>> + Send>>;
+
+/// The future of a listener that answers with a reason or a proposal ([`Listener::answer`]).
+pub type AnswerFuture = Pin<Box<dyn Future<Output = Result<Answer, Failure>> + Send>>;
 
 /// An answerer or gate. Implemented for any `Fn(Question) -> impl Future<Output =
 /// Result<Decision, Failure>>`.
@@ -45,6 +49,13 @@ pub trait Listener: Send + Sync + 'static {
     /// the waterfall tries this first and skips the future. `None` (the default) means "ask me
     /// through [`Listener::decide_versioned`]". The answer carries the version, as there.
     fn decide_now(&self, _question: &Question) -> Option<ImmediateAnswer> {
+        None
+    }
+
+    /// Answers with more than a decision (a reason, a proposed rule), when this listener can: the
+    /// waterfall tries this after [`Listener::decide_now`] and before
+    /// [`Listener::decide_versioned`]. `None` (the default) means "ask me for a bare decision".
+    fn answer(&self, _question: &Question) -> Option<(Option<Arc<str>>, AnswerFuture)> {
         None
     }
 
@@ -76,6 +87,7 @@ struct QuestionInner {
     tool_name: String,
     call_id: Option<String>,
     reason: Option<String>,
+    cwd: Option<String>,
     cancel: CancellationToken,
     caller: Option<CancellationToken>,
 }
@@ -95,6 +107,7 @@ impl Question {
         tool_name: String,
         call_id: Option<String>,
         reason: Option<String>,
+        cwd: Option<String>,
         cancel: CancellationToken,
         caller: Option<CancellationToken>,
     ) -> Self {
@@ -106,6 +119,7 @@ impl Question {
                 tool_name,
                 call_id,
                 reason,
+                cwd,
                 cancel,
                 caller,
             }),
@@ -140,6 +154,17 @@ impl Question {
     /// The asker's human-readable reason.
     pub fn reason(&self) -> Option<&str> {
         self.inner.reason.as_deref()
+    }
+
+    /// The asker's working directory, when it gave one.
+    pub fn cwd(&self) -> Option<&str> {
+        self.inner.cwd.as_deref()
+    }
+
+    /// The JSON arguments of the asked-about call, as the asking session recorded them on its
+    /// `tool/call` event; `None` without a call id or a recorded call.
+    pub fn arguments(&self) -> Option<serde_json::Value> {
+        self.call_id().and_then(|id| self.call_arguments(id))
     }
 
     /// The JSON arguments of the call `call_id` as the asking session recorded them in its
@@ -299,6 +324,13 @@ pub struct Settled {
     pub version: Option<String>,
     /// The listener that failed and how, if one did.
     pub failure: Option<(String, Failure)>,
+    /// Why, as the deciding listener said it ([cleaned](crate::answer::clean_reason)).
+    pub reason: Option<String>,
+    /// A standing rule the deciding listener proposed.
+    pub proposal: Option<Proposal>,
+    /// Whether the deciding listener [left the process](Listener::leaves_process): a person (or
+    /// a remote service acting for one) answered, not an in-process gate.
+    pub answered_outside: bool,
 }
 
 impl Settled {
@@ -309,6 +341,18 @@ impl Settled {
             answerer: None,
             version: None,
             failure: None,
+            reason: None,
+            proposal: None,
+            answered_outside: false,
+        }
+    }
+
+    /// Settled unavailable because `listener` failed.
+    fn failed(listener: &str, version: Option<Arc<str>>, failure: Failure) -> Self {
+        Settled {
+            version: version.as_deref().map(str::to_owned),
+            failure: Some((listener.to_owned(), failure)),
+            ..Settled::plain(Outcome::Unavailable)
         }
     }
 }
@@ -435,12 +479,7 @@ impl Waterfall {
                 && let Err(e) = question.ensure_durable().await
             {
                 tracing::error!(listener = %entry.name, question = question.id(), error = %e, "the question could not be made durable; it is not sent");
-                return Settled {
-                    outcome: Outcome::Unavailable,
-                    answerer: None,
-                    version: None,
-                    failure: Some((entry.name.clone(), Failure::error(e.to_string()))),
-                };
+                return Settled::failed(&entry.name, None, Failure::error(e.to_string()));
             }
             // A panic may come from answering at once, from building the future or from polling
             // it; all are contained.
@@ -453,37 +492,51 @@ impl Waterfall {
                     Ok(answer)
                 }
                 Ok(None) => match std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    entry.listener.decide_versioned(question.clone())
+                    entry.listener.answer(question)
                 })) {
-                    Ok((v, future)) => {
+                    Ok(Some((v, future))) => {
                         version = v;
                         AssertUnwindSafe(future).catch_unwind().await
                     }
+                    Ok(None) => match std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        entry.listener.decide_versioned(question.clone())
+                    })) {
+                        Ok((v, future)) => {
+                            version = v;
+                            AssertUnwindSafe(future)
+                                .catch_unwind()
+                                .await
+                                .map(|r| r.map(Answer::from))
+                        }
+                        Err(payload) => Err(payload),
+                    },
                     Err(payload) => Err(payload),
                 },
                 Err(payload) => Err(payload),
             };
             let failure = match answer {
-                Ok(Ok(Decision::Next)) => continue,
-                Ok(Ok(decision)) => {
-                    let outcome = decision.outcome().unwrap_or(Outcome::Unavailable);
+                Ok(Ok(Answer {
+                    decision: Decision::Next,
+                    ..
+                })) => continue,
+                Ok(Ok(answer)) => {
+                    let outcome = answer.decision.outcome().unwrap_or(Outcome::Unavailable);
                     return Settled {
                         outcome,
                         answerer: Some(entry.name.clone()),
                         version: version.as_deref().map(str::to_owned),
                         failure: None,
+                        // Native listeners build answers by hand: cleaned here, whoever made it.
+                        reason: answer.reason.as_deref().and_then(crate::answer::clean_reason),
+                        proposal: answer.proposal,
+                        answered_outside: entry.listener.leaves_process(),
                     };
                 }
                 Ok(Err(failure)) => failure,
                 Err(payload) => Failure::new(FailureKind::Panic, panic_message(&*payload)),
             };
             tracing::warn!(listener = %entry.name, question = question.id(), %failure, "listener failed; the request settles unavailable");
-            return Settled {
-                outcome: Outcome::Unavailable,
-                answerer: None,
-                version: version.as_deref().map(str::to_owned),
-                failure: Some((entry.name.clone(), failure)),
-            };
+            return Settled::failed(&entry.name, version, failure);
         }
         Settled::plain(Outcome::Unavailable)
     }

@@ -30,6 +30,8 @@ fn decided(id: &str) -> Event {
         answerer: None,
         digest: None,
         failure: None,
+        reason: None,
+        proposal: None,
     })
 }
 

@@ -79,6 +79,8 @@ fn forged_grant() -> Vec<Event> {
             answerer: Some("allow".into()),
             digest: None,
             failure: None,
+            reason: None,
+            proposal: None,
         }),
     ]
 }

@@ -116,6 +116,12 @@ pub struct Decided {
     /// What failed, when a contained failure settled the question.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<FailureRecord>,
+    /// Why, as the deciding listener said it (at most 1 KiB, one printable line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// A standing rule the deciding listener proposed with its decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proposal: Option<crate::answer::Proposal>,
 }
 
 /// The `failure` member of `approval/decided`.
@@ -511,6 +517,8 @@ mod tests {
                 answerer: None,
                 digest: None,
                 failure: None,
+                reason: None,
+                proposal: None,
             }),
         );
         let line = r.to_line();

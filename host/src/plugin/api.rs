@@ -1,13 +1,14 @@
-//! The plugin API versions this host serves, one module per version (`v0_1` today), and the
-//! dispatch between them. A future `approval:plugin@0.2` contract adds a module and a variant
-//! here; 0.1 plugins keep loading through theirs.
+//! The plugin API versions this host serves, one module per version (`v0_1`, `v0_2`), and the
+//! dispatch between them. A component's version is read from the `approval:plugin` interfaces it
+//! imports. A future `approval:plugin@0.3` contract adds `wit/approval-0.3.wit`, a `v0_3` module
+//! and a variant in each enum here; older plugins keep loading through theirs, unchanged.
 
 use wasmtime::Store;
 use wasmtime::component::{Component, Linker};
 
 use super::sandbox::PluginState;
-use super::v0_1;
-use crate::outcome::Decision;
+use super::{v0_1, v0_2};
+use crate::answer::Answer;
 use crate::waterfall::Question;
 
 /// The WIT package every version belongs to.
@@ -18,6 +19,8 @@ pub const PACKAGE: &str = "approval:plugin";
 pub(crate) enum Api {
     /// `approval:plugin@0.1.x`.
     V0_1,
+    /// `approval:plugin@0.2.x`: reasons, proposals, `validate-config`.
+    V0_2,
 }
 
 impl Api {
@@ -26,17 +29,44 @@ impl Api {
         let mut parts = version.split('.');
         match (parts.next(), parts.next()) {
             (Some("0"), Some("1")) => Some(Api::V0_1),
+            (Some("0"), Some("2")) => Some(Api::V0_2),
             _ => None,
         }
     }
 
     /// The served versions, as `0.1`, ... for `initialize` and messages.
-    pub(crate) const SERVED: [&str; 1] = ["0.1"];
+    pub(crate) const SERVED: [&str; 2] = ["0.1", "0.2"];
+
+    /// The newest served version: what `approval-host new` writes.
+    pub(crate) const NEWEST: Api = Api::V0_2;
+
+    /// The exact version of the WIT this host was built from for this API, e.g. `0.2.0`.
+    pub(crate) const fn wit_version(self) -> &'static str {
+        match self {
+            Api::V0_1 => v0_1::VERSION,
+            Api::V0_2 => v0_2::VERSION,
+        }
+    }
+
+    /// What a plugin of this version can say that one of the version before cannot: what `check`
+    /// reports.
+    pub(crate) const fn adds(self) -> &'static [&'static str] {
+        match self {
+            Api::V0_1 => &[],
+            Api::V0_2 => &[
+                "reject carries a reason the model and the user see",
+                "allow-always / reject-always propose a standing rule",
+                "validate-config checks the plugin's config at load",
+                "the request carries arguments, cwd, sandbox mode, question id and parent agent",
+            ],
+        }
+    }
 }
 
 /// The linkers, one per served version, sharing the WASI imports.
 pub(crate) struct Linkers {
     v0_1: Linker<PluginState>,
+    v0_2: Linker<PluginState>,
 }
 
 impl Linkers {
@@ -44,18 +74,23 @@ impl Linkers {
         let mut v0_1 = Linker::new(engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut v0_1)?;
         v0_1::add_to_linker(&mut v0_1)?;
-        Ok(Linkers { v0_1 })
+        let mut v0_2 = Linker::new(engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut v0_2)?;
+        v0_2::add_to_linker(&mut v0_2)?;
+        Ok(Linkers { v0_1, v0_2 })
     }
 }
 
 /// A pre-linked component of some served version.
 pub(crate) enum Template {
     V0_1(v0_1::Template),
+    V0_2(v0_2::Template),
 }
 
 /// A live instance of some served version.
 pub(crate) enum Instance {
     V0_1(v0_1::Instance),
+    V0_2(v0_2::Instance),
 }
 
 impl Template {
@@ -69,12 +104,17 @@ impl Template {
                 &linkers.v0_1,
                 component,
             )?)),
+            Api::V0_2 => Ok(Template::V0_2(v0_2::Template::new(
+                &linkers.v0_2,
+                component,
+            )?)),
         }
     }
 
     pub(crate) fn instantiate(&self, store: &mut Store<PluginState>) -> wasmtime::Result<Instance> {
         match self {
             Template::V0_1(t) => Ok(Instance::V0_1(t.instantiate(store)?)),
+            Template::V0_2(t) => Ok(Instance::V0_2(t.instantiate(store)?)),
         }
     }
 }
@@ -84,9 +124,22 @@ impl Instance {
         &self,
         store: &mut Store<PluginState>,
         question: &Question,
-    ) -> wasmtime::Result<Decision> {
+    ) -> wasmtime::Result<Answer> {
         match self {
             Instance::V0_1(i) => i.decide(store, question),
+            Instance::V0_2(i) => i.decide(store, question),
+        }
+    }
+
+    /// Checks the plugin's config, for versions that can: `Ok(Err(message))` is the plugin's own
+    /// refusal. 0.1 plugins have no such export and accept any config.
+    pub(crate) fn validate_config(
+        &self,
+        store: &mut Store<PluginState>,
+    ) -> wasmtime::Result<Result<(), String>> {
+        match self {
+            Instance::V0_1(_) => Ok(Ok(())),
+            Instance::V0_2(i) => i.validate_config(store),
         }
     }
 }

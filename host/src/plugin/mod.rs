@@ -10,7 +10,8 @@
 //! `unavailable` and stops the waterfall.
 //!
 //! Modules: [`engine`] (engine and ticker), `limits` (caps and failure classes), `sandbox`
-//! (the WASI a plugin gets), `v0_1` (API 0.1 bindings), [`inspect`] (what a component imports
+//! (the WASI a plugin gets), `v0_1` and `v0_2` (the API bindings, one per served version, behind
+//! the `api` dispatch), [`inspect`] (what a component imports
 //! and exports, for `approval-host check`).
 
 mod api;
@@ -23,11 +24,22 @@ pub mod mount;
 mod sandbox;
 pub mod slot;
 mod v0_1;
+mod v0_2;
 
 pub use mount::{Mounted, PluginStatus, ReloadReport};
 
-/// The plugin API versions this host serves (`approval:plugin@0.1.x`).
-pub const SERVED_API_VERSIONS: [&str; 1] = api::Api::SERVED;
+/// The plugin API versions this host serves (`approval:plugin@0.1.x` and `@0.2.x`).
+pub const SERVED_API_VERSIONS: [&str; 2] = api::Api::SERVED;
+
+/// The plugin API version `approval-host new` writes skeletons for.
+pub const NEWEST_API_VERSION: &str = api::Api::NEWEST.wit_version();
+
+/// What each served plugin API version adds over the one before, newest last: `(version, [what
+/// it adds])`, for `approval-host check`.
+pub fn api_changes(version: &str) -> Option<(&'static str, &'static [&'static str])> {
+    let api = api::Api::for_version(version)?;
+    Some((api.wit_version(), api.adds()))
+}
 pub use slot::{Counters, QuarantinePolicy, Slot, SlotState};
 
 use std::path::PathBuf;
@@ -38,9 +50,10 @@ use std::time::Instant;
 use sha2::{Digest, Sha256};
 use wasmtime::{Engine, Store, UpdateDeadline};
 
+use crate::answer::Answer;
 use crate::config::{Isolation, PluginSpec, Role};
 use crate::outcome::{Decision, Failure, FailureKind};
-use crate::waterfall::{Listener, ListenerFuture, Question};
+use crate::waterfall::{AnswerFuture, Listener, ListenerFuture, Question};
 use limits::Stop;
 use sandbox::{PluginState, Shared};
 
@@ -127,6 +140,15 @@ pub enum PluginError {
         name: String,
         /// Which grant and why.
         reason: String,
+    },
+    /// The plugin refused its `[plugin.config]` (API 0.2's `validate-config`), or failed while
+    /// checking it.
+    #[error("plugin {name:?}: config: {message}")]
+    Config {
+        /// The plugin.
+        name: String,
+        /// The plugin's own message, or how the check failed.
+        message: String,
     },
 }
 
@@ -269,7 +291,7 @@ impl PluginHost {
             .imports
             .iter()
             .all(|i| i.starts_with(api::PACKAGE));
-        Ok(Arc::new(Plugin {
+        let plugin = Arc::new(Plugin {
             host: self.clone(),
             shared,
             digest: actual.into(),
@@ -277,7 +299,12 @@ impl PluginHost {
             template,
             idle: Mutex::new(Vec::new()),
             slow: AtomicBool::new(!inline),
-        }))
+        });
+        plugin.validate_config().map_err(|message| PluginError::Config {
+            name: spec.name.clone(),
+            message,
+        })?;
+        Ok(plugin)
     }
 }
 
@@ -316,7 +343,7 @@ impl std::fmt::Debug for Plugin {
 
 fn arm(
     store: &mut Store<PluginState>,
-    question: &Question,
+    question: Option<&Question>,
     deadline: Instant,
     budget: Option<Instant>,
 ) {
@@ -324,7 +351,7 @@ fn arm(
     state.deadline = deadline;
     state.budget = budget;
     state.stopped = None;
-    state.question = Some(question.clone());
+    state.question = question.cloned();
     store.set_epoch_deadline(1);
 }
 
@@ -390,7 +417,7 @@ impl Plugin {
 
     fn fresh(
         &self,
-        question: &Question,
+        question: Option<&Question>,
         deadline: Instant,
         budget: Option<Instant>,
     ) -> Result<Live, Run> {
@@ -434,7 +461,7 @@ impl Plugin {
         question: &Question,
         deadline: Instant,
         budget: Option<Instant>,
-    ) -> Result<Decision, Run> {
+    ) -> Result<Answer, Run> {
         let reuse = self.shared.spec.isolation == Isolation::Reuse;
         let idle = if reuse {
             self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop()
@@ -443,20 +470,20 @@ impl Plugin {
         };
         let mut live = match idle {
             Some(live) => live,
-            None => self.fresh(question, deadline, budget)?,
+            None => self.fresh(Some(question), deadline, budget)?,
         };
-        arm(&mut live.store, question, deadline, budget);
+        arm(&mut live.store, Some(question), deadline, budget);
         let result = live.instance.decide(&mut live.store, question);
         live.store.data_mut().question = None;
         match result {
-            Ok(decision) => {
+            Ok(answer) => {
                 if reuse {
                     let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
                     if idle.len() < MAX_IDLE {
                         idle.push(live);
                     }
                 }
-                Ok(decision)
+                Ok(answer)
             }
             // The instance is dropped here: a stopped or failed instance is never entered again.
             Err(e) => Err(failure_or_budget(&live.store, &e)),
@@ -476,6 +503,11 @@ impl Plugin {
     /// the epoch callback either way. (A guest stopped over budget may have logged lines that it
     /// logs again on the second run.)
     pub async fn decide(self: &Arc<Self>, question: Question) -> Result<Decision, Failure> {
+        self.answer(question).await.map(|a| a.decision)
+    }
+
+    /// [`Plugin::decide`], with the plugin's reason and proposed rule (API 0.2) alongside.
+    pub async fn answer(self: &Arc<Self>, question: Question) -> Result<Answer, Failure> {
         use tokio::runtime::{Handle, RuntimeFlavor};
         let deadline = Instant::now() + self.shared.spec.timeout;
         if let Some(answer) = self.decide_in_place(&question) {
@@ -502,7 +534,7 @@ impl Plugin {
     /// Runs a decision in place within the inline budget, when the plugin is not (or not yet)
     /// known to be slow; `None` when it must decide off the async workers (the plugin is then
     /// marked slow, and the decision is to be run again from the start).
-    pub(crate) fn decide_in_place(&self, question: &Question) -> Option<Result<Decision, Failure>> {
+    pub(crate) fn decide_in_place(&self, question: &Question) -> Option<Result<Answer, Failure>> {
         if self.slow.load(Ordering::Relaxed) {
             return None;
         }
@@ -515,7 +547,44 @@ impl Plugin {
                 None
             }
             Err(Run::Failed(failure)) => Some(Err(failure)),
-            Ok(decision) => Some(Ok(decision)),
+            Ok(answer) => Some(Ok(answer)),
+        }
+    }
+
+    /// Runs the plugin's `validate-config` (API 0.2) in a fresh instance, under the plugin's
+    /// timeout and memory cap, on the calling thread: loads run off the request path. The error is
+    /// the plugin's own message, or how the check failed (trap, timeout, memory).
+    fn validate_config(&self) -> Result<(), String> {
+        if api::Api::for_version(&self.api_version) == Some(api::Api::V0_1) {
+            return Ok(());
+        }
+        let deadline = Instant::now() + self.shared.spec.timeout;
+        let run = |plugin: &Plugin| -> Result<(), String> {
+            let mut live = plugin.fresh(None, deadline, None).map_err(|r| match r {
+                Run::Failed(f) => v0_2::validation_failure(f),
+                Run::OverBudget => "stopped over a budget it did not have".to_owned(),
+            })?;
+            arm(&mut live.store, None, deadline, None);
+            match live.instance.validate_config(&mut live.store) {
+                Ok(verdict) => verdict,
+                Err(e) => Err(v0_2::validation_failure(limits::classify(
+                    &e,
+                    live.store.data().stopped,
+                    live.store.data().limits.memory_hit,
+                ))),
+            }
+        };
+        // WASI calls made while checking re-enter the runtime; on an async worker they must not.
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(|| run(self))
+            }
+            Ok(_) => std::thread::scope(|s| {
+                s.spawn(|| run(self))
+                    .join()
+                    .unwrap_or_else(|_| Err("validate-config panicked the host".to_owned()))
+            }),
+            Err(_) => run(self),
         }
     }
 
@@ -537,5 +606,12 @@ impl Listener for PluginListener {
     fn decide(&self, question: Question) -> ListenerFuture {
         let plugin = self.0.clone();
         Box::pin(async move { plugin.decide(question).await })
+    }
+
+    fn answer(&self, question: &Question) -> Option<(Option<Arc<str>>, AnswerFuture)> {
+        let plugin = self.0.clone();
+        let question = question.clone();
+        // As `decide`: a bare plugin listener names no version (a slot's does).
+        Some((None, Box::pin(async move { plugin.answer(question).await })))
     }
 }

@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use super::Plugin;
 use crate::outcome::{Failure, FailureKind};
-use crate::waterfall::{ImmediateAnswer, Listener, ListenerFuture, Question};
+use crate::waterfall::{AnswerFuture, ImmediateAnswer, Listener, ListenerFuture, Question};
 
 /// When a failing plugin is quarantined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -234,7 +234,7 @@ impl Listener for SlotListener {
         Some((Some(plugin.digest_shared()), answer))
     }
 
-    fn decide_versioned(&self, question: Question) -> (Option<Arc<str>>, ListenerFuture) {
+    fn answer(&self, question: &Question) -> Option<(Option<Arc<str>>, AnswerFuture)> {
         let slot = self.0.clone();
         let (plugin, quarantined) = slot.begin();
         let version = Some(plugin.digest_shared());
@@ -247,16 +247,27 @@ impl Listener for SlotListener {
                     slot.name
                 ),
             );
-            return (version, Box::pin(async move { Err(failure) }));
+            return Some((version, Box::pin(async move { Err(failure) })));
         }
+        let question = question.clone();
         let future = async move {
             slot.decisions.fetch_add(1, Ordering::Relaxed);
-            let result = plugin.decide(question.clone()).await;
+            let result = plugin.answer(question.clone()).await;
             if result.is_err() && !question.is_cancelled() {
                 slot.record_failure();
             }
             result
         };
-        (version, Box::pin(future))
+        Some((version, Box::pin(future)))
+    }
+
+    fn decide_versioned(&self, question: Question) -> (Option<Arc<str>>, ListenerFuture) {
+        let (version, future) = self
+            .answer(&question)
+            .expect("a slot always answers with a future");
+        (
+            version,
+            Box::pin(async move { future.await.map(|a| a.decision) }),
+        )
     }
 }

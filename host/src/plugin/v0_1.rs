@@ -7,12 +7,13 @@ use wasmtime::component::{Component, HasSelf, Linker};
 
 use super::LogLevel;
 use super::sandbox::PluginState;
+use crate::answer::Answer;
 use crate::outcome::Decision;
 use crate::waterfall::Question;
 
 mod bindings {
     wasmtime::component::bindgen!({
-        path: "../wit",
+        path: "../wit/approval-0.1.wit",
         world: "answerer",
         // The request is lowered from borrowed strings: no copy of the question per decision.
         ownership: Borrowing {
@@ -91,7 +92,7 @@ impl Instance {
         &self,
         store: &mut Store<PluginState>,
         question: &Question,
-    ) -> wasmtime::Result<Decision> {
+    ) -> wasmtime::Result<Answer> {
         let request = types::Request {
             agent: question.agent().id(),
             session: question.session_id(),
@@ -99,11 +100,11 @@ impl Instance {
             call_id: question.call_id(),
             reason: question.reason(),
         };
-        Ok(match self.bindings.call_decide(store, request)? {
+        Ok(Answer::from(match self.bindings.call_decide(store, request)? {
             types::Decision::AllowOnce => Decision::AllowOnce,
             types::Decision::Reject => Decision::Reject,
             types::Decision::Cancel => Decision::Cancel,
             types::Decision::Next => Decision::Next,
-        })
+        }))
     }
 }

@@ -40,7 +40,7 @@ pub use watch::Watcher;
 pub const PROTOCOL_VERSION: &str = "0.1";
 
 /// Plugin API versions this host serves.
-pub const PLUGIN_API_VERSIONS: [&str; 1] = crate::plugin::SERVED_API_VERSIONS;
+pub const PLUGIN_API_VERSIONS: [&str; 2] = crate::plugin::SERVED_API_VERSIONS;
 
 /// What `serve` needs.
 #[derive(Debug, Clone)]

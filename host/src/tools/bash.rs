@@ -144,15 +144,17 @@ impl BashTool {
             .call_id(ctx.call_id.clone())
             .reason(escalation::reason(m, why))
             .cancel(ctx.cancel.clone());
-        let outcome = service.request(request).await;
+        let verdict = service.ask(request).await;
         if ctx.cancel.is_cancelled() {
             return Err(texts::ABORTED_BEFORE_DISPATCH.to_owned());
         }
-        match outcome {
-            Ok(Outcome::AllowedOnce) => Ok(()),
-            Ok(Outcome::Rejected) => Err(escalation::rejected(m)),
-            Ok(Outcome::Cancelled) => Err(escalation::cancelled(m)),
-            Ok(Outcome::Unavailable) => Err(escalation::unavailable(m)),
+        match verdict {
+            Ok(v) => match v.outcome {
+                Outcome::AllowedOnce => Ok(()),
+                Outcome::Rejected => Err(escalation::rejection(m, &v)),
+                Outcome::Cancelled => Err(escalation::cancelled(m)),
+                Outcome::Unavailable => Err(escalation::unavailable(m)),
+            },
             Err(e) => Err(texts::approval_failed(NAME, &e.to_string())),
         }
     }

@@ -574,15 +574,17 @@ impl ToolRuntime {
         if let Some(r) = reason {
             request = request.reason(r);
         }
-        let outcome = service.request(request).await;
+        let verdict = service.ask(request).await;
         if call.cancel.is_cancelled() {
             return Some(ToolResult::aborted());
         }
-        match outcome {
-            Ok(Outcome::AllowedOnce) => None,
-            Ok(Outcome::Rejected) => Some(ToolResult::error(texts::approval_rejected(name))),
-            Ok(Outcome::Cancelled) => Some(ToolResult::error(texts::approval_cancelled(name))),
-            Ok(Outcome::Unavailable) => Some(ToolResult::error(texts::approval_unavailable(name))),
+        match verdict {
+            Ok(v) => match v.outcome {
+                Outcome::AllowedOnce => None,
+                Outcome::Rejected => Some(ToolResult::error(texts::rejection(name, &v))),
+                Outcome::Cancelled => Some(ToolResult::error(texts::approval_cancelled(name))),
+                Outcome::Unavailable => Some(ToolResult::error(texts::approval_unavailable(name))),
+            },
             Err(e) => Some(ToolResult::error(texts::approval_failed(
                 name,
                 &e.to_string(),

@@ -1,6 +1,8 @@
 //! The exact texts a model sees when a tool call is refused, written once. The model sees each
 //! prefixed with [`ERROR_PREFIX`].
 
+use crate::service::Verdict;
+
 /// What the model sees before every refusal text.
 pub const ERROR_PREFIX: &str = "Error: ";
 
@@ -23,9 +25,31 @@ pub fn approval_without_agent(tool: &str) -> String {
     format!("tool \"{tool}\" requires approval, but the call has no agent to route it through")
 }
 
-/// `ask` settled `rejected`.
+/// `ask` settled `rejected`, by a person who gave no reason, or by a gate that gave none.
 pub fn approval_rejected(tool: &str) -> String {
     format!("the user rejected tool \"{tool}\"")
+}
+
+/// `ask` settled `rejected` by an in-process gate (a plugin, a rule) that said why.
+pub fn approval_rejected_by_policy(tool: &str, policy: &str, reason: &str) -> String {
+    format!("tool \"{tool}\" was rejected by policy \"{policy}\": {reason}")
+}
+
+/// `ask` settled `rejected` by a person (an answerer outside the process) who said why.
+pub fn approval_rejected_because(tool: &str, reason: &str) -> String {
+    format!("the user rejected tool \"{tool}\": {reason}")
+}
+
+/// The text for a `rejected` verdict on a call of `tool`: the reference text when nobody said
+/// why (a reason-less rejection, policy `never`), else the gate's or the person's reason.
+pub fn rejection(tool: &str, verdict: &Verdict) -> String {
+    match (&verdict.reason, &verdict.answerer) {
+        (Some(reason), Some(gate)) if !verdict.answered_outside => {
+            approval_rejected_by_policy(tool, gate, reason)
+        }
+        (Some(reason), _) => approval_rejected_because(tool, reason),
+        (None, _) => approval_rejected(tool),
+    }
 }
 
 /// `ask` settled `cancelled`.
@@ -79,9 +103,35 @@ pub mod escalation {
         format!("escalate sandbox to {mode}: {justification}")
     }
 
-    /// Settled `rejected`.
+    use crate::service::Verdict;
+
+    /// Settled `rejected`, with no reason given.
     pub fn rejected(mode: &str) -> String {
         format!("the user rejected escalating this command to \"{mode}\"")
+    }
+
+    /// Settled `rejected` by an in-process gate that said why.
+    pub fn rejected_by_policy(mode: &str, policy: &str, reason: &str) -> String {
+        format!(
+            "escalating this command to \"{mode}\" was rejected by policy \"{policy}\": {reason}"
+        )
+    }
+
+    /// Settled `rejected` by a person who said why.
+    pub fn rejected_because(mode: &str, reason: &str) -> String {
+        format!("the user rejected escalating this command to \"{mode}\": {reason}")
+    }
+
+    /// The text for a `rejected` verdict on an escalation to `mode`, as
+    /// [`super::rejection`] chooses for a tool call.
+    pub fn rejection(mode: &str, verdict: &Verdict) -> String {
+        match (&verdict.reason, &verdict.answerer) {
+            (Some(reason), Some(gate)) if !verdict.answered_outside => {
+                rejected_by_policy(mode, gate, reason)
+            }
+            (Some(reason), _) => rejected_because(mode, reason),
+            (None, _) => rejected(mode),
+        }
     }
 
     /// Settled `cancelled`.

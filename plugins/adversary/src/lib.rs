@@ -2,7 +2,7 @@
 //! the misbehaviour: `throw` panics, `loop` never returns, `alloc` allocates without end; any
 //! other tool is granted, to show the plugin recovers.
 
-wit_bindgen::generate!({ path: "../../wit", world: "answerer" });
+wit_bindgen::generate!({ path: "../../wit/approval-0.1.wit", world: "answerer" });
 
 struct Adversary;
 

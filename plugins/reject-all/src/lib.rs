@@ -1,6 +1,6 @@
 //! `reject-all` answerer: the unattended terminal stance. Whatever reaches it is rejected.
 
-wit_bindgen::generate!({ path: "../../wit", world: "answerer" });
+wit_bindgen::generate!({ path: "../../wit/approval-0.1.wit", world: "answerer" });
 
 struct RejectAll;
 

@@ -4,7 +4,7 @@
 //! `list` (the directory at `path`), `env` (any environment variable or argument), `stdio`
 //! (print one line to stdout and one to stderr).
 
-wit_bindgen::generate!({ path: "../../wit", world: "answerer" });
+wit_bindgen::generate!({ path: "../../wit/approval-0.1.wit", world: "answerer" });
 
 use approval::plugin::host::{self, Level};
 

@@ -21,6 +21,7 @@ pub struct Input {
     tool_name: String,
     tool_input: Value,
     tool_use_id: Option<String>,
+    cwd: Option<String>,
 }
 
 impl Input {
@@ -45,6 +46,11 @@ impl Input {
             session_id: field("session_id")?,
             tool_name: field("tool_name")?,
             tool_input: v.get("tool_input").cloned().unwrap_or(Value::Null),
+            cwd: v
+                .get("cwd")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned),
             tool_use_id: v
                 .get("tool_use_id")
                 .and_then(Value::as_str)
@@ -85,15 +91,19 @@ pub async fn run(state_dir: &Path, deployment: &Deployment, input: Input) -> Res
             .await?;
         request = request.call_id(call_id.clone());
     }
-    let outcome = service.request(request).await?;
+    if let Some(cwd) = &input.cwd {
+        request = request.cwd(cwd.clone());
+    }
+    let verdict = service.ask(request).await?;
     service.end_turn(session).await?;
     let tool = &input.tool_name;
-    let (decision, reason) = match outcome {
+    let (decision, reason) = match verdict.outcome {
         Outcome::AllowedOnce => (
             "allow",
             "allowed once by the approval-host deployment".to_owned(),
         ),
-        Outcome::Rejected => ("deny", texts::approval_rejected(tool)),
+        // Claude Code shows a `deny` reason to the model: the gate's own words reach it.
+        Outcome::Rejected => ("deny", texts::rejection(tool, &verdict)),
         Outcome::Cancelled => ("deny", texts::approval_cancelled(tool)),
         Outcome::Unavailable => ("ask", texts::approval_unavailable(tool)),
     };

@@ -96,7 +96,8 @@ enum Command {
         dir: Option<PathBuf>,
     },
     /// Run conformance cases (JSON: `{"cases": [{"name", "gate"?, "config"?, "tool", "call_id"?,
-    /// "arguments"?, "expect"}]}`) against a plugin, each in its own audited session (in a
+    /// "arguments"?, "expect", "reason"?}]}`; `expect` is allow-once, reject, cancel, next,
+    /// refused or failed (<kind>)) against a plugin, each in its own audited session (in a
     /// scratch directory), and print each answer. Runs the cases for the plugin's name and those
     /// that name no gate. Exits 1 when a case fails. Compiled components are cached under
     /// `<state-dir>/cache`.
@@ -536,12 +537,20 @@ async fn conform(
     })?;
     let failed = results.iter().filter(|r| !r.passed()).count();
     for r in &results {
+        let said = |reason: &Option<String>| match reason {
+            Some(reason) => format!(" ({reason:?})"),
+            None => String::new(),
+        };
         if r.passed() {
-            println!("ok    {}: {}", r.name, r.answer);
+            println!("ok    {}: {}{}", r.name, r.answer, said(&r.expect_reason));
         } else {
             println!(
-                "FAIL  {}: answered {}, expected {}",
-                r.name, r.answer, r.expect
+                "FAIL  {}: answered {}{}, expected {}{}",
+                r.name,
+                r.answer,
+                said(&r.reason),
+                r.expect,
+                said(&r.expect_reason)
             );
         }
     }
@@ -590,6 +599,20 @@ fn check(path: &Path) -> Result<ExitCode> {
             println!("  exports: {}", inspection.exports.join(", "));
             println!("  imports: {}", inspection.imports.join(", "));
             println!("  sha256:  {}", plugin.digest());
+            if let Some((version, adds)) = approval_host::plugin::api_changes(plugin.api_version())
+            {
+                let newest = approval_host::plugin::NEWEST_API_VERSION;
+                if version == newest {
+                    println!("  api:     {version}, the newest this host serves; over 0.1 it:");
+                    for change in adds {
+                        println!("           - {change}");
+                    }
+                } else {
+                    println!(
+                        "  api:     {version}; this host also serves {newest}, which adds what `approval-host new` skeletons use (see docs/plugin-authors.md, \"What changed in 0.2\")"
+                    );
+                }
+            }
             Ok(ExitCode::SUCCESS)
         }
         Err(PluginError::Component { reason, .. }) => {

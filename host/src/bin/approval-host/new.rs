@@ -2,17 +2,18 @@
 //! script, the WIT contract, a sample deployment and sample conformance cases, so an author gets
 //! from nothing to a loaded, tested plugin in a few commands.
 //!
-//! A gate skeleton rejects the tools listed in its `deny_tools` config and passes everything else
-//! on (`next`); an answerer skeleton grants the tools in `allow_tools` once and rejects the rest,
-//! as a terminal answerer must always decide.
+//! Skeletons target plugin API 0.2. A gate skeleton rejects the tools listed in its `deny_tools`
+//! config, saying why, and passes everything else on (`next`); an answerer skeleton grants the
+//! tools in `allow_tools` once and rejects the rest, as a terminal answerer must always decide.
+//! Both refuse a config key they do not read (`validate-config`).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::ValueEnum;
 
-/// The plugin contract every skeleton builds against.
-const WIT: &str = include_str!("../../../../wit/approval.wit");
+/// The plugin contract every skeleton builds against: the newest served version.
+const WIT: &str = include_str!("../../../../wit/approval-0.2.wit");
 
 /// A skeleton's language.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -69,19 +70,213 @@ pub fn check_name(name: &str) -> Result<(), String> {
     }
 }
 
+/// The Rust skeleton's `src/lib.rs`.
+const RUST_LIB: &str = r#"//! `{name}` ({role}, plugin API 0.2): {what}.
+
+wit_bindgen::generate!({ path: "wit", world: "answerer" });
+
+use approval::plugin::host;
+
+struct Plugin;
+
+/// The config keys this plugin reads. Any other is refused at load, so a typo cannot go unnoticed.
+const KEYS: [&str; 1] = ["{key}"];
+
+impl Guest for Plugin {
+    fn validate_config(config: Vec<(String, String)>) -> Result<(), String> {
+        match config.iter().find(|(k, _)| !KEYS.contains(&k.as_str())) {
+            Some((k, _)) => Err(format!("unknown key \"{k}\": {name} reads only \"{key}\"")),
+            None => Ok(()),
+        }
+    }
+
+    fn decide(request: Request) -> Decision {
+        let listed = host::config("{key}").unwrap_or_default();
+        let hit = listed
+            .split(',')
+            .map(str::trim)
+            .any(|tool| !tool.is_empty() && tool == request.tool_name);
+        if hit { {rust_listed} } else { {rust_otherwise} }
+    }
+}
+
+export!(Plugin);
+"#;
+
+/// The Python skeleton's `app.py`.
+const PYTHON_APP: &str = r#""""{name} ({role}, plugin API 0.2): {what}."""
+
+from typing import List, Tuple
+
+from componentize_py_types import Err
+from wit_world import WitWorld as World
+from wit_world.imports import host
+from wit_world.imports.types import Decision, Decision_AllowOnce, Decision_Next, Decision_Reject, Request
+
+# The config keys this plugin reads. Any other is refused at load, so a typo cannot go unnoticed.
+KEYS = ("{key}",)
+
+
+class WitWorld(World):
+    def validate_config(self, config: List[Tuple[str, str]]) -> None:
+        for k, _ in config:
+            if k not in KEYS:
+                raise Err(f'unknown key "{k}": {name} reads only "{key}"')
+
+    def decide(self, request: Request) -> Decision:
+        listed = (host.config("{key}") or "").split(",")
+        hit = any(t.strip() and t.strip() == request.tool_name for t in listed)
+        return {python_listed} if hit else {python_otherwise}
+"#;
+
+/// The JavaScript skeleton.
+const JS_SOURCE: &str = r#"// {name} ({role}, plugin API 0.2): {what}.
+import { config } from 'approval:plugin/host@0.2.0';
+
+// The config keys this plugin reads. Any other is refused at load, so a typo cannot go unnoticed.
+const KEYS = ['{key}'];
+
+export function validateConfig(entries) {
+  for (const [k] of entries) {
+    if (!KEYS.includes(k)) throw `unknown key "${k}": {name} reads only "{key}"`;
+  }
+}
+
+export function decide(request) {
+  const listed = (config('{key}') ?? '').split(',').map((t) => t.trim());
+  const hit = listed.some((t) => t !== '' && t === request.toolName);
+  return hit ? {js_listed} : {js_otherwise};
+}
+"#;
+
+/// The C skeleton.
+const C_SOURCE: &str = r#"/* {name} ({role}, plugin API 0.2): {what}. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "answerer.h"
+
+/* The one config key this plugin reads. Any other is refused at load, so a typo cannot go
+ * unnoticed. */
+static const char KEY[] = "{key}";
+
+bool exports_answerer_validate_config(answerer_list_tuple2_string_string_t *config,
+                                      answerer_string_t *err) {
+  bool ok = true;
+  for (size_t i = 0; ok && i < config->len; i++) {
+    answerer_string_t *k = &config->ptr[i].f0;
+    if (k->len == strlen(KEY) && memcmp(k->ptr, KEY, k->len) == 0) continue;
+    const char *format = "unknown key \"%.*s\": {name} reads only \"%s\"";
+    int n = snprintf(NULL, 0, format, (int)k->len, (const char *)k->ptr, KEY);
+    char *text = malloc((size_t)n + 1);
+    snprintf(text, (size_t)n + 1, format, (int)k->len, (const char *)k->ptr, KEY);
+    err->ptr = (uint8_t *)text;
+    err->len = (size_t)n;
+    ok = false;
+  }
+  answerer_list_tuple2_string_string_free(config);
+  return ok;
+}
+
+/* Whether `tool` is one of the comma-separated, trimmed entries of `list`. */
+static int listed(answerer_string_t *list, answerer_string_t *tool) {
+  const char *p = (const char *)list->ptr, *end = p + list->len;
+  while (p <= end) {
+    const char *comma = memchr(p, ',', (size_t)(end - p));
+    const char *a = p, *b = comma ? comma : end;
+    while (a < b && *a == ' ') a++;
+    while (b > a && b[-1] == ' ') b--;
+    if (b > a && (size_t)(b - a) == tool->len && memcmp(a, tool->ptr, tool->len) == 0) return 1;
+    if (!comma) break;
+    p = comma + 1;
+  }
+  return 0;
+}
+
+/* Sets `ret` to a rejection carrying `reason` (copied: the host frees it after the call). */
+static void reject(answerer_decision_t *ret, const char *reason) {
+  ret->tag = APPROVAL_PLUGIN_TYPES_DECISION_REJECT;
+  ret->val.reject.is_some = true;
+  answerer_string_dup(&ret->val.reject.val, reason);
+}
+
+void exports_answerer_decide(answerer_request_t *request, answerer_decision_t *ret) {
+  answerer_string_t key, value;
+  int hit = 0;
+  answerer_string_set(&key, KEY);
+  if (approval_plugin_host_config(&key, &value)) {
+    hit = listed(&value, &request->tool_name);
+    answerer_string_free(&value);
+  }
+  answerer_request_free(request);
+  if (hit) {
+    {c_listed};
+  } else {
+    {c_otherwise};
+  }
+}
+"#;
+
 /// The files of a skeleton, relative to its directory.
 pub fn files(name: &str, lang: Lang, role: Role) -> Vec<(PathBuf, String, bool)> {
     let snake = name.replace('-', "_");
     let key = role.key();
-    let fill = |text: &str| {
-        text.replace("{name}", name)
-            .replace("{snake}", &snake)
-            .replace("{role}", role.as_str())
-            .replace("{key}", key)
-    };
     let (listed, otherwise, sample_tool) = match role {
         Role::Gate => ("reject", "next", "bash"),
         Role::Answerer => ("allow-once", "reject", "read"),
+    };
+    // Each language's spelling of the two answers; the rejection's reason is the same in all.
+    let reason = match role {
+        Role::Gate => format!("this tool is listed in {key}"),
+        Role::Answerer => format!("this tool is not listed in {key}"),
+    };
+    let rust_reject = format!("Decision::Reject(Some(\"{reason}\".to_owned()))");
+    let python_reject = format!("Decision_Reject(\"{reason}\")");
+    let js_reject = format!("{{ tag: 'reject', val: '{reason}' }}");
+    let c_reject = format!("reject(ret, \"{reason}\")");
+    let (rust, python, js, c) = match role {
+        Role::Gate => (
+            (rust_reject, "Decision::Next".to_owned()),
+            (python_reject, "Decision_Next()".to_owned()),
+            (js_reject, "{ tag: 'next' }".to_owned()),
+            (
+                c_reject,
+                "ret->tag = APPROVAL_PLUGIN_TYPES_DECISION_NEXT".to_owned(),
+            ),
+        ),
+        Role::Answerer => (
+            ("Decision::AllowOnce".to_owned(), rust_reject),
+            ("Decision_AllowOnce()".to_owned(), python_reject),
+            ("{ tag: 'allow-once' }".to_owned(), js_reject),
+            (
+                "ret->tag = APPROVAL_PLUGIN_TYPES_DECISION_ALLOW_ONCE".to_owned(),
+                c_reject,
+            ),
+        ),
+    };
+    let what = match role {
+        Role::Gate => format!(
+            "rejects the tools listed in its `{key}` config (comma-separated), saying why, and passes every other question on"
+        ),
+        Role::Answerer => format!(
+            "grants one call of the tools listed in its `{key}` config (comma-separated) and rejects everything else, saying why"
+        ),
+    };
+    let fill = |text: &str| {
+        text.replace("{rust_listed}", &rust.0)
+            .replace("{rust_otherwise}", &rust.1)
+            .replace("{python_listed}", &python.0)
+            .replace("{python_otherwise}", &python.1)
+            .replace("{js_listed}", &js.0)
+            .replace("{js_otherwise}", &js.1)
+            .replace("{c_listed}", &c.0)
+            .replace("{c_otherwise}", &c.1)
+            .replace("{what}", &what)
+            .replace("{name}", name)
+            .replace("{snake}", &snake)
+            .replace("{role}", role.as_str())
+            .replace("{key}", key)
     };
     let deployment = fill(&format!(
         "# A deployment with this plugin alone; try it with\n\
@@ -96,38 +291,19 @@ pub fn files(name: &str, lang: Lang, role: Role) -> Vec<(PathBuf, String, bool)>
     } else {
         "bash"
     };
+    // The rejecting case pins the reason; the last case shows a misspelt key refused at load.
+    let (listed_reason, other_reason) = match role {
+        Role::Gate => (format!(", \"reason\": \"{reason}\""), String::new()),
+        Role::Answerer => (String::new(), format!(", \"reason\": \"{reason}\"")),
+    };
     let cases = fill(&format!(
         "{{\n  \"about\": \"What {{name}} must answer; run with: approval-host conform {{name}}.wasm --cases cases.json\",\n  \"cases\": [\n    \
-         {{\"name\": \"a listed tool\", \"config\": {{\"{{key}}\": \"{sample_tool}\"}}, \"tool\": \"{sample_tool}\", \"expect\": \"{listed}\"}},\n    \
-         {{\"name\": \"another tool\", \"config\": {{\"{{key}}\": \"{sample_tool}\"}}, \"tool\": \"{other}\", \"expect\": \"{otherwise}\"}},\n    \
-         {{\"name\": \"no config\", \"tool\": \"{sample_tool}\", \"expect\": \"{otherwise}\"}}\n  ]\n}}\n"
+         {{\"name\": \"a listed tool\", \"config\": {{\"{{key}}\": \"{sample_tool}\"}}, \"tool\": \"{sample_tool}\", \"expect\": \"{listed}\"{listed_reason}}},\n    \
+         {{\"name\": \"another tool\", \"config\": {{\"{{key}}\": \"{sample_tool}\"}}, \"tool\": \"{other}\", \"expect\": \"{otherwise}\"{other_reason}}},\n    \
+         {{\"name\": \"no config\", \"tool\": \"{sample_tool}\", \"expect\": \"{otherwise}\"}},\n    \
+         {{\"name\": \"a misspelt key is refused at load\", \"config\": {{\"{{key}}s\": \"{sample_tool}\"}}, \"tool\": \"{sample_tool}\", \"expect\": \"refused\", \
+         \"reason\": \"unknown key \\\"{{key}}s\\\": {{name}} reads only \\\"{{key}}\\\"\"}}\n  ]\n}}\n"
     ));
-    let (listed_rust, otherwise_rust) = match role {
-        Role::Gate => ("Decision::Reject", "Decision::Next"),
-        Role::Answerer => ("Decision::AllowOnce", "Decision::Reject"),
-    };
-    let (listed_py, otherwise_py) = match role {
-        Role::Gate => ("Decision.REJECT", "Decision.NEXT"),
-        Role::Answerer => ("Decision.ALLOW_ONCE", "Decision.REJECT"),
-    };
-    let (listed_c, otherwise_c) = match role {
-        Role::Gate => (
-            "APPROVAL_PLUGIN_TYPES_DECISION_REJECT",
-            "APPROVAL_PLUGIN_TYPES_DECISION_NEXT",
-        ),
-        Role::Answerer => (
-            "APPROVAL_PLUGIN_TYPES_DECISION_ALLOW_ONCE",
-            "APPROVAL_PLUGIN_TYPES_DECISION_REJECT",
-        ),
-    };
-    let what = match role {
-        Role::Gate => format!(
-            "rejects the tools listed in its `{key}` config (comma-separated) and passes every other question on"
-        ),
-        Role::Answerer => format!(
-            "grants one call of the tools listed in its `{key}` config (comma-separated) and rejects everything else"
-        ),
-    };
     let mut out = vec![
         (PathBuf::from("wit/approval.wit"), WIT.to_owned(), false),
         (PathBuf::from("deployment.toml"), deployment, false),
@@ -151,22 +327,7 @@ pub fn files(name: &str, lang: Lang, role: Role) -> Vec<(PathBuf, String, bool)>
                 ),
                 false,
             ));
-            out.push((
-                PathBuf::from("src/lib.rs"),
-                fill(&format!(
-                    "//! `{{name}}` ({{role}}): {what}.\n\n\
-                     wit_bindgen::generate!({{ path: \"wit\", world: \"answerer\" }});\n\n\
-                     use approval::plugin::host;\n\n\
-                     struct Plugin;\n\n\
-                     impl Guest for Plugin {{\n    fn decide(request: Request) -> Decision {{\n        \
-                     let listed = host::config(\"{{key}}\").unwrap_or_default();\n        \
-                     let hit = listed\n            .split(',')\n            .map(str::trim)\n            \
-                     .any(|tool| !tool.is_empty() && tool == request.tool_name);\n        \
-                     if hit {{ {listed_rust} }} else {{ {otherwise_rust} }}\n    }}\n}}\n\n\
-                     export!(Plugin);\n"
-                )),
-                false,
-            ));
+            out.push((PathBuf::from("src/lib.rs"), fill(RUST_LIB), false));
             out.push((
                 PathBuf::from("build.sh"),
                 fill(&format!(
@@ -179,20 +340,7 @@ pub fn files(name: &str, lang: Lang, role: Role) -> Vec<(PathBuf, String, bool)>
             ));
         }
         Lang::Python => {
-            out.push((
-                PathBuf::from("app.py"),
-                fill(&format!(
-                    "\"\"\"{{name}} ({{role}}): {what}.\"\"\"\n\n\
-                     from wit_world import WitWorld as World\n\
-                     from wit_world.imports import host\n\
-                     from wit_world.imports.types import Decision, Request\n\n\n\
-                     class WitWorld(World):\n    def decide(self, request: Request) -> Decision:\n        \
-                     listed = (host.config(\"{{key}}\") or \"\").split(\",\")\n        \
-                     hit = any(t.strip() and t.strip() == request.tool_name for t in listed)\n        \
-                     return {listed_py} if hit else {otherwise_py}\n"
-                )),
-                false,
-            ));
+            out.push((PathBuf::from("app.py"), fill(PYTHON_APP), false));
             out.push((
                 PathBuf::from("build.sh"),
                 fill(&format!(
@@ -204,22 +352,7 @@ pub fn files(name: &str, lang: Lang, role: Role) -> Vec<(PathBuf, String, bool)>
             ));
         }
         Lang::Js => {
-            let (listed_js, otherwise_js) = match role {
-                Role::Gate => ("'reject'", "'next'"),
-                Role::Answerer => ("'allow-once'", "'reject'"),
-            };
-            out.push((
-                PathBuf::from(format!("{name}.js")),
-                fill(&format!(
-                    "// {{name}} ({{role}}): {what}.\n\
-                     import {{ config }} from 'approval:plugin/host@0.1.0';\n\n\
-                     export function decide(request) {{\n  \
-                     const listed = (config('{{key}}') ?? '').split(',').map((t) => t.trim());\n  \
-                     const hit = listed.some((t) => t !== '' && t === request.toolName);\n  \
-                     return hit ? {listed_js} : {otherwise_js};\n}}\n"
-                )),
-                false,
-            ));
+            out.push((PathBuf::from(format!("{name}.js")), fill(JS_SOURCE), false));
             out.push((
                 PathBuf::from("package.json"),
                 fill(
@@ -242,31 +375,7 @@ pub fn files(name: &str, lang: Lang, role: Role) -> Vec<(PathBuf, String, bool)>
             ));
         }
         Lang::C => {
-            out.push((
-                PathBuf::from(format!("{snake}.c")),
-                fill(&format!(
-                    "/* {{name}} ({{role}}): {what}. */\n\
-                     #include <string.h>\n\n#include \"answerer.h\"\n\n\
-                     /* Whether `tool` is one of the comma-separated, trimmed entries of `list`. */\n\
-                     static int listed(answerer_string_t *list, answerer_string_t *tool) {{\n  \
-                     const char *p = (const char *)list->ptr, *end = p + list->len;\n  \
-                     while (p <= end) {{\n    \
-                     const char *comma = memchr(p, ',', (size_t)(end - p));\n    \
-                     const char *a = p, *b = comma ? comma : end;\n    \
-                     while (a < b && *a == ' ') a++;\n    \
-                     while (b > a && b[-1] == ' ') b--;\n    \
-                     if (b > a && (size_t)(b - a) == tool->len && memcmp(a, tool->ptr, tool->len) == 0) return 1;\n    \
-                     if (!comma) break;\n    p = comma + 1;\n  }}\n  return 0;\n}}\n\n\
-                     answerer_decision_t exports_answerer_decide(answerer_request_t *request) {{\n  \
-                     answerer_string_t key, value;\n  int hit = 0;\n  \
-                     answerer_string_set(&key, \"{{key}}\");\n  \
-                     if (approval_plugin_host_config(&key, &value)) {{\n    \
-                     hit = listed(&value, &request->tool_name);\n    answerer_string_free(&value);\n  }}\n  \
-                     answerer_request_free(request);\n  \
-                     return hit ? {listed_c} : {otherwise_c};\n}}\n"
-                )),
-                false,
-            ));
+            out.push((PathBuf::from(format!("{snake}.c")), fill(C_SOURCE), false));
             out.push((
                 PathBuf::from("build.sh"),
                 fill(&format!(
