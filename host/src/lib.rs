@@ -71,4 +71,4 @@ pub use policy::Policy;
 pub use service::{ApprovalRequest, ApprovalService, Verdict};
 pub use store::{CommitMode, DirStore, Journal, OpenedLog, Store};
 pub use subscribe::{Subscriber, Subscription};
-pub use waterfall::{Listener, Position, Question, Registration, Scope};
+pub use waterfall::{Explained, Listener, Position, Question, Registration, Scope};

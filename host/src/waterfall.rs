@@ -33,7 +33,8 @@ pub type ListenerFuture = Pin<Box<dyn Future<Output = Result<Decision, Failure>>
 pub type AnswerFuture = Pin<Box<dyn Future<Output = Result<Answer, Failure>> + Send>>;
 
 /// An answerer or gate. Implemented for any `Fn(Question) -> impl Future<Output =
-/// Result<Decision, Failure>>`.
+/// Result<Decision, Failure>>`; wrap a closure answering `Result<Answer, Failure>` in
+/// [`Explained`] to give a reason.
 pub trait Listener: Send + Sync + 'static {
     /// Decides `question`, or says [`Decision::Next`].
     fn decide(&self, question: Question) -> ListenerFuture;
@@ -79,6 +80,25 @@ where
     }
 }
 
+/// A closure listener that answers with a full [`Answer`] (a reason, a proposal):
+/// `Explained(|q| async { Ok(Answer::reject("not on Fridays")) })`.
+pub struct Explained<F>(pub F);
+
+impl<F, Fut> Listener for Explained<F>
+where
+    F: Fn(Question) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Answer, Failure>> + Send + 'static,
+{
+    fn decide(&self, question: Question) -> ListenerFuture {
+        let future = (self.0)(question);
+        Box::pin(async move { future.await.map(|a| a.decision) })
+    }
+
+    fn answer(&self, question: &Question) -> Option<(Option<Arc<str>>, AnswerFuture)> {
+        Some((None, Box::pin((self.0)(question.clone()))))
+    }
+}
+
 struct QuestionInner {
     id: String,
     /// The seq of its `approval/asked` record.
@@ -90,6 +110,9 @@ struct QuestionInner {
     cwd: Option<String>,
     cancel: CancellationToken,
     caller: Option<CancellationToken>,
+    /// The asked-about call's arguments as JSON text, serialized once for every plugin that
+    /// reads them.
+    arguments_json: std::sync::OnceLock<Option<String>>,
 }
 
 /// What a listener is asked: the request's identity, without tool arguments. Cheap to clone.
@@ -122,6 +145,7 @@ impl Question {
                 cwd,
                 cancel,
                 caller,
+                arguments_json: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -165,6 +189,15 @@ impl Question {
     /// `tool/call` event; `None` without a call id or a recorded call.
     pub fn arguments(&self) -> Option<serde_json::Value> {
         self.call_id().and_then(|id| self.call_arguments(id))
+    }
+
+    /// [`Question::arguments`] as JSON text, serialized on first use and shared by every listener
+    /// that asks.
+    pub fn arguments_json(&self) -> Option<&str> {
+        self.inner
+            .arguments_json
+            .get_or_init(|| self.arguments().map(|v| v.to_string()))
+            .as_deref()
     }
 
     /// The JSON arguments of the call `call_id` as the asking session recorded them in its

@@ -21,7 +21,8 @@ const SESSION: &str = "acp-1";
 
 /// A harness's own ACP agent with the answerer mounted. Its prompt text is the call id to ask
 /// about (`foreign:<id>` asks from another agent object of the same session, `no-call` asks
-/// without a call id); the prompt ends `cancelled` when the question did.
+/// without a call id, `described:<id>` records the call's arguments and gives a reason first);
+/// the prompt ends `cancelled` when the question did.
 fn harness(host: &Host) -> impl ConnectTo<Client> + 'static {
     let answerer = AcpAnswerer::new();
     let registration =
@@ -66,7 +67,14 @@ fn harness(host: &Host) -> impl ConnectTo<Client> + 'static {
                         None => owner,
                     };
                     let mut request = ApprovalRequest::new(&agent, "bash");
-                    if text != "no-call" {
+                    if let Some(id) = text.strip_prefix("described:") {
+                        // The call recorded and a reason given: the request describes both.
+                        service
+                            .record_tool_call(&agent, id, "bash", json!({"command": "rm -rf build"}))
+                            .await
+                            .unwrap();
+                        request = request.call_id(id).reason("clean the build directory");
+                    } else if text != "no-call" {
                         let id = text.strip_prefix("foreign:").unwrap_or(&text);
                         request = request.call_id(id);
                     }
@@ -158,6 +166,26 @@ async fn acp_outcomes_map_and_the_wire_shape_is_exact() {
     assert_eq!(
         decided[4].1["failure"],
         json!({"plugin": "acp", "kind": "error"})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permission_request_describes_the_call_and_carries_the_reason() {
+    let host = Host::new();
+    let (seen, _) = drive(
+        harness(&host),
+        host.dir.path(),
+        vec![Reply::Select("reject-once")],
+        async |conn: Conn| prompts(&conn, &["described:call_9"]).await,
+    )
+    .await;
+    assert_eq!(outcomes(&host), ["rejected"]);
+    assert_eq!(
+        seen.permissions[0]["toolCall"],
+        json!({"toolCallId": "call_9", "title": "bash: rm -rf build", "kind": "execute",
+               "rawInput": {"command": "rm -rf build"},
+               "content": [{"type": "content",
+                            "content": {"type": "text", "text": "clean the build directory"}}]})
     );
 }
 

@@ -45,7 +45,7 @@ fn new_writes_each_language_s_skeleton_and_refuses_what_it_cannot() {
         assert_eq!(printed, want);
         assert_eq!(
             std::fs::read_to_string(dir.path().join(&name).join("wit/approval.wit")).unwrap(),
-            include_str!("../../wit/approval.wit")
+            include_str!("../../wit/approval-0.2.wit")
         );
     }
 
@@ -154,7 +154,7 @@ fn every_language_s_skeleton_builds_and_passes_its_own_cases() {
             .collect();
         for h in handles {
             let (name, role, (summary, outcome)) = h.join().unwrap();
-            assert_eq!(summary, format!("{name}: 3 passed, 0 failed"));
+            assert_eq!(summary, format!("{name}: 4 passed, 0 failed"));
             // The sample deployment's sample question: the gate rejects `bash`, the answerer
             // grants `read` once.
             let want = if role == "gate" {

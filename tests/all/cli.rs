@@ -437,7 +437,7 @@ fn check_reports_fit_and_exact_mismatches() {
     let dir = tempfile::tempdir().unwrap();
     let out = run(
         dir.path(),
-        &["check", approval_host::bundled::DENY_COMMANDS_PATH],
+        &["check", approval_host::bundled::REJECT_ALL_PATH],
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
@@ -446,7 +446,32 @@ fn check_reports_fit_and_exact_mismatches() {
         "{text}"
     );
     assert!(text.contains("  exports: decide\n"), "{text}");
-    assert!(text.contains("approval:plugin/host@0.1.0"), "{text}");
+    assert!(text.contains("approval:plugin/types@0.1.0"), "{text}");
+    assert!(
+        text.contains("  api:     0.1.0; this host also serves 0.2.0,"),
+        "{text}"
+    );
+    // A 0.2 plugin: its version, and what 0.2 adds over 0.1.
+    let out = run(
+        dir.path(),
+        &["check", approval_host::bundled::DENY_COMMANDS_PATH],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains(": fits approval:plugin/answerer@0.2.0\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  exports: validate-config, decide\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "  api:     0.2.0, the newest this host serves; over 0.1 it:\n           - reject carries a reason the model and the user see\n"
+        ),
+        "{text}"
+    );
 
     let foreign = crate::fixtures::write(
         dir.path(),
@@ -559,7 +584,8 @@ fn claude_code_hook_maps_outcomes_and_never_grants_the_unanswered() {
         (
             input("Bash", json!({"command": "rm -rf /"}), "toolu_2"),
             "deny",
-            "the user rejected tool \"Bash\"",
+            // deny-commands (plugin API 0.2) says why; the model reads it.
+            "tool \"Bash\" was rejected by policy \"deny-commands\": the command contains \"rm -rf\", which this deployment does not allow",
         ),
         (
             input("Bash", json!({"command": "ls"}), "toolu_3"),

@@ -141,7 +141,7 @@ fn conform_prints_each_case_and_fails_on_a_wrong_answer() {
     assert_eq!(
         String::from_utf8_lossy(&output.stderr),
         format!(
-            "approval-host: {}: case \"bad\": expect \"maybe\" is not one of allow-once, reject, cancel, next or failed (<kind>)\n",
+            "approval-host: {}: case \"bad\": expect \"maybe\" is not one of allow-once, reject, cancel, next, refused or failed (<kind>)\n",
             cases.display()
         )
     );

@@ -16,7 +16,7 @@ use std::time::Duration;
 use approval_host::conformance::{self, Case, Suite};
 use approval_host::plugin::TracingSink;
 use approval_host::plugin::cache::CompiledCache;
-use approval_host::{Decision, Failure, PluginHost, Question, bundled};
+use approval_host::{Decision, Explained, Failure, PluginHost, Question, bundled};
 use serde_json::Value;
 
 use crate::support::Host;
@@ -70,8 +70,27 @@ fn plugin_host() -> PluginHost {
     .unwrap()
 }
 
-/// The native reference: the gates' documented behaviour, written independently of any guest.
-fn reference(case: &Case) -> Decision {
+/// The native reference: the gates' documented behaviour, written independently of any guest:
+/// the answer, and its reason (for a refused config, the refusal's message).
+fn reference(case: &Case) -> (conformance::Answer, Option<String>) {
+    use conformance::Answer;
+    let known: &[&str] = match case.gate.as_deref().unwrap_or_default() {
+        "allow-tools" => &["tools"],
+        "deny-commands" => &["patterns", "reason"],
+        other => panic!("no reference for gate {other}"),
+    };
+    if let Some(key) = case.config.keys().find(|k| !known.contains(&k.as_str())) {
+        let reads = known
+            .iter()
+            .map(|k| format!("\"{k}\""))
+            .collect::<Vec<_>>()
+            .join(" and ");
+        let message = format!(
+            "unknown key \"{key}\": {} reads only {reads}",
+            case.gate.as_deref().unwrap_or_default()
+        );
+        return (Answer::Refused(message.clone()), Some(message));
+    }
     let listed = |key: &str| -> Vec<String> {
         case.config
             .get(key)
@@ -83,24 +102,34 @@ fn reference(case: &Case) -> Decision {
             })
             .unwrap_or_default()
     };
+    let decided = |d: Decision| (Answer::Decided(d), None);
     match case.gate.as_deref().unwrap_or_default() {
-        "allow-tools" if listed("tools").contains(&case.tool) => Decision::AllowOnce,
-        "allow-tools" => Decision::Next,
-        "deny-commands" => {
+        "allow-tools" if listed("tools").contains(&case.tool) => decided(Decision::AllowOnce),
+        "allow-tools" => decided(Decision::Next),
+        _ => {
             let command = case
                 .call_id
                 .as_ref()
                 .and(case.arguments.as_ref())
                 .and_then(|a| a.get("command"))
                 .and_then(Value::as_str);
-            match command {
-                Some(c) if listed("patterns").iter().any(|p| c.contains(p.as_str())) => {
-                    Decision::Reject
+            let matched = command.and_then(|c| {
+                listed("patterns")
+                    .into_iter()
+                    .find(|p| c.contains(p.as_str()))
+            });
+            match matched {
+                Some(pattern) => {
+                    let reason = case.config.get("reason").cloned().unwrap_or_else(|| {
+                        format!(
+                            "the command contains \"{pattern}\", which this deployment does not allow"
+                        )
+                    });
+                    (Answer::Decided(Decision::Reject), Some(reason))
                 }
-                _ => Decision::Next,
+                None => decided(Decision::Next),
             }
         }
-        other => panic!("no reference for gate {other}"),
     }
 }
 
@@ -109,22 +138,35 @@ async fn every_language_answers_every_case_like_the_reference() {
     let suite = suite();
     let cases = &suite.cases;
     let mut mismatches = Vec::new();
-    let reference_answers: Vec<&'static str> =
-        cases.iter().map(|c| reference(c).as_str()).collect();
+    let reference_answers: Vec<(conformance::Answer, Option<String>)> =
+        cases.iter().map(reference).collect();
 
     // The reference itself must meet the expectations, through the same service path.
     let host = Host::new();
     for (i, case) in cases.iter().enumerate() {
-        let decision = reference(case);
-        let listener = move |_q: Question| async move { Ok::<_, Failure>(decision) };
-        let got = conformance::ask(&host.service, &format!("case-{i}"), case, listener)
-            .await
-            .unwrap()
-            .to_string();
-        if got != case.expect {
+        let (answer, reason) = reference_answers[i].clone();
+        let (got, got_reason) = match answer {
+            conformance::Answer::Decided(decision) => {
+                let answer = approval_host::Answer {
+                    decision,
+                    reason: reason.clone(),
+                    proposal: None,
+                };
+                let listener = Explained(move |_q: Question| {
+                    let answer = answer.clone();
+                    async move { Ok::<_, Failure>(answer) }
+                });
+                conformance::ask_explained(&host.service, &format!("case-{i}"), case, listener)
+                    .await
+                    .unwrap()
+            }
+            refused => (refused, reason.clone()),
+        };
+        let pinned = case.reason.as_ref().is_none_or(|r| got_reason.as_ref() == Some(r));
+        if got.to_string() != case.expect || !pinned {
             mismatches.push(format!(
-                "native reference: case {:?}: answered {got}, expected {}",
-                case.name, case.expect
+                "native reference: case {:?}: answered {got} {got_reason:?}, expected {} {:?}",
+                case.name, case.expect, case.reason
             ));
         }
     }
@@ -149,11 +191,14 @@ async fn every_language_answers_every_case_like_the_reference() {
             .await
             .unwrap_or_else(|e| panic!("{language} {gate}: {e}"));
             for ((i, case), result) in gate_cases.iter().zip(results) {
-                let reference = reference_answers[*i];
-                if !result.passed() || result.answer.to_string() != reference {
+                let (reference, reference_reason) = &reference_answers[*i];
+                if !result.passed()
+                    || result.answer.to_string() != reference.to_string()
+                    || result.reason != *reference_reason
+                {
                     mismatches.push(format!(
-                        "{language}: case {:?} ({gate}): the {language} build answered {}, the native reference {reference}, expected {}",
-                        case.name, result.answer, case.expect
+                        "{language}: case {:?} ({gate}): the {language} build answered {} {:?}, the native reference {reference} {reference_reason:?}, expected {} {:?}",
+                        case.name, result.answer, result.reason, case.expect, case.reason
                     ));
                 }
             }
@@ -188,6 +233,7 @@ async fn every_language_contains_throws_loops_and_runaway_allocation() {
             call_id: None,
             arguments: None,
             expect: (*expect).to_owned(),
+            reason: None,
         })
         .collect();
     let mut mismatches = Vec::new();

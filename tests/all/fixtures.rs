@@ -10,7 +10,11 @@ use std::sync::{Arc, Mutex};
 use approval_host::plugin::{LogLevel, LogSink};
 use tokio::sync::mpsc;
 
-const WIT_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../wit");
+/// The plugin API 0.1 contract: the WAT fixtures below are 0.1 components.
+const WIT_0_1: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../wit/approval-0.1.wit");
+
+/// The plugin API 0.2 contract.
+const WIT_0_2: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../wit/approval-0.2.wit");
 
 /// The core module around `body`, the misbehaviour. `decide` takes the flattened request (12 i32:
 /// agent, session, tool-name as ptr/len, then call-id and reason as tag/ptr/len) and returns the
@@ -44,7 +48,7 @@ fn core_module(imports: &str, body: &str, data: &str) -> String {
 
 fn encode(module: &str, wit: Option<&str>, world: &str) -> Vec<u8> {
     let mut resolve = wit_parser::Resolve::default();
-    let (pkg, _) = resolve.push_dir(WIT_DIR).unwrap();
+    let (pkg, _) = resolve.push_path(WIT_0_1).unwrap();
     let main = match wit {
         Some(text) => resolve.push_str("fixture.wit", text).unwrap(),
         None => pkg,
@@ -200,7 +204,7 @@ impl LogSink for Captured {
 /// A well-behaved answerer built against `approval:plugin@{version}` (the same contract under
 /// another version number), answering `allow-once`.
 pub fn versioned(version: &str) -> Vec<u8> {
-    let wit = std::fs::read_to_string(format!("{WIT_DIR}/approval.wit"))
+    let wit = std::fs::read_to_string(WIT_0_1)
         .unwrap()
         .replace(
             "approval:plugin@0.1.0",
@@ -225,7 +229,7 @@ pub fn core_answerer(decision: u32) -> Vec<u8> {
     );
     let mut module = wat::parse_str(module).unwrap();
     let mut resolve = wit_parser::Resolve::default();
-    let (pkg, _) = resolve.push_dir(WIT_DIR).unwrap();
+    let (pkg, _) = resolve.push_path(WIT_0_1).unwrap();
     let world = resolve.select_world(&[pkg], Some("answerer")).unwrap();
     wit_component::embed_component_metadata(
         &mut module,
@@ -250,4 +254,96 @@ pub fn slow_then_allows() -> Vec<u8> {
         None,
         "answerer",
     )
+}
+
+/// A plugin API 0.2 gate written as WAT, misbehaving by the first letter of the tool name:
+/// `h` rejects with a 100 MB reason, `u` with a reason that is not UTF-8, `c` with control
+/// characters in it, `e` answers `allow-always` with an empty rule, `a` answers `reject-always`
+/// with a 2 MB pattern (and the reason `absurd`); anything else is `allow-once`. Its
+/// `validate-config` runs `validate` (a body returning the address of a `result<_, string>`; the
+/// zeroed area at 2048 reads `ok`).
+pub fn v0_2_gate(validate: &str) -> Vec<u8> {
+    let module = format!(
+        r#"(module
+  (import "approval:plugin/host@0.2.0" "log" (func $log (param i32 i32 i32)))
+  (memory (export "memory") 1)
+  (global $heap (mut i32) (i32.const 4096))
+  (data (i32.const 32) "\ff\fe\fd")
+  (data (i32.const 48) "no\nway\07")
+  (data (i32.const 64) "*")
+  (data (i32.const 80) "absurd")
+  (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32)
+    (local $ptr i32)
+    (local.set $ptr (i32.and (i32.add (global.get $heap) (i32.const 7)) (i32.const -8)))
+    (global.set $heap (i32.add (local.get $ptr) (local.get 3)))
+    (if (i32.gt_u (global.get $heap) (i32.mul (memory.size) (i32.const 65536)))
+      (then (drop (memory.grow (i32.add (i32.div_u (local.get 3) (i32.const 65536)) (i32.const 1))))))
+    (local.get $ptr))
+  ;; 100 MiB of 'a' at 1 MiB, grown on first use.
+  (func $big (result i32)
+    (if (i32.lt_u (memory.size) (i32.const 1700))
+      (then
+        (drop (memory.grow (i32.sub (i32.const 1700) (memory.size))))
+        (memory.fill (i32.const 1048576) (i32.const 97) (i32.const 104857600))))
+    (i32.const 1048576))
+  (func (export "validate-config") (param i32 i32) (result i32)
+    {validate})
+  (func (export "decide") (param $request i32) (result i32)
+    (local $first i32)
+    (memory.fill (i32.const 1024) (i32.const 0) (i32.const 64))
+    ;; tool-name is the fifth field: its pointer at offset 36.
+    (local.set $first (i32.load8_u (i32.load offset=36 (local.get $request))))
+    (if (i32.eq (local.get $first) (i32.const 104)) ;; h
+      (then
+        (i32.store8 (i32.const 1024) (i32.const 1))
+        (i32.store8 (i32.const 1028) (i32.const 1))
+        (i32.store (i32.const 1032) (call $big))
+        (i32.store (i32.const 1036) (i32.const 104857600))
+        (return (i32.const 1024))))
+    (if (i32.eq (local.get $first) (i32.const 117)) ;; u
+      (then
+        (i32.store8 (i32.const 1024) (i32.const 1))
+        (i32.store8 (i32.const 1028) (i32.const 1))
+        (i32.store (i32.const 1032) (i32.const 32))
+        (i32.store (i32.const 1036) (i32.const 3))
+        (return (i32.const 1024))))
+    (if (i32.eq (local.get $first) (i32.const 99)) ;; c
+      (then
+        (i32.store8 (i32.const 1024) (i32.const 1))
+        (i32.store8 (i32.const 1028) (i32.const 1))
+        (i32.store (i32.const 1032) (i32.const 48))
+        (i32.store (i32.const 1036) (i32.const 7))
+        (return (i32.const 1024))))
+    (if (i32.eq (local.get $first) (i32.const 101)) ;; e: allow-always, every field empty
+      (then
+        (i32.store8 (i32.const 1024) (i32.const 4))
+        (return (i32.const 1024))))
+    (if (i32.eq (local.get $first) (i32.const 97)) ;; a: reject-always, a 2 MB pattern
+      (then
+        (i32.store8 (i32.const 1024) (i32.const 5))
+        (i32.store (i32.const 1028) (i32.const 64))
+        (i32.store (i32.const 1032) (i32.const 1))
+        (i32.store8 (i32.const 1036) (i32.const 1))
+        (i32.store (i32.const 1040) (call $big))
+        (i32.store (i32.const 1044) (i32.const 2097152))
+        (i32.store8 (i32.const 1052) (i32.const 1))
+        (i32.store (i32.const 1056) (i32.const 80))
+        (i32.store (i32.const 1060) (i32.const 6))
+        (return (i32.const 1024))))
+    (i32.const 1024))
+)"#
+    );
+    let mut resolve = wit_parser::Resolve::default();
+    let (pkg, _) = resolve.push_path(WIT_0_2).unwrap();
+    encode_in(&module, &resolve, pkg, "answerer")
+}
+
+/// `validate-config` bodies for [`v0_2_gate`].
+pub mod validate {
+    /// Accepts any config.
+    pub const OK: &str = "(i32.const 2048)";
+    /// Traps.
+    pub const TRAP: &str = "unreachable";
+    /// Never returns.
+    pub const LOOP: &str = "(loop $spin (br $spin)) (i32.const 2048)";
 }

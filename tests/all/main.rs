@@ -12,6 +12,7 @@ mod deployment;
 mod durable_commit;
 mod fixtures;
 mod hooks;
+mod plugin_api;
 mod plugins;
 mod policy;
 mod reload;

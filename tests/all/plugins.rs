@@ -568,7 +568,7 @@ async fn never_policy_runs_no_plugin() {
 }
 
 #[tokio::test]
-async fn a_later_0_1_patch_loads_and_0_2_is_refused_by_version() {
+async fn a_later_0_1_patch_loads_and_an_unserved_version_is_refused_by_version() {
     let rig = rig().await;
     let plugin = rig.load("patched", &fixtures::versioned("0.1.3"), |_| {});
     assert_eq!(plugin.api_version(), "0.1.3");
@@ -578,10 +578,10 @@ async fn a_later_0_1_patch_loads_and_0_2_is_refused_by_version() {
             .register("patched", Scope::Global, Position::Back, plugin.listener());
     assert_eq!(rig.ask("bash").await, Outcome::AllowedOnce);
 
-    let text = load_error(&fixtures::versioned("0.2.0"));
+    let text = load_error(&fixtures::versioned("0.3.0"));
     assert!(
         text.ends_with(
-            "is built against approval:plugin@0.2.0; this host serves approval:plugin@0.1.x"
+            "is built against approval:plugin@0.3.0; this host serves approval:plugin@0.1.x, approval:plugin@0.2.x"
         ),
         "{text}"
     );

@@ -183,7 +183,7 @@ fn sessions_turns_requests_policy_and_context() {
     let config = deployment(dir.path(), bundled::ALLOW_TOOLS);
     let mut c = Client::spawn(dir.path(), &config, &["--no-watch"]);
     let init = c.call("initialize", json!({"protocolVersion": "0.1"}));
-    assert_eq!(init["pluginApiVersions"], json!(["0.1"]));
+    assert_eq!(init["pluginApiVersions"], json!(["0.1", "0.2"]));
     open(&mut c, "s1");
     c.call(
         "tool/call",
@@ -260,6 +260,79 @@ fn sessions_turns_requests_policy_and_context() {
     assert_eq!(
         decided[0]["digest"],
         approval_host::plugin::digest(bundled::ALLOW_TOOLS)
+    );
+}
+
+#[test]
+fn reasons_reach_the_prompt_the_request_result_and_the_model_s_text() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("deny.wasm"), bundled::DENY_COMMANDS).unwrap();
+    let config = dir.path().join("deploy.toml");
+    std::fs::write(
+        &config,
+        "[[plugin]]\nname = \"deny-commands\"\npath = \"deny.wasm\"\nrole = \"gate\"\n[plugin.config]\npatterns = \"rm -rf\"\n",
+    )
+    .unwrap();
+    let mut c = Client::spawn(dir.path(), &config, &["--no-watch"]);
+    c.call(
+        "initialize",
+        json!({"protocolVersion": "0.1", "answerer": true}),
+    );
+    open(&mut c, "s1");
+    // A 0.2 gate rejects with its reason: the result carries it and the model's exact text.
+    c.call(
+        "tool/call",
+        json!({"sessionId": "s1", "callId": "c1", "name": "Bash", "arguments": {"command": "rm -rf build/"}}),
+    );
+    let id = ask(&mut c, "s1", "Bash");
+    let r = c.response(id);
+    assert_eq!(
+        r["result"],
+        json!({
+            "outcome": "rejected",
+            "answerer": "deny-commands",
+            "reason": "the command contains \"rm -rf\", which this deployment does not allow",
+            "message": "tool \"Bash\" was rejected by policy \"deny-commands\": the command contains \"rm -rf\", which this deployment does not allow",
+        })
+    );
+    // A question the gate passes on reaches the client with the call's arguments; the person's
+    // reason comes back in the result.
+    c.call(
+        "tool/call",
+        json!({"sessionId": "s1", "callId": "c1", "name": "Bash", "arguments": {"command": "ls"}}),
+    );
+    let id = ask(&mut c, "s1", "Bash");
+    let prompt = c.prompt();
+    assert_eq!(prompt["params"]["arguments"], json!({"command": "ls"}));
+    assert_eq!(prompt["params"]["reason"], "why");
+    c.reply(
+        &prompt,
+        json!({"decision": "reject", "reason": "not\nbefore lunch"}),
+    );
+    let mut r = c.response(id);
+    let answerer = r["result"]["answerer"].take();
+    assert!(answerer.as_str().unwrap().starts_with("client-"), "{answerer}");
+    assert_eq!(
+        r["result"],
+        json!({
+            "outcome": "rejected",
+            "answerer": null,
+            "reason": "not before lunch",
+            "message": "the user rejected tool \"Bash\": not before lunch",
+        })
+    );
+    let events = events_at(&log_path(dir.path(), "s1"));
+    let reasons: Vec<&Value> = events
+        .iter()
+        .filter(|(t, _)| t == "approval/decided")
+        .map(|(_, d)| &d["reason"])
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            "the command contains \"rm -rf\", which this deployment does not allow",
+            "not before lunch"
+        ]
     );
 }
 

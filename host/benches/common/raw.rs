@@ -8,16 +8,24 @@ use wasmtime::component::{Component, ComponentType, Lift, Linker, Lower, Resourc
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+/// The plugin API 0.2 request (`allow-tools` is a 0.2 guest).
 #[derive(ComponentType, Lower)]
 #[component(record)]
 struct Request {
+    id: String,
     agent: String,
+    #[component(name = "parent-agent")]
+    parent_agent: Option<String>,
     session: String,
     #[component(name = "tool-name")]
     tool_name: String,
     #[component(name = "call-id")]
     call_id: Option<String>,
     reason: Option<String>,
+    arguments: Option<String>,
+    cwd: Option<String>,
+    #[component(name = "sandbox-mode")]
+    sandbox_mode: Option<String>,
 }
 
 // Built by the guest when lifted, never by this code.
@@ -25,15 +33,43 @@ struct Request {
 #[derive(ComponentType, Lift, Debug, PartialEq, Eq, Clone, Copy)]
 #[component(enum)]
 #[repr(u8)]
+enum Scope {
+    #[component(name = "session")]
+    Session,
+    #[component(name = "project")]
+    Project,
+    #[component(name = "user")]
+    User,
+}
+
+// Built by the guest when lifted, never by this code.
+#[allow(dead_code)]
+#[derive(ComponentType, Lift, Debug, PartialEq, Eq)]
+#[component(record)]
+struct Rule {
+    tool: String,
+    pattern: Option<String>,
+    scope: Scope,
+    reason: Option<String>,
+}
+
+// Built by the guest when lifted, never by this code.
+#[allow(dead_code)]
+#[derive(ComponentType, Lift, Debug, PartialEq, Eq)]
+#[component(variant)]
 enum Decision {
     #[component(name = "allow-once")]
     AllowOnce,
     #[component(name = "reject")]
-    Reject,
+    Reject(Option<String>),
     #[component(name = "cancel")]
     Cancel,
     #[component(name = "next")]
     Next,
+    #[component(name = "allow-always")]
+    AllowAlways(Rule),
+    #[component(name = "reject-always")]
+    RejectAlways(Rule),
 }
 
 // Built by the guest when lifted, never by this code.
@@ -93,7 +129,7 @@ fn setup(engine: &Engine, guest: &[u8]) -> wasmtime::component::InstancePre<Stat
     let component = Component::new(engine, guest).unwrap();
     let mut linker: Linker<State> = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker).unwrap();
-    let mut host = linker.instance("approval:plugin/host@0.1.0").unwrap();
+    let mut host = linker.instance("approval:plugin/host@0.2.0").unwrap();
     host.func_wrap("log", |_s, (_l, _m): (Level, String)| Ok(()))
         .unwrap();
     host.func_wrap("config", |_s, (key,): (String,)| {
@@ -124,11 +160,16 @@ fn store(engine: &Engine) -> Store<State> {
 /// Measures the raw guest over `samples` calls and instantiations.
 pub fn measure(guest: &[u8], samples: usize) -> RawFigures {
     let request = || Request {
+        id: "q".into(),
         agent: "a".into(),
+        parent_agent: None,
         session: "bench".into(),
         tool_name: "bash".into(),
         call_id: None,
         reason: None,
+        arguments: None,
+        cwd: None,
+        sandbox_mode: None,
     };
     let instantiate = |pooling: bool| {
         let engine = engine(pooling);

@@ -10,6 +10,10 @@
 //! settles `unavailable`. [`AcpAnswerer::cancel`], called on the client's `session/cancel`,
 //! settles the session's pending permission requests `cancelled` (and tells the client to drop
 //! them with `$/cancel_request`).
+//!
+//! The request describes the call so an editor can show what it asks about: when the asking
+//! session recorded the call, `toolCall` carries its `title` (the tool, and the command when
+//! there is one), `kind` and `rawInput`; when the asker gave a reason, it is the `content`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -17,8 +21,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    PermissionOption, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
-    SessionId, ToolCallUpdate, ToolCallUpdateFields,
+    Content, PermissionOption, PermissionOptionKind, RequestPermissionOutcome,
+    RequestPermissionRequest, SessionId, ToolCallContent, ToolCallUpdate, ToolCallUpdateFields,
+    ToolKind,
 };
 
 use tokio_util::sync::CancellationToken;
@@ -102,6 +107,52 @@ impl AcpAnswerer {
     }
 }
 
+/// The longest command shown in a permission request's title, in characters; the rest is cut.
+pub const TITLE_COMMAND_CHARS: usize = 120;
+
+/// The ACP kind of a tool call, from its name: what an editor picks an icon by.
+pub fn tool_kind(tool: &str) -> ToolKind {
+    match tool.to_ascii_lowercase().as_str() {
+        "bash" | "shell" | "exec" | "run" | "terminal" => ToolKind::Execute,
+        "read" | "view" | "cat" => ToolKind::Read,
+        "edit" | "write" | "multiedit" | "notebookedit" | "apply_patch" => ToolKind::Edit,
+        "grep" | "glob" | "search" | "ls" => ToolKind::Search,
+        "webfetch" | "web_fetch" | "fetch" | "websearch" => ToolKind::Fetch,
+        "delete" | "rm" => ToolKind::Delete,
+        "move" | "mv" => ToolKind::Move,
+        _ => ToolKind::Other,
+    }
+}
+
+/// A permission request's title: the tool, and its `command` argument when it has one.
+pub fn title(tool: &str, arguments: &serde_json::Value) -> String {
+    match arguments.get("command").and_then(serde_json::Value::as_str) {
+        Some(command) => {
+            let mut shown: String = command.chars().take(TITLE_COMMAND_CHARS).collect();
+            if shown.len() < command.len() {
+                shown.push('…');
+            }
+            format!("{tool}: {shown}")
+        }
+        None => tool.to_owned(),
+    }
+}
+
+/// What `toolCall` says about `question`'s call beyond its id.
+fn describe(question: &Question) -> ToolCallUpdateFields {
+    let mut fields = ToolCallUpdateFields::new();
+    if let Some(arguments) = question.arguments() {
+        fields = fields
+            .title(title(question.tool_name(), &arguments))
+            .kind(tool_kind(question.tool_name()))
+            .raw_input(arguments);
+    }
+    if let Some(reason) = question.reason() {
+        fields = fields.content(vec![ToolCallContent::Content(Content::new(reason))]);
+    }
+    fields
+}
+
 impl Listener for AcpAnswerer {
     /// The question goes to a client: it is made durable before it is sent.
     fn leaves_process(&self) -> bool {
@@ -120,7 +171,7 @@ impl Listener for AcpAnswerer {
                     owned.cancel.clone(),
                     RequestPermissionRequest::new(
                         owned.acp_session.clone(),
-                        ToolCallUpdate::new(call_id.to_owned(), ToolCallUpdateFields::new()),
+                        ToolCallUpdate::new(call_id.to_owned(), describe(&question)),
                         permission_options(),
                     ),
                 )),

@@ -109,7 +109,6 @@ impl Instance {
         store: &mut Store<PluginState>,
         question: &Question,
     ) -> wasmtime::Result<Answer> {
-        let arguments = question.arguments().map(|v| v.to_string());
         let sandbox_mode = question
             .agent()
             .session()
@@ -123,7 +122,7 @@ impl Instance {
             tool_name: question.tool_name(),
             call_id: question.call_id(),
             reason: question.reason(),
-            arguments: arguments.as_deref(),
+            arguments: question.arguments_json(),
             cwd: question.cwd(),
             sandbox_mode,
         };

@@ -24,14 +24,18 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
 use crate::config::{ConfigError, Deployment};
-use crate::outcome::{Decision, Failure};
+use crate::outcome::{Decision, Failure, Outcome};
 use crate::plugin::cache::CompiledCache;
 use crate::plugin::{
     LogSink, Mounted, PluginError, PluginHost, QuarantinePolicy, ReloadReport, TracingSink,
 };
 use crate::policy::Policy;
 use crate::service::{ApprovalRequest, ApprovalService};
-use crate::waterfall::{Listener, ListenerFuture, Position, Question, Registration, Scope};
+use crate::answer::{Answer, clean_reason};
+use crate::tools::texts;
+use crate::waterfall::{
+    AnswerFuture, Listener, ListenerFuture, Position, Question, Registration, Scope,
+};
 use rpc::{RpcError, opt_str_param, str_param};
 
 pub use watch::Watcher;
@@ -538,10 +542,28 @@ impl Server {
                 }
                 let key = id.to_string();
                 conn.lock_inflight().insert(key.clone(), token);
-                let result = service.request(request).await;
+                let result = service.ask(request).await;
                 conn.lock_inflight().remove(&key);
-                let outcome = result.map_err(RpcError::failed)?;
-                Ok(json!({"outcome": outcome}))
+                let verdict = result.map_err(RpcError::failed)?;
+                let mut result = json!({"outcome": verdict.outcome});
+                if let Some(a) = &verdict.answerer {
+                    result["answerer"] = json!(a);
+                }
+                if let Some(r) = &verdict.reason {
+                    result["reason"] = json!(r);
+                }
+                // The exact text a model should read for a refusal, so a harness need not
+                // rebuild it.
+                let message = match verdict.outcome {
+                    Outcome::AllowedOnce => None,
+                    Outcome::Rejected => Some(texts::rejection(tool, &verdict)),
+                    Outcome::Cancelled => Some(texts::approval_cancelled(tool)),
+                    Outcome::Unavailable => Some(texts::approval_unavailable(tool)),
+                };
+                if let Some(m) = message {
+                    result["message"] = json!(m);
+                }
+                Ok(result)
             }
             "policy/set" => {
                 let (_, agent) = self.owned(conn, &params)?;
@@ -659,15 +681,27 @@ impl Listener for ClientAnswerer {
     }
 
     fn decide(&self, question: Question) -> ListenerFuture {
+        let (_, future) = self
+            .answer(&question)
+            .expect("a client answerer always answers with a future");
+        Box::pin(async move { future.await.map(|a| a.decision) })
+    }
+
+    /// The prompt carries the call's recorded `arguments`; the client's answer may carry a
+    /// `reason` (for a rejection: what the model reads after "the user rejected ...").
+    fn answer(&self, question: &Question) -> Option<(Option<Arc<str>>, AnswerFuture)> {
+        let next = || -> Option<(Option<Arc<str>>, AnswerFuture)> {
+            Some((None, Box::pin(async { Ok(Answer::from(Decision::Next)) })))
+        };
         let (Some(server), Some(conn)) = (self.server.upgrade(), self.conn.upgrade()) else {
-            return Box::pin(async { Ok(Decision::Next) });
+            return next();
         };
         let owned = server
             .lock_sessions()
             .get(question.session_id())
             .is_some_and(|e| e.owner == conn.id && e.agent.same(question.agent()));
         if !owned {
-            return Box::pin(async { Ok(Decision::Next) });
+            return next();
         }
         let id = conn.next_out.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
@@ -683,6 +717,9 @@ impl Listener for ClientAnswerer {
         if let Some(r) = question.reason() {
             params["reason"] = json!(r);
         }
+        if let Some(a) = question.arguments() {
+            params["arguments"] = a;
+        }
         conn.send(rpc::request(id, "approval/prompt", params));
         let guard = PromptGuard {
             conn: Arc::downgrade(&conn),
@@ -690,18 +727,29 @@ impl Listener for ClientAnswerer {
             answered: false,
         };
         drop(conn);
-        Box::pin(async move {
+        Some((None, Box::pin(async move {
             // Move the whole guard in (not just a field): dropping this future withdraws the prompt.
             let mut guard = guard;
             let answer = rx.await;
             guard.answered = true;
             match answer {
-                Ok(Ok(result)) => Ok(match result.get("decision").and_then(Value::as_str) {
-                    Some("allow-once") => Decision::AllowOnce,
-                    Some("cancel") => Decision::Cancel,
-                    // "reject", and any other reply: never a grant.
-                    _ => Decision::Reject,
-                }),
+                Ok(Ok(result)) => {
+                    let decision = match result.get("decision").and_then(Value::as_str) {
+                        Some("allow-once") => Decision::AllowOnce,
+                        Some("cancel") => Decision::Cancel,
+                        // "reject", and any other reply: never a grant.
+                        _ => Decision::Reject,
+                    };
+                    let reason = result
+                        .get("reason")
+                        .and_then(Value::as_str)
+                        .and_then(clean_reason);
+                    Ok(Answer {
+                        decision,
+                        reason,
+                        proposal: None,
+                    })
+                }
                 Ok(Err(e)) => Err(Failure::error(format!(
                     "the client answered the prompt with an error: {}",
                     e.message
@@ -710,6 +758,6 @@ impl Listener for ClientAnswerer {
                     "the client disconnected before answering the prompt",
                 )),
             }
-        })
+        })))
     }
 }
