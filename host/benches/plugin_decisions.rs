@@ -176,7 +176,10 @@ fn spinner_component() -> Vec<u8> {
     .unwrap();
     let mut resolve = wit_parser::Resolve::default();
     let (pkg, _) = resolve
-        .push_path(concat!(env!("CARGO_MANIFEST_DIR"), "/../wit/approval-0.1.wit"))
+        .push_path(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../wit/approval-0.1.wit"
+        ))
         .unwrap();
     let world = resolve.select_world(&[pkg], Some("answerer")).unwrap();
     wit_component::embed_component_metadata(

@@ -560,7 +560,10 @@ impl Waterfall {
                         version: version.as_deref().map(str::to_owned),
                         failure: None,
                         // Native listeners build answers by hand: cleaned here, whoever made it.
-                        reason: answer.reason.as_deref().and_then(crate::answer::clean_reason),
+                        reason: answer
+                            .reason
+                            .as_deref()
+                            .and_then(crate::answer::clean_reason),
                         proposal: answer.proposal,
                         answered_outside: entry.listener.leaves_process(),
                     };

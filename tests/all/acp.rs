@@ -70,7 +70,12 @@ fn harness(host: &Host) -> impl ConnectTo<Client> + 'static {
                     if let Some(id) = text.strip_prefix("described:") {
                         // The call recorded and a reason given: the request describes both.
                         service
-                            .record_tool_call(&agent, id, "bash", json!({"command": "rm -rf build"}))
+                            .record_tool_call(
+                                &agent,
+                                id,
+                                "bash",
+                                json!({"command": "rm -rf build"}),
+                            )
                             .await
                             .unwrap();
                         request = request.call_id(id).reason("clean the build directory");

@@ -433,6 +433,44 @@ fn a_plugin_that_does_not_load_exits_2_naming_the_file_and_the_plugin() {
 }
 
 #[test]
+fn a_config_typo_a_plugin_refuses_exits_2_naming_the_file_the_plugin_and_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = deployment(
+        dir.path(),
+        &format!(
+            "[[plugin]]\nname = \"deny-more\"\npath = {:?}\nrole = \"gate\"\n[plugin.config]\ncommands = \"rm -rf\"\n",
+            approval_host::bundled::DENY_COMMANDS_PATH
+        ),
+    );
+    let out = run(
+        dir.path(),
+        &[
+            "ask",
+            "--session",
+            "s",
+            "--agent",
+            "a",
+            "--tool",
+            "Bash",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "approval-host: {}: plugin \"deny-more\": config: unknown key \"commands\": deny-commands reads only \"patterns\" and \"reason\"\n",
+            config.display()
+        )
+    );
+    assert!(
+        !log_path(dir.path(), "s").exists(),
+        "nothing ran without the gate"
+    );
+}
+
+#[test]
 fn check_reports_fit_and_exact_mismatches() {
     let dir = tempfile::tempdir().unwrap();
     let out = run(

@@ -162,7 +162,10 @@ async fn every_language_answers_every_case_like_the_reference() {
             }
             refused => (refused, reason.clone()),
         };
-        let pinned = case.reason.as_ref().is_none_or(|r| got_reason.as_ref() == Some(r));
+        let pinned = case
+            .reason
+            .as_ref()
+            .is_none_or(|r| got_reason.as_ref() == Some(r));
         if got.to_string() != case.expect || !pinned {
             mismatches.push(format!(
                 "native reference: case {:?}: answered {got} {got_reason:?}, expected {} {:?}",

@@ -204,12 +204,10 @@ impl LogSink for Captured {
 /// A well-behaved answerer built against `approval:plugin@{version}` (the same contract under
 /// another version number), answering `allow-once`.
 pub fn versioned(version: &str) -> Vec<u8> {
-    let wit = std::fs::read_to_string(WIT_0_1)
-        .unwrap()
-        .replace(
-            "approval:plugin@0.1.0",
-            &format!("approval:plugin@{version}"),
-        );
+    let wit = std::fs::read_to_string(WIT_0_1).unwrap().replace(
+        "approval:plugin@0.1.0",
+        &format!("approval:plugin@{version}"),
+    );
     let module = core_module("", "(i32.const 0)", "").replace(
         "approval:plugin/host@0.1.0",
         &format!("approval:plugin/host@{version}"),

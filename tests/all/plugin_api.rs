@@ -13,8 +13,7 @@ use approval_host::config::{PluginSpec, Role};
 use approval_host::plugin::TracingSink;
 use approval_host::tools::texts;
 use approval_host::{
-    Agent, ApprovalRequest, Deployment, Mounted, Outcome, PluginError, PluginHost, Policy,
-    bundled,
+    Agent, ApprovalRequest, Deployment, Mounted, Outcome, PluginError, PluginHost, Policy, bundled,
 };
 use serde_json::{Value, json};
 

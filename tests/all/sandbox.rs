@@ -212,6 +212,33 @@ async fn escalation_rejected_runs_nothing() {
 }
 
 #[tokio::test]
+async fn a_gate_s_reason_for_rejecting_an_escalation_reaches_the_model() {
+    let host = Host::new();
+    let b = Box_::new();
+    let (rt, agent) = runtime(&host, &b).await;
+    let _gate = host.service.register(
+        "no-escalation",
+        Scope::Global,
+        Position::Front,
+        approval_host::Explained(|_q: Question| async {
+            Ok::<_, Failure>(approval_host::Answer::reject(
+                "escalations need a ticket number",
+            ))
+        }),
+    );
+    let r = rt.execute(escalated_call(&agent, "call_00_1")).await;
+    assert_eq!(
+        r.content,
+        "Error: escalating this command to \"workspace-write\" was rejected by policy \"no-escalation\": escalations need a ticket number"
+    );
+    assert!(!b.ws().join("escalated.txt").exists());
+    assert_eq!(
+        host.events("s")[3].1["reason"],
+        "escalations need a ticket number"
+    );
+}
+
+#[tokio::test]
 async fn every_escalation_refusal_has_its_text() {
     let host = Host::new();
     let b = Box_::new();

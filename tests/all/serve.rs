@@ -311,7 +311,10 @@ fn reasons_reach_the_prompt_the_request_result_and_the_model_s_text() {
     );
     let mut r = c.response(id);
     let answerer = r["result"]["answerer"].take();
-    assert!(answerer.as_str().unwrap().starts_with("client-"), "{answerer}");
+    assert!(
+        answerer.as_str().unwrap().starts_with("client-"),
+        "{answerer}"
+    );
     assert_eq!(
         r["result"],
         json!({

@@ -414,3 +414,75 @@ fn escalation_and_hook_texts_are_exact() {
     );
     assert_eq!(texts::HOOK_BLOCKED, "blocked by PreToolUse hook");
 }
+
+/// A person answering from outside the process (an editor, a console): it rejects, saying why.
+struct Person(&'static str);
+
+impl approval_host::Listener for Person {
+    fn decide(&self, _q: Question) -> approval_host::waterfall::ListenerFuture {
+        Box::pin(async { Ok(Decision::Reject) })
+    }
+
+    fn answer(
+        &self,
+        _q: &Question,
+    ) -> Option<(Option<Arc<str>>, approval_host::waterfall::AnswerFuture)> {
+        let reason = self.0;
+        Some((
+            None,
+            Box::pin(async move { Ok(approval_host::Answer::reject(reason)) }),
+        ))
+    }
+
+    fn leaves_process(&self) -> bool {
+        true
+    }
+}
+
+#[tokio::test]
+async fn a_rejection_with_a_reason_names_the_gate_or_the_person_and_says_why() {
+    // An in-process gate: the model reads which policy refused and why.
+    let (host, agent) = in_turn().await;
+    let (rt, runs) = runtime(Some(&host));
+    let _ask = ask_everything(&rt, None);
+    let _gate = host.service.register(
+        "no-writes",
+        Scope::Global,
+        Position::Front,
+        approval_host::Explained(|_q: Question| async {
+            Ok::<_, Failure>(approval_host::Answer::reject(
+                "writes are frozen\nuntil the release",
+            ))
+        }),
+    );
+    let result = rt.execute(call(Some(&agent))).await;
+    assert_eq!(
+        result.content,
+        "Error: tool \"write\" was rejected by policy \"no-writes\": writes are frozen until the release"
+    );
+    assert_eq!(
+        &result.content["Error: ".len()..],
+        texts::approval_rejected_by_policy(
+            "write",
+            "no-writes",
+            "writes are frozen until the release"
+        )
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    let events = host.events(S);
+    assert_eq!(events[3].1["reason"], "writes are frozen until the release");
+    assert_eq!(events[3].1["answerer"], "no-writes");
+
+    // A person: "the user rejected", with the person's words.
+    let (host, agent) = in_turn().await;
+    let (rt, _) = runtime(Some(&host));
+    let _ask = ask_everything(&rt, None);
+    let _person = host
+        .service
+        .register("editor", Scope::Global, Position::Back, Person("not now"));
+    let result = rt.execute(call(Some(&agent))).await;
+    assert_eq!(
+        result.content,
+        "Error: the user rejected tool \"write\": not now"
+    );
+}

@@ -300,10 +300,12 @@ impl PluginHost {
             idle: Mutex::new(Vec::new()),
             slow: AtomicBool::new(!inline),
         });
-        plugin.validate_config().map_err(|message| PluginError::Config {
-            name: spec.name.clone(),
-            message,
-        })?;
+        plugin
+            .validate_config()
+            .map_err(|message| PluginError::Config {
+                name: spec.name.clone(),
+                message,
+            })?;
         Ok(plugin)
     }
 }

@@ -100,11 +100,13 @@ impl Instance {
             call_id: question.call_id(),
             reason: question.reason(),
         };
-        Ok(Answer::from(match self.bindings.call_decide(store, request)? {
-            types::Decision::AllowOnce => Decision::AllowOnce,
-            types::Decision::Reject => Decision::Reject,
-            types::Decision::Cancel => Decision::Cancel,
-            types::Decision::Next => Decision::Next,
-        }))
+        Ok(Answer::from(
+            match self.bindings.call_decide(store, request)? {
+                types::Decision::AllowOnce => Decision::AllowOnce,
+                types::Decision::Reject => Decision::Reject,
+                types::Decision::Cancel => Decision::Cancel,
+                types::Decision::Next => Decision::Next,
+            },
+        ))
     }
 }

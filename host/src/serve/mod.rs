@@ -23,6 +23,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
+use crate::answer::{Answer, clean_reason};
 use crate::config::{ConfigError, Deployment};
 use crate::outcome::{Decision, Failure, Outcome};
 use crate::plugin::cache::CompiledCache;
@@ -31,7 +32,6 @@ use crate::plugin::{
 };
 use crate::policy::Policy;
 use crate::service::{ApprovalRequest, ApprovalService};
-use crate::answer::{Answer, clean_reason};
 use crate::tools::texts;
 use crate::waterfall::{
     AnswerFuture, Listener, ListenerFuture, Position, Question, Registration, Scope,
@@ -727,37 +727,40 @@ impl Listener for ClientAnswerer {
             answered: false,
         };
         drop(conn);
-        Some((None, Box::pin(async move {
-            // Move the whole guard in (not just a field): dropping this future withdraws the prompt.
-            let mut guard = guard;
-            let answer = rx.await;
-            guard.answered = true;
-            match answer {
-                Ok(Ok(result)) => {
-                    let decision = match result.get("decision").and_then(Value::as_str) {
-                        Some("allow-once") => Decision::AllowOnce,
-                        Some("cancel") => Decision::Cancel,
-                        // "reject", and any other reply: never a grant.
-                        _ => Decision::Reject,
-                    };
-                    let reason = result
-                        .get("reason")
-                        .and_then(Value::as_str)
-                        .and_then(clean_reason);
-                    Ok(Answer {
-                        decision,
-                        reason,
-                        proposal: None,
-                    })
+        Some((
+            None,
+            Box::pin(async move {
+                // Move the whole guard in (not just a field): dropping this future withdraws the prompt.
+                let mut guard = guard;
+                let answer = rx.await;
+                guard.answered = true;
+                match answer {
+                    Ok(Ok(result)) => {
+                        let decision = match result.get("decision").and_then(Value::as_str) {
+                            Some("allow-once") => Decision::AllowOnce,
+                            Some("cancel") => Decision::Cancel,
+                            // "reject", and any other reply: never a grant.
+                            _ => Decision::Reject,
+                        };
+                        let reason = result
+                            .get("reason")
+                            .and_then(Value::as_str)
+                            .and_then(clean_reason);
+                        Ok(Answer {
+                            decision,
+                            reason,
+                            proposal: None,
+                        })
+                    }
+                    Ok(Err(e)) => Err(Failure::error(format!(
+                        "the client answered the prompt with an error: {}",
+                        e.message
+                    ))),
+                    Err(_) => Err(Failure::error(
+                        "the client disconnected before answering the prompt",
+                    )),
                 }
-                Ok(Err(e)) => Err(Failure::error(format!(
-                    "the client answered the prompt with an error: {}",
-                    e.message
-                ))),
-                Err(_) => Err(Failure::error(
-                    "the client disconnected before answering the prompt",
-                )),
-            }
-        })))
+            }),
+        ))
     }
 }
