@@ -58,6 +58,8 @@ fn write_session(path: &Path, session: &str, bytes: u64) -> u64 {
                 failure: None,
                 reason: None,
                 proposal: None,
+                rule_added: None,
+                rule: None,
             }),
             Event::ToolResult(ToolResult {
                 call_id: call,

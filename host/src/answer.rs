@@ -112,6 +112,20 @@ impl Proposal {
     }
 }
 
+/// The standing rule that made a decision, as the `approval/decided` event names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleRef {
+    /// The rule's id.
+    pub id: String,
+    /// `Tool(pattern)`.
+    pub rule: String,
+    /// Its scope.
+    pub scope: RuleScope,
+    /// Who made it (its source).
+    pub creator: String,
+}
+
 /// A listener's full answer: the decision, and what it said about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
@@ -121,6 +135,8 @@ pub struct Answer {
     pub reason: Option<String>,
     /// A standing rule proposed with the decision.
     pub proposal: Option<Proposal>,
+    /// The standing rule that decided (only the rule gate sets it).
+    pub rule: Option<RuleRef>,
 }
 
 impl From<Decision> for Answer {
@@ -129,6 +145,7 @@ impl From<Decision> for Answer {
             decision,
             reason: None,
             proposal: None,
+            rule: None,
         }
     }
 }
@@ -140,6 +157,7 @@ impl Answer {
             decision: Decision::Reject,
             reason: clean_reason(reason.as_ref()),
             proposal: None,
+            rule: None,
         }
     }
 }

@@ -107,4 +107,10 @@ pub enum ApprovalError {
     /// The request's own task failed unexpectedly (a bug); nothing was granted.
     #[error("approval request failed internally: {0}")]
     Internal(String),
+    /// A standing rule could not be added, revoked or read.
+    #[error(transparent)]
+    Rule(#[from] crate::rules::RuleError),
+    /// The service keeps no standing rules (none were enabled).
+    #[error("standing rules are not enabled on this service")]
+    RulesOff,
 }

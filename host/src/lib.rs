@@ -51,6 +51,7 @@ pub mod error;
 pub mod outcome;
 pub mod plugin;
 pub mod policy;
+pub mod rules;
 pub mod serve;
 pub mod service;
 mod session;

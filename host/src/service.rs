@@ -22,11 +22,15 @@ use uuid::Uuid;
 use crate::agent::Agent;
 use crate::audit::checkpoint::{self, Checkpointer};
 use crate::error::{ApprovalError, LogError};
-use crate::event::{Asked, Decided, Event, FailureRecord, PolicySwitch, SandboxSwitch, ToolCall};
+use crate::event::{
+    Asked, Decided, Event, FailureRecord, PolicySwitch, RuleRevoked, SandboxSwitch, ToolCall,
+};
 use crate::fold::Violation;
 use crate::log::{SessionLog, Ticket};
 use crate::outcome::{FailureKind, Outcome};
+use crate::answer::RuleScope;
 use crate::policy::{self, Policy};
+use crate::rules::{self, NewRule, RuleBook, RuleError, RuleGate, RuleView};
 use crate::session::{InFlight, Released, Session};
 use crate::store::{DirStore, Store, validate_session_id};
 use crate::subscribe::{Subscriber, Subscribers, Subscription};
@@ -106,6 +110,8 @@ struct Inner {
     waterfall: Waterfall,
     subscribers: Arc<Subscribers>,
     checkpointer: std::sync::RwLock<Option<Arc<Checkpointer>>>,
+    /// The standing rules and the registration of their gate, when enabled.
+    rules: std::sync::RwLock<Option<(Arc<RuleBook>, Registration)>>,
 }
 
 /// The approval service: sessions and their logs, turns, policy, and the waterfall.
@@ -139,6 +145,7 @@ impl ApprovalService {
                 waterfall: Waterfall::new(),
                 subscribers: Arc::default(),
                 checkpointer: std::sync::RwLock::new(None),
+                rules: std::sync::RwLock::new(None),
             }),
         }
     }
@@ -261,6 +268,13 @@ impl ApprovalService {
 
     async fn session(&self, id: &str) -> Result<Arc<Session>, ApprovalError> {
         validate_session_id(id)?;
+        if id.starts_with(rules::LOG_PREFIX) {
+            return Err(LogError::InvalidSessionId {
+                id: id.to_owned(),
+                why: "the \"rules.\" prefix is reserved for the rules logs",
+            }
+            .into());
+        }
         let mut sessions = self.inner.sessions.lock().await;
         if let Some((weak, released)) = sessions.get(id) {
             if let Some(session) = weak.upgrade() {
@@ -279,11 +293,143 @@ impl ApprovalService {
         .await
         .map_err(|e| ApprovalError::Internal(e.to_string()))??;
         settle_interrupted(&log).await?;
+        if let Some(book) = self.rules() {
+            book.load_session(id, &log);
+        }
         let released = Arc::new(Released::default());
         let session = Arc::new(Session::new(log, released.clone()));
         sessions.retain(|_, (weak, released)| weak.strong_count() > 0 || !released.is_done());
         sessions.insert(id.to_owned(), (Arc::downgrade(&session), released));
         Ok(session)
+    }
+
+    /// Enables standing rules from `book` (or, with `None`, turns them off): its gate joins the
+    /// waterfall ahead of every plugin, and every session opened from now on has its session
+    /// rules indexed.
+    pub fn set_rules(&self, book: Option<Arc<RuleBook>>) {
+        let next = book.map(|book| {
+            let registration = self.inner.waterfall.register(
+                rules::GATE_NAME,
+                Scope::Global,
+                Position::First,
+                RuleGate(book.clone()),
+            );
+            (book, registration)
+        });
+        let previous = std::mem::replace(
+            &mut *self
+                .inner
+                .rules
+                .write()
+                .unwrap_or_else(|p| p.into_inner()),
+            next,
+        );
+        drop(previous);
+    }
+
+    /// The standing rules, when enabled.
+    pub fn rules(&self) -> Option<Arc<RuleBook>> {
+        self.inner
+            .rules
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|(book, _)| book.clone())
+    }
+
+    /// Adds a standing rule: durable before this returns (a session rule in its session's log,
+    /// a project or user rule in its rules log), then active for every decision that starts
+    /// after.
+    ///
+    /// # Errors
+    /// [`ApprovalError::RulesOff`] without rules; [`ApprovalError::Rule`] for a rule that does
+    /// not parse or could not be written.
+    pub async fn add_rule(&self, new: NewRule) -> Result<RuleView, ApprovalError> {
+        let book = self.rules().ok_or(ApprovalError::RulesOff)?;
+        if new.scope != RuleScope::Session {
+            return Ok(book.add_shared(new).await?.view());
+        }
+        let session_id = new.session.clone().ok_or(RuleError::NoSession)?;
+        let (added, rule) = book.record(&new)?;
+        let session = self.session(&session_id).await?;
+        session.log.append(Event::RuleAdded(added)).await?;
+        Ok(book.activate(rule).view())
+    }
+
+    /// Revokes the standing rule `id`. It stops matching before the revocation is written, so
+    /// no decision that starts after this call begins uses it; if the write fails, an allow rule
+    /// stays revoked and a reject rule is put back (the host fails closed either way).
+    ///
+    /// # Errors
+    /// [`ApprovalError::RulesOff`]; [`ApprovalError::Rule`] for an unknown or static rule, or a
+    /// failed write.
+    pub async fn revoke_rule(
+        &self,
+        id: &str,
+        by: &str,
+        reason: Option<String>,
+    ) -> Result<(), ApprovalError> {
+        let book = self.rules().ok_or(ApprovalError::RulesOff)?;
+        let Some(session_id) = book.get(id).and_then(|r| r.session.clone()) else {
+            return Ok(book.revoke_shared(id, by, reason).await?);
+        };
+        let rule = book.take(id)?;
+        let written = async {
+            let session = self.session(&session_id).await.map_err(|e| match e {
+                ApprovalError::Log(l) => RuleError::Log(l),
+                other => RuleError::Internal(other.to_string()),
+            })?;
+            session
+                .log
+                .append(Event::RuleRevoked(RuleRevoked {
+                    id: id.to_owned(),
+                    by: by.to_owned(),
+                    reason,
+                }))
+                .await?;
+            Ok(())
+        }
+        .await;
+        Ok(book.settle_revocation(rule, written)?)
+    }
+
+    /// Turns a listener's proposal into a rule when the host accepts it: always from a person
+    /// (an answerer outside the process), from a plugin only for the scopes the deployment lets
+    /// plugins create. Returns the new rule's id; a declined or failed proposal is logged and the
+    /// call keeps its one-shot decision.
+    async fn accept_proposal(&self, session_id: &str, settled: &Settled) -> Option<String> {
+        let proposal = settled.proposal.as_ref()?;
+        let book = self.rules()?;
+        let by = settled.answerer.as_deref().unwrap_or("unknown");
+        if !settled.answered_outside && !book.plugin_may_create(proposal.scope) {
+            tracing::warn!(plugin = by, scope = proposal.scope.as_str(), "a plugin proposed a standing rule of a scope the deployment does not let plugins create; declined, the decision stands for this call only");
+            return None;
+        }
+        let rule = match &proposal.pattern {
+            Some(p) => format!("{}({p})", proposal.tool),
+            None => proposal.tool.clone(),
+        };
+        let creator = if settled.answered_outside {
+            format!("answerer:{by}")
+        } else {
+            format!("plugin:{by}")
+        };
+        let new = NewRule {
+            rule,
+            effect: proposal.effect,
+            scope: proposal.scope,
+            session: Some(session_id.to_owned()),
+            lasts: None,
+            creator,
+            reason: settled.reason.clone(),
+        };
+        match self.add_rule(new).await {
+            Ok(view) => Some(view.id),
+            Err(e) => {
+                tracing::warn!(answerer = by, error = %e, "a proposed standing rule could not be added; the decision stands for this call only");
+                None
+            }
+        }
     }
 
     /// A new handle for agent `agent_id` of session `session_id`, opening (or creating) the
@@ -563,7 +709,14 @@ impl ApprovalService {
             reason: settled.reason.clone(),
             answered_outside: settled.answered_outside,
         };
-        let ticket = unsettled.settle(decided_record(settled))?;
+        let rule_added = if settled.proposal.is_some() {
+            self.accept_proposal(session.id(), &settled).await
+        } else {
+            None
+        };
+        let mut record = decided_record(settled);
+        record.rule_added = rule_added;
+        let ticket = unsettled.settle(record)?;
         // The outcome is withheld until its decision is durable.
         ticket.wait().await?;
         self.checkpoint(&session, false, false).await;
@@ -639,6 +792,8 @@ fn decided_record(settled: Settled) -> Decided {
         failure,
         reason: settled.reason,
         proposal: settled.proposal,
+        rule_added: None,
+        rule: settled.rule,
     }
 }
 
@@ -682,6 +837,8 @@ impl Drop for Unsettled {
             failure: None,
             reason: None,
             proposal: None,
+            rule_added: None,
+            rule: None,
         });
         // Nobody waits for this commit; the commit threads complete it.
         if let Err(e) = self.session.log.submit(decided, true) {
@@ -707,6 +864,8 @@ async fn settle_interrupted(log: &SessionLog) -> Result<(), LogError> {
             }),
             reason: None,
             proposal: None,
+            rule_added: None,
+            rule: None,
         }))
         .await?;
     }

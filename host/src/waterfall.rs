@@ -272,11 +272,15 @@ pub enum Position {
     /// After everything, and kept behind `Back` listeners registered later: for fallback
     /// answerers such as a connected client.
     Last,
+    /// Before everything, and kept ahead of `Front` listeners registered later: for the
+    /// standing rules, which decide before any plugin.
+    First,
 }
 
 struct Entry {
     id: u64,
     last: bool,
+    first: bool,
     name: String,
     scope: Option<Weak<AgentInner>>,
     listener: Arc<dyn Listener>,
@@ -364,6 +368,8 @@ pub struct Settled {
     /// Whether the deciding listener [left the process](Listener::leaves_process): a person (or
     /// a remote service acting for one) answered, not an in-process gate.
     pub answered_outside: bool,
+    /// The standing rule that decided, when one did (the answerer is then `rule:<id>`).
+    pub rule: Option<crate::answer::RuleRef>,
 }
 
 impl Settled {
@@ -377,6 +383,7 @@ impl Settled {
             reason: None,
             proposal: None,
             answered_outside: false,
+            rule: None,
         }
     }
 
@@ -441,6 +448,7 @@ impl Waterfall {
         let entry = Arc::new(Entry {
             id: entries.next_id,
             last: position == Position::Last,
+            first: position == Position::First,
             name: name.clone(),
             scope: match scope {
                 Scope::Global => None,
@@ -450,7 +458,15 @@ impl Waterfall {
         });
         let id = entry.id;
         match position {
-            Position::Front => entries.list.insert(0, entry),
+            Position::First => entries.list.insert(0, entry),
+            Position::Front => {
+                let at = entries
+                    .list
+                    .iter()
+                    .position(|e| !e.first)
+                    .unwrap_or(entries.list.len());
+                entries.list.insert(at, entry);
+            }
             Position::Back => {
                 let at = entries
                     .list
@@ -554,9 +570,13 @@ impl Waterfall {
                 })) => continue,
                 Ok(Ok(answer)) => {
                     let outcome = answer.decision.outcome().unwrap_or(Outcome::Unavailable);
+                    let answerer = match &answer.rule {
+                        Some(rule) => format!("rule:{}", rule.id),
+                        None => entry.name.clone(),
+                    };
                     return Settled {
                         outcome,
-                        answerer: Some(entry.name.clone()),
+                        answerer: Some(answerer),
                         version: version.as_deref().map(str::to_owned),
                         failure: None,
                         // Native listeners build answers by hand: cleaned here, whoever made it.
@@ -566,6 +586,7 @@ impl Waterfall {
                             .and_then(crate::answer::clean_reason),
                         proposal: answer.proposal,
                         answered_outside: entry.listener.leaves_process(),
+                        rule: answer.rule,
                     };
                 }
                 Ok(Err(failure)) => failure,

@@ -32,6 +32,8 @@ fn decided(id: &str) -> Event {
         failure: None,
         reason: None,
         proposal: None,
+        rule_added: None,
+        rule: None,
     })
 }
 

@@ -81,6 +81,8 @@ fn forged_grant() -> Vec<Event> {
             failure: None,
             reason: None,
             proposal: None,
+            rule_added: None,
+            rule: None,
         }),
     ]
 }

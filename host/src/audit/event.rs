@@ -34,9 +34,13 @@ pub mod types {
     pub const HOOK_RESULT: &str = "hook/result";
     /// The session's sandbox mode was switched.
     pub const SANDBOX_MODE: &str = "sandbox/mode";
+    /// A standing rule was added (to a rules log, or to a session's log for session scope).
+    pub const RULE_ADDED: &str = "rule/added";
+    /// A standing rule was revoked.
+    pub const RULE_REVOKED: &str = "rule/revoked";
 
     /// Every event type, in the order above.
-    pub const ALL: [&str; 10] = [
+    pub const ALL: [&str; 12] = [
         TURN_START,
         TURN_END,
         TOOL_CALL,
@@ -47,6 +51,8 @@ pub mod types {
         HOOK_INVOKED,
         HOOK_RESULT,
         SANDBOX_MODE,
+        RULE_ADDED,
+        RULE_REVOKED,
     ];
 }
 
@@ -122,6 +128,12 @@ pub struct Decided {
     /// A standing rule the deciding listener proposed with its decision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proposal: Option<crate::answer::Proposal>,
+    /// The id of the rule the host made from `proposal`; a proposal without it was declined.
+    #[serde(default, rename = "ruleAdded", skip_serializing_if = "Option::is_none")]
+    pub rule_added: Option<String>,
+    /// The standing rule that decided (`answerer` is then `rule:<id>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<crate::answer::RuleRef>,
 }
 
 /// The `failure` member of `approval/decided`.
@@ -193,6 +205,45 @@ pub struct SandboxSwitch {
     pub source: Option<String>,
 }
 
+/// `rule/added {id, tool, pattern?, effect, scope, expiresAt?, creator, reason?}`: a standing
+/// rule, from the moment this record is durable until its `rule/revoked` or its expiry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RuleAdded {
+    /// The rule's id, unique in its log.
+    pub id: String,
+    /// The tool: an exact name, or a glob (`mcp__github__*`).
+    pub tool: String,
+    /// The argument pattern inside `Tool(...)`; absent for every call of the tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    /// `allow` or `reject`.
+    pub effect: crate::answer::Effect,
+    /// `session`, `project` or `user`.
+    pub scope: crate::answer::RuleScope,
+    /// When it stops matching (RFC 3339), if ever.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+    /// Who made it: `answerer:<name>`, `plugin:<name>`, `user:cli`, `deployment:<file>`.
+    pub creator: String,
+    /// Why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `rule/revoked {id, by, reason?}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RuleRevoked {
+    /// The revoked rule's id.
+    pub id: String,
+    /// Who revoked it.
+    pub by: String,
+    /// Why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
 /// A sandbox mode as the log spells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -239,6 +290,10 @@ pub enum Event {
     HookResult(HookResult),
     /// `sandbox/mode`.
     Sandbox(SandboxSwitch),
+    /// `rule/added`.
+    RuleAdded(RuleAdded),
+    /// `rule/revoked`.
+    RuleRevoked(RuleRevoked),
 }
 
 /// Event data that does not fit its type.
@@ -271,6 +326,8 @@ impl Event {
             Event::HookInvoked(_) => types::HOOK_INVOKED,
             Event::HookResult(_) => types::HOOK_RESULT,
             Event::Sandbox(_) => types::SANDBOX_MODE,
+            Event::RuleAdded(_) => types::RULE_ADDED,
+            Event::RuleRevoked(_) => types::RULE_REVOKED,
         }
     }
 
@@ -324,6 +381,8 @@ impl Event {
             types::HOOK_INVOKED => Event::HookInvoked(parse(types::HOOK_INVOKED, data)?),
             types::HOOK_RESULT => Event::HookResult(parse(types::HOOK_RESULT, data)?),
             types::SANDBOX_MODE => Event::Sandbox(parse(types::SANDBOX_MODE, data)?),
+            types::RULE_ADDED => Event::RuleAdded(parse(types::RULE_ADDED, data)?),
+            types::RULE_REVOKED => Event::RuleRevoked(parse(types::RULE_REVOKED, data)?),
             other => return Err(EventError::UnknownType(other.to_owned())),
         })
     }
@@ -340,6 +399,8 @@ impl Event {
             Event::HookInvoked(d) => serde_json::to_value(d),
             Event::HookResult(d) => serde_json::to_value(d),
             Event::Sandbox(d) => serde_json::to_value(d),
+            Event::RuleAdded(d) => serde_json::to_value(d),
+            Event::RuleRevoked(d) => serde_json::to_value(d),
         };
         // These types serialise plain structs of strings, enums and JSON values: infallible.
         value.unwrap_or(Value::Null)
@@ -403,6 +464,8 @@ impl Serialize for DataRef<'_> {
             Event::HookInvoked(d) => d.serialize(serializer),
             Event::HookResult(d) => d.serialize(serializer),
             Event::Sandbox(d) => d.serialize(serializer),
+            Event::RuleAdded(d) => d.serialize(serializer),
+            Event::RuleRevoked(d) => d.serialize(serializer),
         }
     }
 }
@@ -519,6 +582,8 @@ mod tests {
                 failure: None,
                 reason: None,
                 proposal: None,
+                rule_added: None,
+                rule: None,
             }),
         );
         let line = r.to_line();

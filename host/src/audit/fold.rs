@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::Value;
 
-use crate::event::{Decided, Event, PolicySwitch, SandboxModeName, SandboxSwitch};
+use crate::event::{Decided, Event, PolicySwitch, RuleAdded, SandboxModeName, SandboxSwitch};
 use crate::policy::Policy;
 use crate::policy::SOURCE_DELEGATION;
 
@@ -42,6 +42,15 @@ pub enum Violation {
     /// `tool/call` with an empty call id or name.
     #[error("tool/call with an empty {0}")]
     EmptyToolCallField(&'static str),
+    /// `rule/added` with an empty id or tool.
+    #[error("rule/added with an empty {0}")]
+    EmptyRuleField(&'static str),
+    /// `rule/added` reusing the id of a rule in this log.
+    #[error("rule/added repeats id {0:?}")]
+    RepeatedRule(String),
+    /// `rule/revoked` for a rule this log does not hold active.
+    #[error("rule/revoked for {0:?}, which is not an active rule of this log")]
+    UnknownRule(String),
 }
 
 /// An open approval question as the log knows it.
@@ -69,6 +78,8 @@ pub struct SessionFold {
     delegated: bool,
     /// Whether call arguments are kept (not when only checking a log: they can be large).
     keep_calls: bool,
+    /// Every rule this log added, by id, with whether it was revoked since.
+    rules: BTreeMap<String, (RuleAdded, bool)>,
 }
 
 impl Default for SessionFold {
@@ -84,6 +95,7 @@ impl Default for SessionFold {
             in_seed: true,
             delegated: false,
             keep_calls: true,
+            rules: BTreeMap::new(),
         }
     }
 }
@@ -138,12 +150,24 @@ impl SessionFold {
                 Err(Violation::EmptyToolCallField("callId"))
             }
             Event::ToolCall(c) if c.name.is_empty() => Err(Violation::EmptyToolCallField("name")),
+            Event::RuleAdded(r) if r.id.is_empty() => Err(Violation::EmptyRuleField("id")),
+            Event::RuleAdded(r) if r.tool.trim().is_empty() => {
+                Err(Violation::EmptyRuleField("tool"))
+            }
+            Event::RuleAdded(r) if self.rules.contains_key(&r.id) => {
+                Err(Violation::RepeatedRule(r.id.clone()))
+            }
+            Event::RuleRevoked(r) if !matches!(self.rules.get(&r.id), Some((_, false))) => {
+                Err(Violation::UnknownRule(r.id.clone()))
+            }
             Event::ToolCall(_)
             | Event::ToolResult(_)
             | Event::Policy(_)
             | Event::HookInvoked(_)
             | Event::HookResult(_)
-            | Event::Sandbox(_) => Ok(()),
+            | Event::Sandbox(_)
+            | Event::RuleAdded(_)
+            | Event::RuleRevoked(_) => Ok(()),
         }
     }
 
@@ -175,6 +199,14 @@ impl SessionFold {
                     .insert(c.call_id.clone(), c.arguments.clone());
             }
             Event::Sandbox(s) => self.sandbox = Some(s.clone()),
+            Event::RuleAdded(r) => {
+                self.rules.insert(r.id.clone(), (r.clone(), false));
+            }
+            Event::RuleRevoked(r) => {
+                if let Some((_, revoked)) = self.rules.get_mut(&r.id) {
+                    *revoked = true;
+                }
+            }
             Event::ToolCall(_)
             | Event::ToolResult(_)
             | Event::HookInvoked(_)
@@ -187,6 +219,15 @@ impl SessionFold {
         self.check(event)?;
         self.apply(seq, event);
         Ok(())
+    }
+
+    /// The rules this log added and has not revoked (expiry is the reader's business: it needs a
+    /// clock, and a fold must replay the same whenever it runs).
+    pub fn rules(&self) -> impl Iterator<Item = &RuleAdded> {
+        self.rules
+            .values()
+            .filter(|(_, revoked)| !revoked)
+            .map(|(r, _)| r)
     }
 
     /// The session's latest `approval/decided`.

@@ -79,6 +79,13 @@ pub trait Store: Send + Sync + 'static {
     /// Opens the log of `session` (already validated by [`validate_session_id`]), creating it
     /// when absent.
     fn open(&self, session: &str) -> Result<OpenedLog, LogError>;
+
+    /// The size of `session`'s log without opening it, when the store can tell cheaply: a reader
+    /// that keeps a log's state (the rule book) rereads it only when this changes. `None` means
+    /// "cannot tell": the reader rereads on every refresh.
+    fn log_len(&self, _session: &str) -> Result<Option<u64>, LogError> {
+        Ok(None)
+    }
 }
 
 /// Longest session id accepted.
@@ -143,6 +150,16 @@ fn io_err(path: &Path, source: io::Error) -> LogError {
 }
 
 impl Store for DirStore {
+    fn log_len(&self, session: &str) -> Result<Option<u64>, LogError> {
+        validate_session_id(session)?;
+        let path = self.session_path(session);
+        match fs::metadata(&path) {
+            Ok(m) => Ok(Some(m.len())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Some(0)),
+            Err(e) => Err(io_err(&path, e)),
+        }
+    }
+
     fn open(&self, session: &str) -> Result<OpenedLog, LogError> {
         validate_session_id(session)?;
         let dir = self.sessions_dir();

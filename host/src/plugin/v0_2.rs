@@ -168,6 +168,7 @@ fn answer(decision: types::Decision) -> Answer {
         decision,
         reason: reason.as_deref().and_then(clean_reason),
         proposal,
+        rule: None,
     }
 }
 

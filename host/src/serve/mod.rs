@@ -23,7 +23,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
-use crate::answer::{Answer, clean_reason};
+use crate::answer::{Answer, Effect, RuleScope, clean_reason};
 use crate::config::{ConfigError, Deployment};
 use crate::outcome::{Decision, Failure, Outcome};
 use crate::plugin::cache::CompiledCache;
@@ -736,20 +736,38 @@ impl Listener for ClientAnswerer {
                 guard.answered = true;
                 match answer {
                     Ok(Ok(result)) => {
-                        let decision = match result.get("decision").and_then(Value::as_str) {
-                            Some("allow-once") => Decision::AllowOnce,
-                            Some("cancel") => Decision::Cancel,
-                            // "reject", and any other reply: never a grant.
-                            _ => Decision::Reject,
-                        };
                         let reason = result
                             .get("reason")
                             .and_then(Value::as_str)
                             .and_then(clean_reason);
+                        // `allow-always` / `reject-always` carry the rule and its scope; without
+                        // a rule that parses they are plain rejections, never a grant.
+                        let always = |effect| {
+                            let rule = result.get("rule").and_then(Value::as_str)?;
+                            let scope = result
+                                .get("scope")
+                                .cloned()
+                                .and_then(|s| serde_json::from_value(s).ok())
+                                .unwrap_or(RuleScope::Session);
+                            crate::rules::proposal(rule, effect, scope).ok()
+                        };
+                        let (decision, proposal) =
+                            match result.get("decision").and_then(Value::as_str) {
+                                Some("allow-once") => (Decision::AllowOnce, None),
+                                Some("cancel") => (Decision::Cancel, None),
+                                Some("allow-always") => match always(Effect::Allow) {
+                                    Some(p) => (Decision::AllowOnce, Some(p)),
+                                    None => (Decision::Reject, None),
+                                },
+                                Some("reject-always") => (Decision::Reject, always(Effect::Reject)),
+                                // "reject", and any other reply: never a grant.
+                                _ => (Decision::Reject, None),
+                            };
                         Ok(Answer {
                             decision,
                             reason,
-                            proposal: None,
+                            proposal,
+                            rule: None,
                         })
                     }
                     Ok(Err(e)) => Err(Failure::error(format!(

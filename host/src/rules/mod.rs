@@ -1,0 +1,835 @@
+//! Standing rules: "always allow this" (or "always reject this") that persist, with a visible
+//! scope, an optional expiry, revocation, and an audit trail.
+//!
+//! A rule is `Tool(pattern)` ([`pattern`]), an effect, a scope (`session`, `project` = every
+//! session of this deployment, `user` = every deployment on this state directory), who made it
+//! and why. Rules are durable events (`rule/added`, `rule/revoked`): session rules in the
+//! session's own log, project and user rules in logs of their own (`rules.project-<id>`,
+//! `rules.user`), written through the same store, so they are group-committed, crash-safe,
+//! hash-chained and verified like every session log. The deployment file's `[[rule]]` entries are
+//! static project rules.
+//!
+//! The [`RuleBook`] holds the active rules indexed by tool (and, for command rules, by the
+//! command's first word), so 10,000 rules cost a hash lookup, not a scan. [`RuleGate`] asks it
+//! first in the waterfall, after the `never` check: a matching reject rule rejects (rejects
+//! outrank allows at every scope), a matching allow rule allows this one call, anything else is
+//! `next`. A revoked rule leaves the index before its revocation is written, so no decision that
+//! starts after [`RuleBook::revoke`] begins can use it; an expired rule never matches. Another
+//! process's changes (the CLI's `rules add`, another `serve`) are picked up within
+//! [`REFRESH_EVERY`].
+
+pub mod pattern;
+pub mod shell;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::answer::{Answer, Effect, RuleScope};
+use crate::audit::event::{Event, RuleAdded, RuleRevoked};
+use crate::audit::log::SessionLog;
+use crate::error::LogError;
+use crate::outcome::Decision;
+use crate::store::Store;
+use crate::waterfall::{ImmediateAnswer, Listener, ListenerFuture, Question};
+use pattern::{ArgumentMatch, Call, Spec, SpecError, ToolMatch};
+
+/// The log that holds `user`-scope rules.
+pub const USER_LOG: &str = "rules.user";
+
+/// The prefix of every rules log; no session may be named with it.
+pub const LOG_PREFIX: &str = "rules.";
+
+/// How often the book looks for rules another process wrote.
+pub const REFRESH_EVERY: Duration = Duration::from_millis(250);
+
+/// How long an add or revoke waits for another process holding a rules log.
+const LOCK_PATIENCE: Duration = Duration::from_secs(10);
+
+/// The log that holds a project's rules: `rules.project-<16 hex of the project's SHA-256>`.
+pub fn project_log(project: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(project.as_bytes());
+    format!(
+        "{LOG_PREFIX}project-{}",
+        crate::audit::chain::hex_of(&digest[..8])
+    )
+}
+
+/// The clock rules expire by; tests drive their own.
+pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
+
+/// The system clock.
+pub fn system_clock() -> Clock {
+    Arc::new(SystemTime::now)
+}
+
+/// An active rule.
+#[derive(Debug)]
+pub struct Rule {
+    /// Its id.
+    pub id: String,
+    /// `Tool(pattern)`, parsed.
+    pub spec: Spec,
+    /// Allow or reject.
+    pub effect: Effect,
+    /// Where it applies.
+    pub scope: RuleScope,
+    /// The session it belongs to, for session scope.
+    pub session: Option<String>,
+    /// When it stops matching.
+    pub expires: Option<SystemTime>,
+    /// Who made it.
+    pub creator: String,
+    /// Why.
+    pub reason: Option<String>,
+    /// Whether it comes from the deployment file (not revocable at run time).
+    pub from_deployment: bool,
+    uses: AtomicU64,
+    last_use: Mutex<Option<SystemTime>>,
+}
+
+/// A rule as `rules list`, `rules/list` and a console show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RuleView {
+    /// Its id.
+    pub id: String,
+    /// `Tool(pattern)`.
+    pub rule: String,
+    /// `allow` or `reject`.
+    pub effect: Effect,
+    /// `session`, `project` or `user`.
+    pub scope: RuleScope,
+    /// The session, for session scope.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// When it expires (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+    /// Who made it.
+    pub creator: String,
+    /// Why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Decisions it made in this process.
+    pub uses: u64,
+    /// The last of them (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_use: Option<String>,
+}
+
+impl Rule {
+    fn from_event(added: &RuleAdded, session: Option<&str>) -> Result<Rule, String> {
+        let text = match &added.pattern {
+            Some(p) => format!("{}({p})", added.tool),
+            None => added.tool.clone(),
+        };
+        let spec = pattern::parse(&text).map_err(|e| e.to_string())?;
+        let expires = match &added.expires_at {
+            Some(t) => Some(
+                humantime::parse_rfc3339(t).map_err(|e| format!("expiresAt {t:?}: {e}"))?,
+            ),
+            None => None,
+        };
+        Ok(Rule {
+            id: added.id.clone(),
+            spec,
+            effect: added.effect,
+            scope: added.scope,
+            session: session.map(str::to_owned),
+            expires,
+            creator: added.creator.clone(),
+            reason: added.reason.clone(),
+            from_deployment: false,
+            uses: AtomicU64::new(0),
+            last_use: Mutex::new(None),
+        })
+    }
+
+    /// How it shows in lists.
+    pub fn view(&self) -> RuleView {
+        RuleView {
+            id: self.id.clone(),
+            rule: self.spec.text.clone(),
+            effect: self.effect,
+            scope: self.scope,
+            session: self.session.clone(),
+            expires_at: self
+                .expires
+                .map(|t| humantime::format_rfc3339_seconds(t).to_string()),
+            creator: self.creator.clone(),
+            reason: self.reason.clone(),
+            uses: self.uses.load(Ordering::Relaxed),
+            last_use: self
+                .last_use
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .map(|t| humantime::format_rfc3339_seconds(t).to_string()),
+        }
+    }
+
+    fn live(&self, now: SystemTime, session: &str) -> bool {
+        self.expires.is_none_or(|e| now < e)
+            && self.session.as_deref().is_none_or(|s| s == session)
+    }
+
+    /// The reason a rejection by this rule gives the model.
+    pub fn rejection_reason(&self) -> String {
+        match &self.reason {
+            Some(r) => r.clone(),
+            None => format!("the standing rule {} rejects this call", self.spec.text),
+        }
+    }
+
+    fn used(&self, now: SystemTime) {
+        self.uses.fetch_add(1, Ordering::Relaxed);
+        *self.last_use.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
+    }
+}
+
+/// A rule to add.
+#[derive(Debug, Clone)]
+pub struct NewRule {
+    /// `Tool` or `Tool(pattern)`.
+    pub rule: String,
+    /// Allow or reject.
+    pub effect: Effect,
+    /// Where it applies.
+    pub scope: RuleScope,
+    /// For session scope: the session.
+    pub session: Option<String>,
+    /// How long it lasts, if not forever.
+    pub lasts: Option<Duration>,
+    /// Who makes it.
+    pub creator: String,
+    /// Why.
+    pub reason: Option<String>,
+}
+
+/// Why a rule could not be added, revoked or read.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RuleError {
+    /// The rule text does not parse.
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    /// A session rule without a session.
+    #[error("a session rule needs a session")]
+    NoSession,
+    /// No active rule has that id.
+    #[error("no active rule {0:?}")]
+    Unknown(String),
+    /// The rule comes from the deployment file.
+    #[error("rule {0:?} comes from the deployment file; remove it there")]
+    Static(String),
+    /// Writing or reading its log failed.
+    #[error(transparent)]
+    Log(#[from] LogError),
+    /// A task failed unexpectedly (a bug); nothing was changed.
+    #[error("rules: {0}")]
+    Internal(String),
+    /// A rules log holds a rule this host cannot read.
+    #[error("{log}: {reason}")]
+    Corrupt {
+        /// The log.
+        log: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+#[derive(Default)]
+struct Bucket {
+    /// Command rules by the first word of their command.
+    by_first_word: HashMap<String, Vec<Arc<Rule>>>,
+    /// Every other rule of the tool (whole tool, path, domain).
+    other: Vec<Arc<Rule>>,
+}
+
+#[derive(Default)]
+struct Index {
+    exact: HashMap<String, Bucket>,
+    globbed: Vec<Arc<Rule>>,
+    by_id: HashMap<String, Arc<Rule>>,
+}
+
+impl Index {
+    fn insert(&mut self, rule: Arc<Rule>) {
+        self.by_id.insert(rule.id.clone(), rule.clone());
+        let bucket = match &rule.spec.tool {
+            ToolMatch::Glob(_) => {
+                self.globbed.push(rule);
+                return;
+            }
+            ToolMatch::Exact(tool) => self.exact.entry(tool.clone()).or_default(),
+        };
+        match &rule.spec.arguments {
+            ArgumentMatch::Command { words, .. } => bucket
+                .by_first_word
+                .entry(words.first().cloned().unwrap_or_default())
+                .or_default()
+                .push(rule),
+            _ => bucket.other.push(rule),
+        }
+    }
+
+    fn remove(&mut self, id: &str) -> Option<Arc<Rule>> {
+        let rule = self.by_id.remove(id)?;
+        let drop_it = |v: &mut Vec<Arc<Rule>>| v.retain(|r| r.id != id);
+        drop_it(&mut self.globbed);
+        if let ToolMatch::Exact(tool) = &rule.spec.tool
+            && let Some(bucket) = self.exact.get_mut(tool)
+        {
+            drop_it(&mut bucket.other);
+            for v in bucket.by_first_word.values_mut() {
+                drop_it(v);
+            }
+        }
+        Some(rule)
+    }
+
+    /// The rules that could match a call of `tool` whose command's part starts with `first`
+    /// (`None` for calls without a command: only non-command rules).
+    fn candidates<'a>(
+        &'a self,
+        tool: &'a str,
+        first: Option<&str>,
+    ) -> impl Iterator<Item = &'a Arc<Rule>> + 'a {
+        let bucket = self.exact.get(tool);
+        let words = first
+            .and_then(|w| bucket.and_then(|b| b.by_first_word.get(w)))
+            .into_iter()
+            .flatten();
+        bucket
+            .into_iter()
+            .flat_map(|b| b.other.iter())
+            .chain(words)
+            .chain(self.globbed.iter().filter(move |r| r.spec.matches_tool(tool)))
+    }
+
+    /// Every command rule of `tool` (for a command that cannot be split).
+    fn all_command_rules<'a>(&'a self, tool: &'a str) -> impl Iterator<Item = &'a Arc<Rule>> + 'a {
+        self.exact
+            .get(tool)
+            .into_iter()
+            .flat_map(|b| b.by_first_word.values().flatten())
+    }
+}
+
+/// Where a rules log was last seen, to reread it only when it changed.
+#[derive(Default)]
+struct Seen {
+    len: Option<u64>,
+}
+
+/// The active rules of one host: project, user and deployment rules, and the session rules of the
+/// sessions this host opened.
+pub struct RuleBook {
+    store: Arc<dyn Store>,
+    project_log: String,
+    index: RwLock<Index>,
+    clock: Clock,
+    /// Scopes a plugin's proposal may create.
+    plugins_may_create: Vec<RuleScope>,
+    next_refresh: Mutex<Instant>,
+    seen: Mutex<HashMap<String, Seen>>,
+}
+
+impl std::fmt::Debug for RuleBook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuleBook")
+            .field("project_log", &self.project_log)
+            .field("rules", &self.read().by_id.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What matched a call.
+#[derive(Debug, Clone)]
+pub struct Matched {
+    /// The deciding rule.
+    pub rule: Arc<Rule>,
+    /// What it decided.
+    pub effect: Effect,
+}
+
+impl RuleBook {
+    /// A book over `store` for the project `project` (every session of one deployment shares
+    /// it: the deployment file's path, say), loading the project and user rules now. `statics`
+    /// are the deployment file's rules.
+    pub fn open(
+        store: Arc<dyn Store>,
+        project: &str,
+        statics: Vec<Rule>,
+        plugins_may_create: Vec<RuleScope>,
+        clock: Clock,
+    ) -> Result<Arc<RuleBook>, RuleError> {
+        let book = Arc::new(RuleBook {
+            store,
+            project_log: project_log(project),
+            index: RwLock::new(Index::default()),
+            clock,
+            plugins_may_create,
+            next_refresh: Mutex::new(Instant::now() + REFRESH_EVERY),
+            seen: Mutex::new(HashMap::new()),
+        });
+        {
+            let mut index = book.write();
+            for rule in statics {
+                index.insert(Arc::new(rule));
+            }
+        }
+        for log in [USER_LOG.to_owned(), book.project_log.clone()] {
+            book.reload(&log)?;
+        }
+        Ok(book)
+    }
+
+    /// A static rule from the deployment file.
+    pub fn deployment_rule(
+        id: String,
+        rule: &str,
+        effect: Effect,
+        file: &str,
+        reason: Option<String>,
+    ) -> Result<Rule, SpecError> {
+        Ok(Rule {
+            id,
+            spec: pattern::parse(rule)?,
+            effect,
+            scope: RuleScope::Project,
+            session: None,
+            expires: None,
+            creator: format!("deployment:{file}"),
+            reason,
+            from_deployment: true,
+            uses: AtomicU64::new(0),
+            last_use: Mutex::new(None),
+        })
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Index> {
+        self.index.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Index> {
+        self.index.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether a plugin may create a rule of `scope`.
+    pub fn plugin_may_create(&self, scope: RuleScope) -> bool {
+        self.plugins_may_create.contains(&scope)
+    }
+
+    /// The name of this project's rules log.
+    pub fn project_log_name(&self) -> &str {
+        &self.project_log
+    }
+
+    /// Opens a rules log for writing, waiting a while for another process holding it.
+    fn open_log(&self, name: &str) -> Result<SessionLog, RuleError> {
+        let started = Instant::now();
+        loop {
+            match SessionLog::open(&*self.store, name) {
+                Err(LogError::Locked { .. }) if started.elapsed() < LOCK_PATIENCE => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                other => return Ok(other?),
+            }
+        }
+    }
+
+    /// Rereads the rules log `name` (its project and user rules replace the ones indexed from
+    /// it).
+    fn reload(&self, name: &str) -> Result<(), RuleError> {
+        let log = self.open_log(name)?;
+        let len = self.store.log_len(name).ok().flatten();
+        let rules: Vec<Rule> = log.with_fold(|f| {
+            f.rules()
+                .map(|r| Rule::from_event(r, None))
+                .collect::<Result<_, _>>()
+        })
+        .map_err(|reason| RuleError::Corrupt {
+            log: name.to_owned(),
+            reason,
+        })?;
+        drop(log);
+        let scope = if name == USER_LOG {
+            RuleScope::User
+        } else {
+            RuleScope::Project
+        };
+        let mut index = self.write();
+        let stale: Vec<String> = index
+            .by_id
+            .values()
+            .filter(|r| r.scope == scope && !r.from_deployment && r.session.is_none())
+            .map(|r| r.id.clone())
+            .collect();
+        for id in stale {
+            index.remove(&id);
+        }
+        for rule in rules {
+            index.insert(Arc::new(rule));
+        }
+        drop(index);
+        self.seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.to_owned(), Seen { len });
+        Ok(())
+    }
+
+    /// Picks up what another process wrote to the rules logs, at most every [`REFRESH_EVERY`].
+    fn refresh_if_due(&self) {
+        {
+            let mut next = self.next_refresh.lock().unwrap_or_else(|p| p.into_inner());
+            let now = Instant::now();
+            if now < *next {
+                return;
+            }
+            *next = now + REFRESH_EVERY;
+        }
+        for name in [USER_LOG, self.project_log.as_str()] {
+            let len = self.store.log_len(name).ok().flatten();
+            let changed = {
+                let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+                len.is_none() || seen.get(name).is_none_or(|s| s.len != len)
+            };
+            if changed && let Err(e) = self.reload(name) {
+                tracing::warn!(log = name, error = %e, "could not reread a rules log; the rules already loaded stand");
+            }
+        }
+    }
+
+    /// Indexes the session rules a session's log holds (called when the session opens).
+    pub fn load_session(&self, session: &str, log: &SessionLog) {
+        let rules: Vec<Result<Rule, String>> = log.with_fold(|f| {
+            f.rules()
+                .map(|r| Rule::from_event(r, Some(session)))
+                .collect()
+        });
+        let mut index = self.write();
+        for rule in rules {
+            match rule {
+                Ok(rule) if !index.by_id.contains_key(&rule.id) => index.insert(Arc::new(rule)),
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(session, error = %e, "a session rule this host cannot read is ignored")
+                }
+            }
+        }
+    }
+
+    /// The rule that decides a call, if any: a live reject rule matching it (any part of its
+    /// command), else live allow rules matching it (every part of its command), else none.
+    pub fn decide(&self, call: &Call<'_>, session: &str) -> Option<Matched> {
+        self.refresh_if_due();
+        let now = (self.clock)();
+        let index = self.read();
+        let live = |r: &&Arc<Rule>| r.live(now, session);
+        let command = call
+            .arguments
+            .and_then(|a| a.get("command"))
+            .and_then(Value::as_str);
+        let found = match command {
+            None => {
+                let mut allow = None;
+                let mut reject = None;
+                for rule in index.candidates(call.tool, None).filter(live) {
+                    if rule.spec.matches_other(call) {
+                        match rule.effect {
+                            Effect::Reject => {
+                                reject = Some(rule.clone());
+                                break;
+                            }
+                            Effect::Allow => {
+                                allow.get_or_insert_with(|| rule.clone());
+                            }
+                        }
+                    }
+                }
+                reject
+                    .map(|r| (r, Effect::Reject))
+                    .or(allow.map(|r| (r, Effect::Allow)))
+            }
+            Some(command) => match shell::split(command) {
+                Ok(parts) => {
+                    let matches = |rule: &Arc<Rule>, words: &[String]| match &rule.spec.arguments
+                    {
+                        ArgumentMatch::Command { .. } | ArgumentMatch::Any => {
+                            rule.spec.matches_words(words)
+                        }
+                        _ => rule.spec.matches_other(call),
+                    };
+                    let mut reject = None;
+                    let mut allows = Vec::with_capacity(parts.len());
+                    for words in &parts {
+                        let first = words.first().map(String::as_str);
+                        let mut allowed = None;
+                        for rule in index.candidates(call.tool, first).filter(live) {
+                            if !matches(rule, words) {
+                                continue;
+                            }
+                            match rule.effect {
+                                Effect::Reject => {
+                                    reject = Some(rule.clone());
+                                    break;
+                                }
+                                Effect::Allow => {
+                                    allowed.get_or_insert_with(|| rule.clone());
+                                }
+                            }
+                        }
+                        if reject.is_some() {
+                            break;
+                        }
+                        allows.push(allowed);
+                    }
+                    if let Some(r) = reject {
+                        Some((r, Effect::Reject))
+                    } else if !parts.is_empty() && allows.iter().all(Option::is_some) {
+                        allows[0].clone().map(|r| (r, Effect::Allow))
+                    } else {
+                        None
+                    }
+                }
+                // Not safely splittable: only a reject rule (by its words anywhere) or a rule
+                // for the whole tool decides.
+                Err(_) => {
+                    let reject = index
+                        .all_command_rules(call.tool)
+                        .chain(index.candidates(call.tool, None))
+                        .filter(live)
+                        .find(|r| r.effect == Effect::Reject && r.spec.appears_in(command))
+                        .cloned();
+                    match reject {
+                        Some(r) => Some((r, Effect::Reject)),
+                        None => index
+                            .candidates(call.tool, None)
+                            .filter(live)
+                            .find(|r| matches!(r.spec.arguments, ArgumentMatch::Any))
+                            .map(|r| (r.clone(), r.effect)),
+                    }
+                }
+            },
+        };
+        drop(index);
+        found.map(|(rule, effect)| {
+            rule.used(now);
+            Matched { rule, effect }
+        })
+    }
+
+    /// The live rules, in id order, optionally of one scope.
+    pub fn list(&self, scope: Option<RuleScope>) -> Vec<RuleView> {
+        self.refresh_if_due();
+        let now = (self.clock)();
+        let index = self.read();
+        let mut rules: Vec<RuleView> = index
+            .by_id
+            .values()
+            .filter(|r| r.expires.is_none_or(|e| now < e))
+            .filter(|r| scope.is_none_or(|s| r.scope == s))
+            .map(|r| r.view())
+            .collect();
+        rules.sort_by(|a, b| a.id.cmp(&b.id));
+        rules
+    }
+
+    /// The record a new rule is written as (validated: the text parses).
+    pub fn record(&self, new: &NewRule) -> Result<(RuleAdded, Rule), RuleError> {
+        let spec = pattern::parse(&new.rule)?;
+        if new.scope == RuleScope::Session && new.session.is_none() {
+            return Err(RuleError::NoSession);
+        }
+        let (tool, pattern) = split_text(&spec.text);
+        let expires = new.lasts.map(|d| (self.clock)() + d);
+        let added = RuleAdded {
+            id: uuid::Uuid::new_v4().simple().to_string()[..12].to_owned(),
+            tool,
+            pattern,
+            effect: new.effect,
+            scope: new.scope,
+            expires_at: expires.map(|t| humantime::format_rfc3339_seconds(t).to_string()),
+            creator: new.creator.clone(),
+            reason: new.reason.as_deref().and_then(crate::answer::clean_reason),
+        };
+        let rule = Rule::from_event(&added, new.session.as_deref()).map_err(|reason| {
+            RuleError::Corrupt {
+                log: "new rule".to_owned(),
+                reason,
+            }
+        })?;
+        Ok((added, rule))
+    }
+
+    /// Adds a project or user rule: durable in its rules log before this returns, then active.
+    /// (Session rules go through [`crate::ApprovalService::add_rule`], which writes the
+    /// session's log.)
+    pub async fn add_shared(self: &Arc<Self>, new: NewRule) -> Result<Arc<Rule>, RuleError> {
+        let (added, rule) = self.record(&new)?;
+        let log = match new.scope {
+            RuleScope::User => USER_LOG.to_owned(),
+            RuleScope::Project => self.project_log.clone(),
+            RuleScope::Session => return Err(RuleError::NoSession),
+        };
+        self.append(&log, Event::RuleAdded(added)).await?;
+        Ok(self.activate(rule))
+    }
+
+    /// Makes a rule whose `rule/added` is durable active.
+    pub fn activate(&self, rule: Rule) -> Arc<Rule> {
+        let rule = Arc::new(rule);
+        self.write().insert(rule.clone());
+        rule
+    }
+
+    async fn append(self: &Arc<Self>, log: &str, event: Event) -> Result<(), RuleError> {
+        let book = self.clone();
+        let name = log.to_owned();
+        // Opening may wait for another process's lock: off the async workers.
+        let opened = tokio::task::spawn_blocking(move || book.open_log(&name))
+            .await
+            .map_err(|e| RuleError::Internal(e.to_string()))??;
+        opened.append(event).await?;
+        let len = self.store.log_len(log).ok().flatten();
+        drop(opened);
+        self.seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(log.to_owned(), Seen { len });
+        Ok(())
+    }
+
+    /// Revokes the rule `id` of a rules log (project or user). The rule stops matching before
+    /// its revocation is written; if writing fails, an allow rule stays revoked and a reject rule
+    /// comes back (either way the host fails closed), and the error is returned.
+    pub async fn revoke_shared(
+        self: &Arc<Self>,
+        id: &str,
+        by: &str,
+        reason: Option<String>,
+    ) -> Result<(), RuleError> {
+        let rule = self.take(id)?;
+        let log = match rule.scope {
+            RuleScope::User => USER_LOG.to_owned(),
+            _ => self.project_log.clone(),
+        };
+        let event = Event::RuleRevoked(RuleRevoked {
+            id: id.to_owned(),
+            by: by.to_owned(),
+            reason,
+        });
+        let written = self.append(&log, event).await;
+        self.settle_revocation(rule, written)
+    }
+
+    /// Takes `id` out of the index (the first step of a revocation).
+    pub fn take(&self, id: &str) -> Result<Arc<Rule>, RuleError> {
+        let mut index = self.write();
+        match index.by_id.get(id) {
+            None => return Err(RuleError::Unknown(id.to_owned())),
+            Some(r) if r.from_deployment => return Err(RuleError::Static(id.to_owned())),
+            Some(_) => {}
+        }
+        Ok(index.remove(id).expect("checked above"))
+    }
+
+    /// The last step of a revocation: on failure, a reject rule is put back.
+    pub fn settle_revocation(
+        &self,
+        rule: Arc<Rule>,
+        written: Result<(), RuleError>,
+    ) -> Result<(), RuleError> {
+        if let Err(e) = written {
+            if rule.effect == Effect::Reject {
+                self.write().insert(rule);
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// The rule `id`, if active.
+    pub fn get(&self, id: &str) -> Option<Arc<Rule>> {
+        self.read().by_id.get(id).cloned()
+    }
+}
+
+/// A proposal for the rule text `rule` (`Tool` or `Tool(pattern)`), checked.
+pub fn proposal(
+    rule: &str,
+    effect: Effect,
+    scope: RuleScope,
+) -> Result<crate::answer::Proposal, SpecError> {
+    let spec = pattern::parse(rule)?;
+    let (tool, pattern) = split_text(&spec.text);
+    crate::answer::Proposal::checked(effect, tool, pattern, scope).map_err(|e| SpecError {
+        text: rule.to_owned(),
+        reason: e.to_string(),
+    })
+}
+
+/// `Tool(pattern)` as (`Tool`, `pattern`).
+fn split_text(text: &str) -> (String, Option<String>) {
+    match text.split_once('(') {
+        Some((tool, rest)) => (
+            tool.to_owned(),
+            Some(rest.strip_suffix(')').unwrap_or(rest).to_owned()),
+        ),
+        None => (text.to_owned(), None),
+    }
+}
+
+/// The rules as the first gate of the waterfall.
+pub struct RuleGate(pub Arc<RuleBook>);
+
+/// The waterfall name of the rule gate; the decided event names the rule itself.
+pub const GATE_NAME: &str = "rules";
+
+impl RuleGate {
+    fn answer_for(&self, question: &Question) -> Answer {
+        let arguments = question.arguments();
+        let call = Call {
+            tool: question.tool_name(),
+            arguments: arguments.as_ref(),
+            cwd: question.cwd(),
+        };
+        match self.0.decide(&call, question.session_id()) {
+            None => Answer::from(Decision::Next),
+            Some(Matched { rule, effect }) => {
+                let (decision, reason) = match effect {
+                    Effect::Allow => (Decision::AllowOnce, rule.reason.clone()),
+                    Effect::Reject => (Decision::Reject, Some(rule.rejection_reason())),
+                };
+                Answer {
+                    decision,
+                    reason: reason.as_deref().and_then(crate::answer::clean_reason),
+                    proposal: None,
+                    rule: Some(crate::answer::RuleRef {
+                        id: rule.id.clone(),
+                        rule: rule.spec.text.clone(),
+                        scope: rule.scope,
+                        creator: rule.creator.clone(),
+                    }),
+                }
+            }
+        }
+    }
+}
+
+impl Listener for RuleGate {
+    fn decide(&self, question: Question) -> ListenerFuture {
+        let decision = self.answer_for(&question).decision;
+        Box::pin(async move { Ok(decision) })
+    }
+
+    fn decide_now(&self, question: &Question) -> Option<ImmediateAnswer> {
+        Some((None, Ok(self.answer_for(question))))
+    }
+}
