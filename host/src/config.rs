@@ -215,6 +215,33 @@ pub struct Deployment {
     /// `[audit] signing-key`: the Ed25519 key file checkpoints are signed with (relative to this
     /// file; keep it outside the state directory). No checkpoints when omitted.
     pub signing_key: Option<PathBuf>,
+    /// `[rules]` and `[[rule]]`: standing rules.
+    pub rules: RulesConfig,
+}
+
+/// A deployment's standing-rule settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RulesConfig {
+    /// Whether the file has a `[rules]` table or `[[rule]]` entries (standing rules are then on
+    /// even before any rule was added).
+    pub declared: bool,
+    /// `[rules] plugins-may-create`: the scopes a plugin's `allow-always` / `reject-always`
+    /// proposal may create (none by default: such a proposal is the one-shot decision).
+    pub plugins_may_create: Vec<crate::answer::RuleScope>,
+    /// `[[rule]]` entries: static project rules, in file order.
+    pub rules: Vec<StaticRule>,
+}
+
+/// A `[[rule]]` entry: `rule = "Bash(npm run test:*)"`, `effect = "allow" | "reject"` (default
+/// `allow`), `reason = "..."`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaticRule {
+    /// `Tool` or `Tool(pattern)`.
+    pub rule: String,
+    /// Allow or reject.
+    pub effect: crate::answer::Effect,
+    /// Why.
+    pub reason: Option<String>,
 }
 
 const PLUGIN_KEYS: [&str; 9] = [
@@ -421,6 +448,7 @@ impl Deployment {
             hooks: Vec::new(),
             sandbox_mode: SandboxMode::ReadOnly,
             signing_key: None,
+            rules: RulesConfig::default(),
         }
     }
 
@@ -448,6 +476,7 @@ impl Deployment {
         let mut hooks = Vec::new();
         let mut sandbox_mode = SandboxMode::ReadOnly;
         let mut signing_key = None;
+        let mut rules = RulesConfig::default();
         for (key, value) in &doc {
             match key.as_str() {
                 "approval" => {
@@ -528,6 +557,93 @@ impl Deployment {
                         }
                     }
                 }
+                "rules" => {
+                    rules.declared = true;
+                    let table = value
+                        .as_table()
+                        .ok_or_else(|| ctx.err("[rules]", "must be a table"))?;
+                    for (k, v) in table {
+                        match k.as_str() {
+                            "plugins-may-create" => {
+                                let list = v.as_array().ok_or_else(|| {
+                                    ctx.err(
+                                        "[rules]",
+                                        "plugins-may-create must be a list of scopes",
+                                    )
+                                })?;
+                                for s in list {
+                                    let s = string(&ctx, "[rules]", "plugins-may-create", s)?;
+                                    let scope = serde_json::from_value(serde_json::json!(s))
+                                        .map_err(|_| {
+                                            ctx.err(
+                                                "[rules]",
+                                                format!("plugins-may-create: {s:?} is not one of \"session\", \"project\" or \"user\""),
+                                            )
+                                        })?;
+                                    rules.plugins_may_create.push(scope);
+                                }
+                            }
+                            other => {
+                                return Err(ctx.err(
+                                    "[rules]",
+                                    format!("unknown key {other:?} (expected plugins-may-create)"),
+                                ));
+                            }
+                        }
+                    }
+                }
+                "rule" => {
+                    rules.declared = true;
+                    let entries = value
+                        .as_array()
+                        .ok_or_else(|| ctx.err("rule", "must be an array of [[rule]] tables"))?;
+                    for (i, entry) in entries.iter().enumerate() {
+                        let place = format!("[[rule]] #{}", i + 1);
+                        let table = entry
+                            .as_table()
+                            .ok_or_else(|| ctx.err(&place, "must be a table"))?;
+                        let mut rule = None;
+                        let mut effect = crate::answer::Effect::Allow;
+                        let mut reason = None;
+                        for (k, v) in table {
+                            match k.as_str() {
+                                "rule" => {
+                                    let text = string(&ctx, &place, "rule", v)?;
+                                    crate::rules::pattern::parse(text)
+                                        .map_err(|e| ctx.err(&place, e.to_string()))?;
+                                    rule = Some(text.to_owned());
+                                }
+                                "effect" => {
+                                    effect = match string(&ctx, &place, "effect", v)? {
+                                        "allow" => crate::answer::Effect::Allow,
+                                        "reject" => crate::answer::Effect::Reject,
+                                        other => {
+                                            return Err(ctx.err(
+                                                &place,
+                                                format!("effect {other:?} is not \"allow\" or \"reject\""),
+                                            ));
+                                        }
+                                    }
+                                }
+                                "reason" => {
+                                    reason = Some(string(&ctx, &place, "reason", v)?.to_owned())
+                                }
+                                other => {
+                                    return Err(ctx.err(
+                                        &place,
+                                        format!("unknown key {other:?} (expected rule, effect or reason)"),
+                                    ));
+                                }
+                            }
+                        }
+                        let rule = rule.ok_or_else(|| ctx.err(&place, "missing key \"rule\""))?;
+                        rules.rules.push(StaticRule {
+                            rule,
+                            effect,
+                            reason,
+                        });
+                    }
+                }
                 "hook" => {
                     let entries = value
                         .as_array()
@@ -540,7 +656,7 @@ impl Deployment {
                     return Err(ctx.err(
                         "top level",
                         format!(
-                            "unknown key {other:?} (expected [approval], [sandbox], [audit], [[plugin]] or [[hook]])"
+                            "unknown key {other:?} (expected [approval], [sandbox], [audit], [rules], [[plugin]], [[rule]] or [[hook]])"
                         ),
                     ));
                 }
@@ -553,6 +669,7 @@ impl Deployment {
             hooks,
             sandbox_mode,
             signing_key,
+            rules,
         })
     }
 }

@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::agent::Agent;
+use crate::answer::RuleScope;
 use crate::audit::checkpoint::{self, Checkpointer};
 use crate::error::{ApprovalError, LogError};
 use crate::event::{
@@ -28,7 +29,6 @@ use crate::event::{
 use crate::fold::Violation;
 use crate::log::{SessionLog, Ticket};
 use crate::outcome::{FailureKind, Outcome};
-use crate::answer::RuleScope;
 use crate::policy::{self, Policy};
 use crate::rules::{self, NewRule, RuleBook, RuleError, RuleGate, RuleView};
 use crate::session::{InFlight, Released, Session};
@@ -317,11 +317,7 @@ impl ApprovalService {
             (book, registration)
         });
         let previous = std::mem::replace(
-            &mut *self
-                .inner
-                .rules
-                .write()
-                .unwrap_or_else(|p| p.into_inner()),
+            &mut *self.inner.rules.write().unwrap_or_else(|p| p.into_inner()),
             next,
         );
         drop(previous);
@@ -402,7 +398,11 @@ impl ApprovalService {
         let book = self.rules()?;
         let by = settled.answerer.as_deref().unwrap_or("unknown");
         if !settled.answered_outside && !book.plugin_may_create(proposal.scope) {
-            tracing::warn!(plugin = by, scope = proposal.scope.as_str(), "a plugin proposed a standing rule of a scope the deployment does not let plugins create; declined, the decision stands for this call only");
+            tracing::warn!(
+                plugin = by,
+                scope = proposal.scope.as_str(),
+                "a plugin proposed a standing rule of a scope the deployment does not let plugins create; declined, the decision stands for this call only"
+            );
             return None;
         }
         let rule = match &proposal.pattern {

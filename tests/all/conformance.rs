@@ -151,6 +151,7 @@ async fn every_language_answers_every_case_like_the_reference() {
                     decision,
                     reason: reason.clone(),
                     proposal: None,
+                    rule: None,
                 };
                 let listener = Explained(move |_q: Question| {
                     let answer = answer.clone();

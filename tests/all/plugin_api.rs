@@ -37,6 +37,7 @@ fn deployment(plugins: Vec<PluginSpec>) -> Deployment {
         hooks: Vec::new(),
         sandbox_mode: approval_host::tools::sandbox::SandboxMode::ReadOnly,
         signing_key: None,
+        rules: Default::default(),
     }
 }
 

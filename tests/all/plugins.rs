@@ -378,6 +378,7 @@ async fn example_plugins_decide_in_deployment_order() {
         hooks: Vec::new(),
         sandbox_mode: approval_host::tools::sandbox::SandboxMode::ReadOnly,
         signing_key: None,
+        rules: Default::default(),
     };
     let mut mounted = Mounted::load(&rig.host.service, &rig.plugins, &deployment).unwrap();
     assert_eq!(
@@ -515,6 +516,7 @@ async fn many_concurrent_requests_across_plugins() {
         hooks: Vec::new(),
         sandbox_mode: approval_host::tools::sandbox::SandboxMode::ReadOnly,
         signing_key: None,
+        rules: Default::default(),
     };
     let _mounted = Mounted::load(&rig.host.service, &rig.plugins, &deployment).unwrap();
     let mut tasks = Vec::new();

@@ -22,6 +22,7 @@ fn deployment(specs: Vec<PluginSpec>) -> Deployment {
         hooks: Vec::new(),
         sandbox_mode: approval_host::tools::sandbox::SandboxMode::ReadOnly,
         signing_key: None,
+        rules: Default::default(),
     }
 }
 

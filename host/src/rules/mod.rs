@@ -131,9 +131,9 @@ impl Rule {
         };
         let spec = pattern::parse(&text).map_err(|e| e.to_string())?;
         let expires = match &added.expires_at {
-            Some(t) => Some(
-                humantime::parse_rfc3339(t).map_err(|e| format!("expiresAt {t:?}: {e}"))?,
-            ),
+            Some(t) => {
+                Some(humantime::parse_rfc3339(t).map_err(|e| format!("expiresAt {t:?}: {e}"))?)
+            }
             None => None,
         };
         Ok(Rule {
@@ -174,8 +174,7 @@ impl Rule {
     }
 
     fn live(&self, now: SystemTime, session: &str) -> bool {
-        self.expires.is_none_or(|e| now < e)
-            && self.session.as_deref().is_none_or(|s| s == session)
+        self.expires.is_none_or(|e| now < e) && self.session.as_deref().is_none_or(|s| s == session)
     }
 
     /// The reason a rejection by this rule gives the model.
@@ -308,7 +307,11 @@ impl Index {
             .into_iter()
             .flat_map(|b| b.other.iter())
             .chain(words)
-            .chain(self.globbed.iter().filter(move |r| r.spec.matches_tool(tool)))
+            .chain(
+                self.globbed
+                    .iter()
+                    .filter(move |r| r.spec.matches_tool(tool)),
+            )
     }
 
     /// Every command rule of `tool` (for a command that cannot be split).
@@ -448,15 +451,16 @@ impl RuleBook {
     fn reload(&self, name: &str) -> Result<(), RuleError> {
         let log = self.open_log(name)?;
         let len = self.store.log_len(name).ok().flatten();
-        let rules: Vec<Rule> = log.with_fold(|f| {
-            f.rules()
-                .map(|r| Rule::from_event(r, None))
-                .collect::<Result<_, _>>()
-        })
-        .map_err(|reason| RuleError::Corrupt {
-            log: name.to_owned(),
-            reason,
-        })?;
+        let rules: Vec<Rule> = log
+            .with_fold(|f| {
+                f.rules()
+                    .map(|r| Rule::from_event(r, None))
+                    .collect::<Result<_, _>>()
+            })
+            .map_err(|reason| RuleError::Corrupt {
+                log: name.to_owned(),
+                reason,
+            })?;
         drop(log);
         let scope = if name == USER_LOG {
             RuleScope::User
@@ -559,8 +563,7 @@ impl RuleBook {
             }
             Some(command) => match shell::split(command) {
                 Ok(parts) => {
-                    let matches = |rule: &Arc<Rule>, words: &[String]| match &rule.spec.arguments
-                    {
+                    let matches = |rule: &Arc<Rule>, words: &[String]| match &rule.spec.arguments {
                         ArgumentMatch::Command { .. } | ArgumentMatch::Any => {
                             rule.spec.matches_words(words)
                         }

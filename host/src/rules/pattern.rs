@@ -109,7 +109,9 @@ pub fn parse(text: &str) -> Result<Spec, SpecError> {
         None => (text, None),
         Some(open) => {
             let Some(inner) = text[open + 1..].strip_suffix(')') else {
-                return Err(err("expected `Tool` or `Tool(pattern)`, ending with ')'".into()));
+                return Err(err(
+                    "expected `Tool` or `Tool(pattern)`, ending with ')'".into()
+                ));
             };
             (text[..open].trim(), Some(inner.trim()))
         }
@@ -362,14 +364,34 @@ mod tests {
             (tool, json!({"file_path": path}), cwd)
         };
         let cases = [
-            ("Read(./src/**)", call("Read", "src/a/b.rs", Some("/w")), true),
-            ("Read(./src/**)", call("Read", "/w/src/a.rs", Some("/w")), true),
-            ("Read(./src/**)", call("Read", "./src/../../etc/passwd", Some("/w")), false),
+            (
+                "Read(./src/**)",
+                call("Read", "src/a/b.rs", Some("/w")),
+                true,
+            ),
+            (
+                "Read(./src/**)",
+                call("Read", "/w/src/a.rs", Some("/w")),
+                true,
+            ),
+            (
+                "Read(./src/**)",
+                call("Read", "./src/../../etc/passwd", Some("/w")),
+                false,
+            ),
             ("Read(./src/**)", call("Read", "src/a.rs", None), false),
-            ("Read(src/*.rs)", call("Read", "src/a/b.rs", Some("/w")), false),
+            (
+                "Read(src/*.rs)",
+                call("Read", "src/a/b.rs", Some("/w")),
+                false,
+            ),
             ("Read(src/*.rs)", call("Read", "src/b.rs", Some("/w")), true),
             ("Edit(//etc/hosts)", call("Edit", "/etc/hosts", None), true),
-            ("Edit(//etc/**)", call("Edit", "/etc/../root/x", Some("/")), false),
+            (
+                "Edit(//etc/**)",
+                call("Edit", "/etc/../root/x", Some("/")),
+                false,
+            ),
         ];
         for (rule, (tool, args, cwd), want) in cases {
             let spec = parse(rule).unwrap();
@@ -411,6 +433,9 @@ mod tests {
         assert!(spec.matches_tool("mcp__github__create_issue"));
         assert!(!spec.matches_tool("mcp__gitlab__x"));
         assert!(matches!(spec.arguments, ArgumentMatch::Any));
-        assert_eq!(parse(" Bash( npm test:* ) ").unwrap().text, "Bash(npm test:*)");
+        assert_eq!(
+            parse(" Bash( npm test:* ) ").unwrap().text,
+            "Bash(npm test:*)"
+        );
     }
 }

@@ -108,14 +108,18 @@ pub fn split(command: &str) -> Result<Vec<Vec<String>>, Opaque> {
                 // reads or writes a file.
                 let fd_prefix = in_word && word.chars().all(|c| c.is_ascii_digit());
                 if !in_word || fd_prefix {
-                    if c == '<' && chars.peek() == Some(&'(') || c == '>' && chars.peek() == Some(&'(')
+                    if c == '<' && chars.peek() == Some(&'(')
+                        || c == '>' && chars.peek() == Some(&'(')
                     {
                         return Err(Opaque("process substitution"));
                     }
                     if c == '>' && chars.peek() == Some(&'&') {
                         chars.next();
                         let mut target = String::new();
-                        while chars.peek().is_some_and(|c| c.is_ascii_digit() || *c == '-') {
+                        while chars
+                            .peek()
+                            .is_some_and(|c| c.is_ascii_digit() || *c == '-')
+                        {
                             target.push(chars.next().unwrap_or_default());
                         }
                         if target.is_empty() {
@@ -164,9 +168,9 @@ pub fn pattern_words(pattern: &str) -> Result<Vec<String>, String> {
     match split(pattern) {
         Ok(mut parts) if parts.len() == 1 => Ok(parts.remove(0)),
         Ok(parts) if parts.is_empty() => Err("the command pattern is empty".to_owned()),
-        Ok(_) => Err(
-            "a command pattern is one simple command: no ';', '&', '|' or newline".to_owned(),
-        ),
+        Ok(_) => {
+            Err("a command pattern is one simple command: no ';', '&', '|' or newline".to_owned())
+        }
         Err(Opaque(why)) => Err(format!("a command pattern cannot hold {why}")),
     }
 }
@@ -238,10 +242,7 @@ mod tests {
 
     #[test]
     fn harmless_redirections_are_not_words() {
-        assert_eq!(
-            split("npm test 2>&1").unwrap(),
-            words(&[&["npm", "test"]])
-        );
+        assert_eq!(split("npm test 2>&1").unwrap(), words(&[&["npm", "test"]]));
         assert_eq!(
             split("npm test >/dev/null 2>&1").unwrap(),
             words(&[&["npm", "test"]])
