@@ -52,6 +52,16 @@ pub enum Effect {
     Reject,
 }
 
+impl Effect {
+    /// The wire spelling: `allow`, `reject`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Effect::Allow => "allow",
+            Effect::Reject => "reject",
+        }
+    }
+}
+
 /// A standing rule a listener proposed with its decision, as the `approval/decided` event records
 /// it. Whether the host keeps it is the grants' business; the decision itself is one-shot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -155,6 +155,11 @@ impl ApprovalService {
         Self::new(DirStore::new(state_dir), default_policy)
     }
 
+    /// The store its logs live in (rules logs are opened from it too).
+    pub fn store(&self) -> Arc<dyn Store> {
+        self.inner.store.clone()
+    }
+
     /// The deployment default policy.
     pub fn default_policy(&self) -> Policy {
         if self.inner.never_by_default.load(Ordering::Acquire) {
@@ -350,6 +355,16 @@ impl ApprovalService {
         let session = self.session(&session_id).await?;
         session.log.append(Event::RuleAdded(added)).await?;
         Ok(book.activate(rule).view())
+    }
+
+    /// Opens session `id` long enough to index its session rules (a command that lists, explains
+    /// or revokes them).
+    ///
+    /// # Errors
+    /// As opening the session.
+    pub async fn load_session_rules(&self, id: &str) -> Result<(), ApprovalError> {
+        self.rules().ok_or(ApprovalError::RulesOff)?;
+        self.session(id).await.map(drop)
     }
 
     /// Revokes the standing rule `id`. It stops matching before the revocation is written, so

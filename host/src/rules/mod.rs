@@ -60,6 +60,64 @@ pub fn project_log(project: &str) -> String {
     )
 }
 
+/// The project a deployment's rules belong to: its file's canonical path (every session served
+/// from one deployment file shares them), or `default` for the embedded default.
+pub fn project_of(deployment: &crate::config::Deployment) -> String {
+    match &deployment.path {
+        Some(path) => std::fs::canonicalize(path)
+            .unwrap_or_else(|_| path.clone())
+            .display()
+            .to_string(),
+        None => "default".to_owned(),
+    }
+}
+
+/// The rule book of a deployment: its `[[rule]]` entries (ids `deployment-1`, `deployment-2`,
+/// ... in file order), its project's and the user's rules from `store`, and its
+/// `[rules] plugins-may-create`.
+///
+/// # Errors
+/// A rules log that cannot be opened or read.
+pub fn for_deployment(
+    store: Arc<dyn Store>,
+    deployment: &crate::config::Deployment,
+    clock: Clock,
+) -> Result<Arc<RuleBook>, RuleError> {
+    RuleBook::open(
+        store,
+        &project_of(deployment),
+        statics_of(deployment)?,
+        deployment.rules.plugins_may_create.clone(),
+        clock,
+    )
+}
+
+/// A deployment's `[[rule]]` entries as rules (ids `deployment-<n>` in file order).
+///
+/// # Errors
+/// An entry that does not parse (the deployment loader has already refused such a file).
+pub fn statics_of(deployment: &crate::config::Deployment) -> Result<Vec<Rule>, RuleError> {
+    let file = deployment
+        .path
+        .as_ref()
+        .map_or_else(|| "default".to_owned(), |p| p.display().to_string());
+    Ok(deployment
+        .rules
+        .rules
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            RuleBook::deployment_rule(
+                format!("deployment-{}", i + 1),
+                &r.rule,
+                r.effect,
+                &file,
+                r.reason.clone(),
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?)
+}
+
 /// The clock rules expire by; tests drive their own.
 pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
 
@@ -337,7 +395,7 @@ pub struct RuleBook {
     index: RwLock<Index>,
     clock: Clock,
     /// Scopes a plugin's proposal may create.
-    plugins_may_create: Vec<RuleScope>,
+    plugins_may_create: RwLock<Vec<RuleScope>>,
     next_refresh: Mutex<Instant>,
     seen: Mutex<HashMap<String, Seen>>,
 }
@@ -376,7 +434,7 @@ impl RuleBook {
             project_log: project_log(project),
             index: RwLock::new(Index::default()),
             clock,
-            plugins_may_create,
+            plugins_may_create: RwLock::new(plugins_may_create),
             next_refresh: Mutex::new(Instant::now() + REFRESH_EVERY),
             seen: Mutex::new(HashMap::new()),
         });
@@ -425,7 +483,32 @@ impl RuleBook {
 
     /// Whether a plugin may create a rule of `scope`.
     pub fn plugin_may_create(&self, scope: RuleScope) -> bool {
-        self.plugins_may_create.contains(&scope)
+        self.plugins_may_create
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&scope)
+    }
+
+    /// Moves to a reloaded deployment file: its `[[rule]]` entries replace the previous ones
+    /// (atomically for decisions) and its `plugins-may-create` applies from now on.
+    pub fn set_deployment(&self, statics: Vec<Rule>, plugins_may_create: Vec<RuleScope>) {
+        *self
+            .plugins_may_create
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = plugins_may_create;
+        let mut index = self.write();
+        let old: Vec<String> = index
+            .by_id
+            .values()
+            .filter(|r| r.from_deployment)
+            .map(|r| r.id.clone())
+            .collect();
+        for id in old {
+            index.remove(&id);
+        }
+        for rule in statics {
+            index.insert(Arc::new(rule));
+        }
     }
 
     /// The name of this project's rules log.
@@ -532,6 +615,20 @@ impl RuleBook {
     /// The rule that decides a call, if any: a live reject rule matching it (any part of its
     /// command), else live allow rules matching it (every part of its command), else none.
     pub fn decide(&self, call: &Call<'_>, session: &str) -> Option<Matched> {
+        let now = (self.clock)();
+        self.find(call, session).map(|(rule, effect)| {
+            rule.used(now);
+            Matched { rule, effect }
+        })
+    }
+
+    /// [`RuleBook::decide`] without counting a use: what would decide `call` now.
+    pub fn peek(&self, call: &Call<'_>, session: &str) -> Option<Matched> {
+        self.find(call, session)
+            .map(|(rule, effect)| Matched { rule, effect })
+    }
+
+    fn find(&self, call: &Call<'_>, session: &str) -> Option<(Arc<Rule>, Effect)> {
         self.refresh_if_due();
         let now = (self.clock)();
         let index = self.read();
@@ -622,10 +719,7 @@ impl RuleBook {
             },
         };
         drop(index);
-        found.map(|(rule, effect)| {
-            rule.used(now);
-            Matched { rule, effect }
-        })
+        found
     }
 
     /// The live rules, in id order, optionally of one scope.

@@ -9,6 +9,7 @@
 //! sends can crash the server: bad input gets a JSON-RPC error and the server keeps serving.
 
 pub mod rpc;
+mod rules;
 mod watch;
 
 use std::collections::HashMap;
@@ -71,6 +72,15 @@ pub enum ServeError {
         /// Why.
         #[source]
         source: PluginError,
+    },
+    /// The standing rules could not be read.
+    #[error("{file}: standing rules: {source}")]
+    Rules {
+        /// The deployment file.
+        file: String,
+        /// Why.
+        #[source]
+        source: crate::rules::RuleError,
     },
     /// Listening or watching failed.
     #[error("{0}")]
@@ -136,6 +146,17 @@ impl Server {
                 },
             )?;
         service.set_checkpointer(checkpointer);
+        // A server always keeps standing rules: its clients may add them at any time.
+        let book = crate::rules::for_deployment(
+            service.store(),
+            &deployment,
+            crate::rules::system_clock(),
+        )
+        .map_err(|source| ServeError::Rules {
+            file: options.config.display().to_string(),
+            source,
+        })?;
+        service.set_rules(Some(book));
         let cache = CompiledCache::new(options.state_dir.join("cache"));
         let host = PluginHost::with_cache(sink, cache).map_err(|source| ServeError::Plugin {
             file: options.config.display().to_string(),
@@ -178,6 +199,14 @@ impl Server {
     /// An invalid deployment file changes nothing.
     pub async fn reload(&self) -> Result<ReloadReport, ConfigError> {
         let deployment = Deployment::load(&self.inner.options.config)?;
+        if let Some(book) = self.inner.service.rules() {
+            match crate::rules::statics_of(&deployment) {
+                Ok(statics) => {
+                    book.set_deployment(statics, deployment.rules.plugins_may_create.clone());
+                }
+                Err(e) => tracing::warn!(error = %e, "the reloaded [[rule]] entries were not applied"),
+            }
+        }
         let mounted = self.inner.mounted.clone();
         let host = self.inner.host.clone();
         let report = tokio::task::spawn_blocking(move || {
@@ -599,6 +628,20 @@ impl Server {
                     "failed": report.failed.iter().map(|(n, e)| json!({"name": n, "error": e})).collect::<Vec<_>>(),
                     "plugins": mounted.status(),
                 }))
+            }
+            m if m.starts_with("rules/") => {
+                let session = match params.get("sessionId") {
+                    None | Some(Value::Null) => None,
+                    Some(_) => Some(self.owned(conn, &params)?.0),
+                };
+                rules::call(
+                    service,
+                    &format!("client-{}", conn.id),
+                    m,
+                    &params,
+                    session.as_deref(),
+                )
+                .await
             }
             other => Err(RpcError::new(
                 rpc::METHOD_NOT_FOUND,

@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 mod claude_code;
 mod demo;
 mod new;
+mod rules_cmd;
 
 use approval_host::acp::{AgentOptions, Script, ScriptedAgent};
 use approval_host::check::check_file;
@@ -193,6 +194,9 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         public_key: Option<PathBuf>,
     },
+    /// Standing rules: list, add, revoke, explain.
+    #[command(subcommand)]
+    Rules(rules_cmd::RulesCommand),
     /// Create an Ed25519 signing key for checkpoints at FILE (mode 0600; keep it outside the
     /// state directory) and its public key at FILE.pub. Refuses to overwrite a key.
     ///
@@ -221,7 +225,7 @@ enum HookCommand {
 /// An error that is the user's input, not the host's failure: exit 2.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-struct UsageError(String);
+pub(crate) struct UsageError(pub(crate) String);
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
@@ -330,6 +334,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
+        Command::Rules(command) => rules_cmd::run(&state_dir, command),
         Command::Check { plugin } => check(&plugin),
         Command::Componentize { module, output } => componentize(&module, &output),
         Command::New {
@@ -474,6 +479,23 @@ pub(crate) fn cached_host(state_dir: &Path) -> Result<PluginHost> {
     )?)
 }
 
+/// Turns standing rules on when the deployment declares any (`[rules]`, `[[rule]]`) or the state
+/// directory holds user or project rules; otherwise a one-shot command does not open the rules
+/// logs at all.
+fn enable_rules(service: &ApprovalService, deployment: &Deployment, state_dir: &Path) -> Result<()> {
+    use approval_host::rules;
+    let sessions = DirStore::new(state_dir);
+    let exists = |name: &str| sessions.session_path(name).exists();
+    let project_log = rules::project_log(&rules::project_of(deployment));
+    if !deployment.rules.declared && !exists(rules::USER_LOG) && !exists(&project_log) {
+        return Ok(());
+    }
+    let book = rules::for_deployment(service.store(), deployment, rules::system_clock())
+        .map_err(|e| anyhow::anyhow!("standing rules: {e}"))?;
+    service.set_rules(Some(book));
+    Ok(())
+}
+
 /// Loads a deployment's plugins; a plugin that cannot load is the deployment's fault (exit 2).
 pub(crate) fn mount(
     service: &ApprovalService,
@@ -489,6 +511,7 @@ pub(crate) fn mount(
             UsageError(format!("{file}[audit] signing-key: {e}"))
         })?;
     service.set_checkpointer(checkpointer);
+    enable_rules(service, deployment, state_dir)?;
     if deployment.plugins.is_empty() {
         return Ok(None);
     }

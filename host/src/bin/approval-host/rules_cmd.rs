@@ -1,0 +1,339 @@
+//! `approval-host rules`: list, add, revoke and explain standing rules from the command line,
+//! through the same rule book (and the same durable logs) a running host uses; a running `serve`
+//! picks the changes up within its refresh interval.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use approval_host::answer::{Effect, RuleScope};
+use approval_host::rules::{self, NewRule, RuleBook, RuleView, pattern::Call};
+use approval_host::store::validate_session_id;
+use approval_host::{ApprovalError, ApprovalService, Deployment};
+use clap::{Subcommand, ValueEnum};
+
+use crate::UsageError;
+
+/// What `rules` does.
+#[derive(Subcommand, Debug)]
+pub enum RulesCommand {
+    /// Print the active rules (deployment, project, user, and with --session that session's):
+    /// id, effect, rule, scope, expiry, creator and reason.
+    List {
+        /// The deployment file whose project rules to show [default: the embedded default].
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Only this scope.
+        #[arg(long, value_enum)]
+        scope: Option<ScopeArg>,
+        /// Also the rules of this session.
+        #[arg(long, value_name = "S")]
+        session: Option<String>,
+        /// One JSON array instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add a standing rule, durable before this prints its id.
+    ///
+    /// Examples: `rules add 'Bash(npm run test:*)'`, `rules add 'Read(./src/**)' --for 8h`,
+    /// `rules add 'Bash(git push:*)' --effect reject --scope user --reason "pushes go through CI"`.
+    Add {
+        /// `Tool` or `Tool(pattern)`: a command prefix `Bash(npm run test:*)` or exact
+        /// command `Bash(npm test)`, a path glob `Read(./src/**)`, `Edit(//abs/**)`,
+        /// `Read(~/notes/*)`, a domain `WebFetch(domain:example.com)`, a tool glob `mcp__github__*`.
+        rule: String,
+        /// The deployment file whose project the rule belongs to [default: the embedded default].
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Allow or reject matching calls.
+        #[arg(long, value_enum, default_value = "allow")]
+        effect: EffectArg,
+        /// Where it applies.
+        #[arg(long, value_enum, default_value = "project")]
+        scope: ScopeArg,
+        /// The session, for --scope session.
+        #[arg(long, value_name = "S")]
+        session: Option<String>,
+        /// How long it lasts (`30m`, `8h`, `7d`) [default: until revoked].
+        #[arg(long = "for", value_name = "DURATION", value_parser = humantime::parse_duration)]
+        lasts: Option<Duration>,
+        /// Why (shown in lists; a reject rule's reason reaches the model).
+        #[arg(long, value_name = "R")]
+        reason: Option<String>,
+        /// Print the rule as JSON instead of its id.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a rule: no decision that starts after this returns uses it.
+    Revoke {
+        /// The rule's id (from `rules list`).
+        id: String,
+        /// The deployment file whose project the rule belongs to [default: the embedded default].
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// The session of a session rule.
+        #[arg(long, value_name = "S")]
+        session: Option<String>,
+        /// Why.
+        #[arg(long, value_name = "R")]
+        reason: Option<String>,
+    },
+    /// Say which rule (if any) would decide a call, and how. Changes nothing.
+    Explain {
+        /// The tool.
+        #[arg(long, value_name = "T")]
+        tool: String,
+        /// The call's JSON arguments (`{"command": "npm test"}`, `{"file_path": "src/a.rs"}`).
+        #[arg(long, value_name = "JSON")]
+        arguments: Option<String>,
+        /// The asker's working directory (relative path rules are relative to it).
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<String>,
+        /// Also consider this session's rules.
+        #[arg(long, value_name = "S")]
+        session: Option<String>,
+        /// The deployment file [default: the embedded default].
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
+}
+
+/// A rule's scope on the command line.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum ScopeArg {
+    /// That session only.
+    Session,
+    /// Every session of this deployment.
+    Project,
+    /// Every deployment on this state directory.
+    User,
+}
+
+impl From<ScopeArg> for RuleScope {
+    fn from(s: ScopeArg) -> RuleScope {
+        match s {
+            ScopeArg::Session => RuleScope::Session,
+            ScopeArg::Project => RuleScope::Project,
+            ScopeArg::User => RuleScope::User,
+        }
+    }
+}
+
+/// A rule's effect on the command line.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum EffectArg {
+    /// Matching calls proceed without asking.
+    Allow,
+    /// Matching calls are rejected.
+    Reject,
+}
+
+impl From<EffectArg> for Effect {
+    fn from(e: EffectArg) -> Effect {
+        match e {
+            EffectArg::Allow => Effect::Allow,
+            EffectArg::Reject => Effect::Reject,
+        }
+    }
+}
+
+/// Who the command line is, for a rule's creator and a revocation's `by`.
+fn cli_user() -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "unknown".to_owned());
+    format!("cli:{user}")
+}
+
+fn deployment(config: Option<&Path>) -> Result<Deployment> {
+    Ok(match config {
+        Some(path) => Deployment::load(path)?,
+        None => Deployment::embedded(),
+    })
+}
+
+/// A service over the state directory with the deployment's rules on (no plugins: rules
+/// commands never run a gate).
+fn open(state_dir: &Path, deployment: &Deployment) -> Result<(ApprovalService, Arc<RuleBook>)> {
+    let service = ApprovalService::open_dir(state_dir, deployment.default_policy);
+    let book = rules::for_deployment(service.store(), deployment, rules::system_clock())
+        .map_err(|e| anyhow::anyhow!("standing rules: {e}"))?;
+    service.set_rules(Some(book.clone()));
+    Ok((service, book))
+}
+
+fn check_session(session: Option<&str>) -> Result<()> {
+    if let Some(s) = session {
+        validate_session_id(s).map_err(|e| UsageError(format!("--session: {e}")))?;
+    }
+    Ok(())
+}
+
+/// Maps a rule's refusal to a usage error (exit 2) and anything else to a failure (exit 1).
+fn rule_error(e: ApprovalError) -> anyhow::Error {
+    match e {
+        ApprovalError::Rule(
+            r @ (rules::RuleError::Spec(_)
+            | rules::RuleError::NoSession
+            | rules::RuleError::Unknown(_)
+            | rules::RuleError::Static(_)),
+        ) => UsageError(r.to_string()).into(),
+        other => other.into(),
+    }
+}
+
+fn describe(r: &RuleView) -> String {
+    let mut line = format!(
+        "{}  {:<6} {}  [{}",
+        r.id,
+        r.effect.as_str(),
+        r.rule,
+        r.scope.as_str()
+    );
+    if let Some(s) = &r.session {
+        line.push_str(&format!(" {s}"));
+    }
+    line.push(']');
+    match &r.expires_at {
+        Some(t) => line.push_str(&format!("  until {t}")),
+        None => line.push_str("  no expiry"),
+    }
+    line.push_str(&format!("  by {}", r.creator));
+    if let Some(reason) = &r.reason {
+        line.push_str(&format!("  \"{reason}\""));
+    }
+    line
+}
+
+/// Runs a `rules` command.
+pub fn run(state_dir: &Path, command: RulesCommand) -> Result<ExitCode> {
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(run_async(state_dir, command))
+}
+
+async fn run_async(state_dir: &Path, command: RulesCommand) -> Result<ExitCode> {
+    match command {
+        RulesCommand::List {
+            config,
+            scope,
+            session,
+            json,
+        } => {
+            check_session(session.as_deref())?;
+            let (service, book) = open(state_dir, &deployment(config.as_deref())?)?;
+            // Opening the session indexes its rules.
+            if let Some(s) = &session {
+                service.load_session_rules(s).await?;
+            }
+            let rules: Vec<RuleView> = book
+                .list(scope.map(RuleScope::from))
+                .into_iter()
+                .filter(|r| r.session.is_none() || r.session == session)
+                .collect();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rules)?);
+            } else if rules.is_empty() {
+                println!("no active rules");
+            } else {
+                for r in &rules {
+                    println!("{}", describe(r));
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        RulesCommand::Add {
+            rule,
+            config,
+            effect,
+            scope,
+            session,
+            lasts,
+            reason,
+            json,
+        } => {
+            check_session(session.as_deref())?;
+            let scope = RuleScope::from(scope);
+            if scope == RuleScope::Session && session.is_none() {
+                return Err(UsageError("--scope session needs --session".to_owned()).into());
+            }
+            if scope != RuleScope::Session && session.is_some() {
+                return Err(UsageError("--session goes with --scope session".to_owned()).into());
+            }
+            let (service, _book) = open(state_dir, &deployment(config.as_deref())?)?;
+            let view = service
+                .add_rule(NewRule {
+                    rule,
+                    effect: effect.into(),
+                    scope,
+                    session,
+                    lasts,
+                    creator: cli_user(),
+                    reason,
+                })
+                .await
+                .map_err(rule_error)?;
+            if json {
+                println!("{}", serde_json::to_string(&view)?);
+            } else {
+                println!("{}", view.id);
+                eprintln!("added {}", describe(&view));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        RulesCommand::Revoke {
+            id,
+            config,
+            session,
+            reason,
+        } => {
+            check_session(session.as_deref())?;
+            let (service, _book) = open(state_dir, &deployment(config.as_deref())?)?;
+            if let Some(s) = &session {
+                service.load_session_rules(s).await?;
+            }
+            service
+                .revoke_rule(&id, &cli_user(), reason)
+                .await
+                .map_err(rule_error)?;
+            println!("revoked {id}");
+            Ok(ExitCode::SUCCESS)
+        }
+        RulesCommand::Explain {
+            tool,
+            arguments,
+            cwd,
+            session,
+            config,
+        } => {
+            check_session(session.as_deref())?;
+            let arguments = arguments
+                .map(|a| {
+                    serde_json::from_str::<serde_json::Value>(&a)
+                        .map_err(|e| UsageError(format!("--arguments is not JSON: {e}")))
+                })
+                .transpose()?;
+            let (service, book) = open(state_dir, &deployment(config.as_deref())?)?;
+            if let Some(s) = &session {
+                service.load_session_rules(s).await?;
+            }
+            let call = Call {
+                tool: &tool,
+                arguments: arguments.as_ref(),
+                cwd: cwd.as_deref(),
+            };
+            match book.peek(&call, session.as_deref().unwrap_or("")) {
+                Some(m) => {
+                    let verb = match m.effect {
+                        Effect::Allow => "allowed once",
+                        Effect::Reject => "rejected",
+                    };
+                    println!("{verb} by rule {}", describe(&m.rule.view()));
+                }
+                None => println!("no rule decides this call; it goes on to the plugins"),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
