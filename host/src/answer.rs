@@ -161,6 +161,13 @@ impl From<Decision> for Answer {
 }
 
 impl Answer {
+    /// This answer, proposing `proposal` as a standing rule.
+    #[must_use]
+    pub fn proposing(mut self, proposal: Proposal) -> Answer {
+        self.proposal = Some(proposal);
+        self
+    }
+
     /// A rejection with a reason (cleaned here).
     pub fn reject(reason: impl AsRef<str>) -> Answer {
         Answer {

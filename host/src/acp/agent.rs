@@ -161,7 +161,7 @@ impl ScriptedAgent {
     /// An agent answering approval questions through `service`, whose waterfall gets the ACP
     /// answerer at the back (after the deployment's own answerers).
     pub fn new(service: ApprovalService, script: Script, options: AgentOptions) -> Self {
-        let answerer = AcpAnswerer::new();
+        let answerer = AcpAnswerer::new().offering_rules(service.rules().is_some());
         let answering = service.register(
             ANSWERER_NAME,
             Scope::Global,

@@ -4,10 +4,13 @@
 //!
 //! It answers only for an agent object its session map owns (exact identity: another object with
 //! the same session id is foreign) and only for questions with a call id; everything else
-//! delegates. It offers exactly two one-shot options, never `allow_always` (nothing could honour
-//! it): the selected `allow-once` grants; any other option id, known or not, rejects; the
-//! `cancelled` outcome cancels; a JSON-RPC error, a dropped responder or a closed connection
-//! settles `unavailable`. [`AcpAnswerer::cancel`], called on the client's `session/cancel`,
+//! delegates. It offers the one-shot options and, when the host keeps standing rules and a safe
+//! rule exists for the call ([`crate::rules::suggest`]), `allow_always` / `reject_always` named
+//! with the exact rule and its scope (`Always allow Bash(npm run test:*) in this project`):
+//! choosing one answers this call and proposes that project rule. The selected `allow-once` or
+//! `allow-always` grants; any other option id, known or not, rejects; the `cancelled` outcome
+//! cancels; a JSON-RPC error, a dropped responder or a closed connection settles
+//! `unavailable`. [`AcpAnswerer::cancel`], called on the client's `session/cancel`,
 //! settles the session's pending permission requests `cancelled` (and tells the client to drop
 //! them with `$/cancel_request`).
 //!
@@ -29,19 +32,55 @@ use agent_client_protocol::v1::schema::{
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
+use crate::answer::{Answer, Effect, RuleScope};
 use crate::outcome::{Decision, Failure};
-use crate::waterfall::{Listener, ListenerFuture, Question};
+use crate::rules::proposal;
+use crate::rules::suggest::suggest;
+use crate::waterfall::{AnswerFuture, Listener, ListenerFuture, Question};
 
 /// The option id that grants one call.
 pub const ALLOW_ONCE: &str = "allow-once";
 /// The option id that rejects.
 pub const REJECT_ONCE: &str = "reject-once";
 
-/// The options every permission request offers: one-shot allow and reject, nothing persistent.
+/// The option id that grants this call and adds the offered allow rule.
+pub const ALLOW_ALWAYS: &str = "allow-always";
+/// The option id that rejects this call and adds the offered reject rule.
+pub const REJECT_ALWAYS: &str = "reject-always";
+
+/// The one-shot options every permission request offers.
 pub fn permission_options() -> Vec<PermissionOption> {
     vec![
         PermissionOption::new(ALLOW_ONCE, "Allow once", PermissionOptionKind::AllowOnce),
         PermissionOption::new(REJECT_ONCE, "Reject", PermissionOptionKind::RejectOnce),
+    ]
+}
+
+/// The name of the option that makes `rule` a standing allow rule of the project.
+pub fn always_allow_name(rule: &str) -> String {
+    format!("Always allow {rule} in this project")
+}
+
+/// The name of the option that makes `rule` a standing reject rule of the project.
+pub fn always_reject_name(rule: &str) -> String {
+    format!("Always reject {rule} in this project")
+}
+
+/// The options of a request for which `rule` is offered as a standing rule.
+pub fn permission_options_with_rule(rule: &str) -> Vec<PermissionOption> {
+    vec![
+        PermissionOption::new(ALLOW_ONCE, "Allow once", PermissionOptionKind::AllowOnce),
+        PermissionOption::new(
+            ALLOW_ALWAYS,
+            always_allow_name(rule),
+            PermissionOptionKind::AllowAlways,
+        ),
+        PermissionOption::new(REJECT_ONCE, "Reject", PermissionOptionKind::RejectOnce),
+        PermissionOption::new(
+            REJECT_ALWAYS,
+            always_reject_name(rule),
+            PermissionOptionKind::RejectAlways,
+        ),
     ]
 }
 
@@ -58,6 +97,8 @@ struct Owned {
 #[derive(Clone, Default)]
 pub struct AcpAnswerer {
     sessions: Arc<Mutex<HashMap<String, Owned>>>,
+    /// Whether to offer standing rules (the host keeps them).
+    offer_rules: bool,
 }
 
 impl std::fmt::Debug for AcpAnswerer {
@@ -72,6 +113,14 @@ impl AcpAnswerer {
     /// An empty session map.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Offers `allow_always` / `reject_always` with a project rule for the call (only for a host
+    /// with standing rules on: elsewhere nothing could keep the rule).
+    #[must_use]
+    pub fn offering_rules(mut self, offer: bool) -> Self {
+        self.offer_rules = offer;
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Owned>> {
@@ -160,8 +209,28 @@ impl Listener for AcpAnswerer {
     }
 
     fn decide(&self, question: Question) -> ListenerFuture {
+        let (_, future) = self
+            .answer(&question)
+            .expect("the ACP answerer always answers with a future");
+        Box::pin(async move { future.await.map(|a| a.decision) })
+    }
+
+    fn answer(&self, question: &Question) -> Option<(Option<Arc<str>>, AnswerFuture)> {
+        let next = || -> Option<(Option<Arc<str>>, AnswerFuture)> {
+            Some((None, Box::pin(async { Ok(Answer::from(Decision::Next)) })))
+        };
         let Some(call_id) = question.call_id() else {
-            return Box::pin(async { Ok(Decision::Next) });
+            return next();
+        };
+        let offered = if self.offer_rules {
+            let arguments = question.arguments();
+            suggest(question.tool_name(), arguments.as_ref(), question.cwd())
+        } else {
+            None
+        };
+        let options = match &offered {
+            Some(rule) => permission_options_with_rule(rule),
+            None => permission_options(),
         };
         let request = {
             let sessions = self.lock();
@@ -171,39 +240,59 @@ impl Listener for AcpAnswerer {
                     owned.cancel.clone(),
                     RequestPermissionRequest::new(
                         owned.acp_session.clone(),
-                        ToolCallUpdate::new(call_id.to_owned(), describe(&question)),
-                        permission_options(),
+                        ToolCallUpdate::new(call_id.to_owned(), describe(question)),
+                        options,
                     ),
                 )),
                 _ => None,
             }
         };
         let Some((connection, cancel, request)) = request else {
-            return Box::pin(async { Ok(Decision::Next) });
+            return next();
         };
         let sent = connection.send_request(request);
-        Box::pin(async move {
-            let answered = tokio::select! {
-                biased;
-                // Dropping the request sends `$/cancel_request`: the client can close its prompt.
-                () = cancel.cancelled() => return Ok(Decision::Cancel),
-                answered = sent.block_task() => answered,
-            };
-            match answered {
-                Ok(response) => Ok(match response.outcome {
-                    RequestPermissionOutcome::Selected(selected)
-                        if &*selected.option_id.0 == ALLOW_ONCE =>
-                    {
-                        Decision::AllowOnce
-                    }
-                    RequestPermissionOutcome::Cancelled => Decision::Cancel,
-                    // Any other option id, known or not, never grants.
-                    _ => Decision::Reject,
-                }),
-                Err(e) => Err(Failure::error(format!(
-                    "session/request_permission failed: {e}"
-                ))),
-            }
-        })
+        Some((
+            None,
+            Box::pin(async move {
+                let answered = tokio::select! {
+                    biased;
+                    // Dropping the request sends `$/cancel_request`: the client can close its
+                    // prompt.
+                    () = cancel.cancelled() => return Ok(Answer::from(Decision::Cancel)),
+                    answered = sent.block_task() => answered,
+                };
+                let always = |effect| {
+                    offered
+                        .as_deref()
+                        .and_then(|rule| proposal(rule, effect, RuleScope::Project).ok())
+                };
+                match answered {
+                    Ok(response) => Ok(match response.outcome {
+                        RequestPermissionOutcome::Selected(selected) => {
+                            match &*selected.option_id.0 {
+                                ALLOW_ONCE => Answer::from(Decision::AllowOnce),
+                                // Only an offered rule grants: an `allow-always` nobody offered
+                                // is an unknown option.
+                                ALLOW_ALWAYS => match always(Effect::Allow) {
+                                    Some(p) => Answer::from(Decision::AllowOnce).proposing(p),
+                                    None => Answer::from(Decision::Reject),
+                                },
+                                REJECT_ALWAYS => match always(Effect::Reject) {
+                                    Some(p) => Answer::from(Decision::Reject).proposing(p),
+                                    None => Answer::from(Decision::Reject),
+                                },
+                                // Any other option id, known or not, never grants.
+                                _ => Answer::from(Decision::Reject),
+                            }
+                        }
+                        RequestPermissionOutcome::Cancelled => Answer::from(Decision::Cancel),
+                        _ => Answer::from(Decision::Reject),
+                    }),
+                    Err(e) => Err(Failure::error(format!(
+                        "session/request_permission failed: {e}"
+                    ))),
+                }
+            }),
+        ))
     }
 }

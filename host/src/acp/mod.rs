@@ -14,5 +14,8 @@ mod script;
 pub use agent::{
     AGENT_NAME, ANSWERER_NAME, AgentOptions, MODE_SOURCE, ScriptedAgent, session_modes,
 };
-pub use answerer::{ALLOW_ONCE, AcpAnswerer, REJECT_ONCE, permission_options};
+pub use answerer::{
+    ALLOW_ALWAYS, ALLOW_ONCE, AcpAnswerer, REJECT_ALWAYS, REJECT_ONCE, always_allow_name,
+    always_reject_name, permission_options, permission_options_with_rule,
+};
 pub use script::{Script, ScriptError, ScriptedCall, Turn};

@@ -20,6 +20,7 @@
 
 pub mod pattern;
 pub mod shell;
+pub mod suggest;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

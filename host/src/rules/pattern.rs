@@ -37,7 +37,7 @@ const PATH_TOOLS: [&str; 10] = [
 ];
 
 /// The call arguments a path pattern reads, in order.
-const PATH_FIELDS: [&str; 3] = ["file_path", "path", "notebook_path"];
+pub(crate) const PATH_FIELDS: [&str; 3] = ["file_path", "path", "notebook_path"];
 
 /// A parsed `Tool(pattern)`.
 #[derive(Debug, Clone)]
@@ -271,6 +271,25 @@ impl Spec {
         }
     }
 
+    /// Whether the rule alone would allow `call`: the tool matches and, for a command, every part
+    /// of it does (a command that cannot be split only under a rule for the whole tool).
+    pub fn covers(&self, call: &Call<'_>) -> bool {
+        if !self.matches_tool(call.tool) {
+            return false;
+        }
+        match (
+            &self.arguments,
+            call.arguments
+                .and_then(|a| a.get("command"))
+                .and_then(Value::as_str),
+        ) {
+            (ArgumentMatch::Any, _) => true,
+            (ArgumentMatch::Command { .. }, Some(command)) => shell::split(command)
+                .is_ok_and(|parts| !parts.is_empty() && parts.iter().all(|w| self.matches_words(w))),
+            _ => self.matches_other(call),
+        }
+    }
+
     /// Whether the rule matches a call's non-command arguments (path, domain, or any).
     pub fn matches_other(&self, call: &Call<'_>) -> bool {
         match &self.arguments {
@@ -306,7 +325,7 @@ impl Spec {
 }
 
 /// The host of an `http(s)://` URL, without port or credentials.
-fn host_of(url: &str) -> Option<&str> {
+pub(crate) fn host_of(url: &str) -> Option<&str> {
     let rest = url.split_once("://")?.1;
     let authority = rest.split(['/', '?', '#']).next()?;
     let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
