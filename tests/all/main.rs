@@ -16,6 +16,7 @@ mod plugin_api;
 mod plugins;
 mod policy;
 mod reload;
+mod rules;
 mod sandbox;
 mod seam;
 mod serve;

@@ -284,8 +284,11 @@ impl Spec {
                 .and_then(Value::as_str),
         ) {
             (ArgumentMatch::Any, _) => true,
-            (ArgumentMatch::Command { .. }, Some(command)) => shell::split(command)
-                .is_ok_and(|parts| !parts.is_empty() && parts.iter().all(|w| self.matches_words(w))),
+            (ArgumentMatch::Command { .. }, Some(command)) => {
+                shell::split(command).is_ok_and(|parts| {
+                    !parts.is_empty() && parts.iter().all(|w| self.matches_words(w))
+                })
+            }
             _ => self.matches_other(call),
         }
     }

@@ -90,7 +90,10 @@ fn path_rule(tool: &str, path: &str, cwd: Option<&str>) -> Option<String> {
     };
     let absolute = pattern::normalise(&absolute);
     let dir = absolute.parent()?.to_str()?;
-    if dir.chars().any(|c| matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\' | '(' | ')')) {
+    if dir
+        .chars()
+        .any(|c| matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\' | '(' | ')'))
+    {
         return None;
     }
     let dir = dir.trim_end_matches('/');
@@ -108,10 +111,19 @@ mod tests {
 
     #[test]
     fn a_command_offers_its_leading_words() {
-        assert_eq!(bash("npm run test --watch").as_deref(), Some("Bash(npm run test:*)"));
-        assert_eq!(bash("cargo test -p host").as_deref(), Some("Bash(cargo test:*)"));
+        assert_eq!(
+            bash("npm run test --watch").as_deref(),
+            Some("Bash(npm run test:*)")
+        );
+        assert_eq!(
+            bash("cargo test -p host").as_deref(),
+            Some("Bash(cargo test:*)")
+        );
         assert_eq!(bash("ls -la src").as_deref(), Some("Bash(ls:*)"));
-        assert_eq!(bash("git log --oneline").as_deref(), Some("Bash(git log:*)"));
+        assert_eq!(
+            bash("git log --oneline").as_deref(),
+            Some("Bash(git log:*)")
+        );
         assert_eq!(bash("  make  ").as_deref(), Some("Bash(make:*)"));
         assert_eq!(bash("./build.sh x").as_deref(), None);
     }

@@ -204,7 +204,9 @@ impl Server {
                 Ok(statics) => {
                     book.set_deployment(statics, deployment.rules.plugins_may_create.clone());
                 }
-                Err(e) => tracing::warn!(error = %e, "the reloaded [[rule]] entries were not applied"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "the reloaded [[rule]] entries were not applied")
+                }
             }
         }
         let mounted = self.inner.mounted.clone();

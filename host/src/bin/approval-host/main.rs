@@ -482,7 +482,11 @@ pub(crate) fn cached_host(state_dir: &Path) -> Result<PluginHost> {
 /// Turns standing rules on when the deployment declares any (`[rules]`, `[[rule]]`) or the state
 /// directory holds user or project rules; otherwise a one-shot command does not open the rules
 /// logs at all.
-fn enable_rules(service: &ApprovalService, deployment: &Deployment, state_dir: &Path) -> Result<()> {
+fn enable_rules(
+    service: &ApprovalService,
+    deployment: &Deployment,
+    state_dir: &Path,
+) -> Result<()> {
     use approval_host::rules;
     let sessions = DirStore::new(state_dir);
     let exists = |name: &str| sessions.session_path(name).exists();
