@@ -17,6 +17,7 @@ mod plugins;
 mod policy;
 mod reload;
 mod rules;
+mod rules_cli;
 mod sandbox;
 mod seam;
 mod serve;

@@ -261,6 +261,8 @@ async fn run_async(state_dir: &Path, command: RulesCommand) -> Result<ExitCode> 
             if scope != RuleScope::Session && session.is_some() {
                 return Err(UsageError("--session goes with --scope session".to_owned()).into());
             }
+            // A rule that does not parse changes nothing, not even the rules logs' existence.
+            rules::pattern::parse(&rule).map_err(|e| UsageError(e.to_string()))?;
             let (service, _book) = open(state_dir, &deployment(config.as_deref())?)?;
             let view = service
                 .add_rule(NewRule {
