@@ -100,6 +100,10 @@ impl ApprovalRequest {
     }
 }
 
+/// How long reopening a session this process has just closed waits out a lock still held by a
+/// forked child that has not exec'd yet.
+const REOPEN_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// An open session (while a handle lives) and whether its log is closed (after the last one).
 type SessionSlot = (Weak<Session>, Arc<Released>);
 
@@ -281,19 +285,35 @@ impl ApprovalService {
             .into());
         }
         let mut sessions = self.inner.sessions.lock().await;
-        if let Some((weak, released)) = sessions.get(id) {
+        let reopening = if let Some((weak, released)) = sessions.get(id) {
             if let Some(session) = weak.upgrade() {
                 return Ok(session);
             }
             // Its last handle is being dropped, maybe on another thread: wait for the log to
             // close, or reopening would find the file still locked.
             released.clone().wait().await;
-        }
+            true
+        } else {
+            false
+        };
         let store = self.inner.store.clone();
         let owned = id.to_owned();
         let subscribers = self.inner.subscribers.clone();
         let log = tokio::task::spawn_blocking(move || {
-            SessionLog::open_observed(&*store, &owned, subscribers)
+            // A log this process has just closed can still look locked for a moment: a child
+            // process forked (for a hook, say) while the file was open holds a copy of its
+            // descriptor, and the lock with it, until it execs.
+            let patience = std::time::Instant::now() + REOPEN_PATIENCE;
+            loop {
+                match SessionLog::open_observed(&*store, &owned, subscribers.clone()) {
+                    Err(LogError::Locked { .. })
+                        if reopening && std::time::Instant::now() < patience =>
+                    {
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                    }
+                    other => return other,
+                }
+            }
         })
         .await
         .map_err(|e| ApprovalError::Internal(e.to_string()))??;
@@ -433,7 +453,7 @@ impl ApprovalService {
             rule,
             effect: proposal.effect,
             scope: proposal.scope,
-            session: Some(session_id.to_owned()),
+            session: (proposal.scope == RuleScope::Session).then(|| session_id.to_owned()),
             lasts: None,
             creator,
             reason: settled.reason.clone(),

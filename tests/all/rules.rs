@@ -530,3 +530,42 @@ async fn a_plugin_proposal_of_an_allowed_scope_answers_the_next_call() {
     let first_decided = types.iter().position(|t| t == "approval/decided").unwrap();
     assert!(added < first_decided, "{types:?}");
 }
+
+#[tokio::test]
+async fn a_project_rule_from_a_proposal_applies_to_every_session() {
+    let host = Host::new();
+    let book = enable(&host, vec![RuleScope::Project], rules::system_clock());
+    let calls = Arc::new(AtomicUsize::new(0));
+    let _g = host.service.register(
+        "proposer",
+        Scope::Global,
+        Position::Last,
+        proposing_gate(calls.clone(), RuleScope::Project),
+    );
+    assert_eq!(
+        bash(&host.service, "c1", "npm test").await.outcome,
+        Outcome::AllowedOnce
+    );
+    let other = host.service.agent("s2", "b").await.unwrap();
+    host.service.start_turn("s2").await.unwrap();
+    let v = host
+        .service
+        .ask(ApprovalRequest::new(&other, "Bash").call_id("x1"))
+        .await
+        .unwrap();
+    assert_eq!(v.outcome, Outcome::AllowedOnce);
+    // No arguments recorded: only a rule for the whole tool could match, so the plugin answered.
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    host.service
+        .record_tool_call(&other, "x2", "Bash", json!({"command": "npm test"}))
+        .await
+        .unwrap();
+    let v = host
+        .service
+        .ask(ApprovalRequest::new(&other, "Bash").call_id("x2"))
+        .await
+        .unwrap();
+    assert!(v.answerer.unwrap().starts_with("rule:"));
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(book.list(Some(RuleScope::Project))[0].session, None);
+}

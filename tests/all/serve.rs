@@ -657,3 +657,94 @@ fn a_subagent_opened_over_serve_inherits_its_parents_sandbox_override() {
         ]
     );
 }
+
+#[test]
+fn standing_rules_over_serve_an_allow_always_reply_answers_the_next_identical_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = deployment(dir.path(), bundled::ALLOW_TOOLS);
+    let mut c = Client::spawn(dir.path(), &config, &["--no-watch"]);
+    c.call(
+        "initialize",
+        json!({"protocolVersion": "0.1", "answerer": true}),
+    );
+    open(&mut c, "s1");
+    let call = |c: &mut Client, id: &str, command: &str| {
+        c.call(
+            "tool/call",
+            json!({"sessionId": "s1", "callId": id, "name": "bash", "arguments": {"command": command}}),
+        );
+        c.send(
+            "approval/request",
+            json!({"sessionId": "s1", "agentId": "a", "toolName": "bash", "callId": id}),
+        )
+    };
+    // The person answers "always" with a rule for the project.
+    let id = call(&mut c, "c1", "cargo test -p host");
+    let prompt = c.prompt();
+    c.reply(
+        &prompt,
+        json!({"decision": "allow-always", "rule": "bash(cargo test:*)", "scope": "project"}),
+    );
+    assert_eq!(outcome(&mut c, id), "allowed-once");
+    // The next matching call never reaches the person.
+    let id = call(&mut c, "c2", "cargo test --release");
+    assert_eq!(outcome(&mut c, id), "allowed-once");
+    assert!(c.stash.iter().all(|m| m["method"] != "approval/prompt"));
+    let listed = c.call("rules/list", json!({}));
+    let rules = listed["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), 1);
+    assert_eq!(rules[0]["rule"], "bash(cargo test:*)");
+    assert_eq!(rules[0]["scope"], "project");
+    assert_eq!(rules[0]["creator"], "answerer:client-1");
+    assert_eq!(rules[0]["uses"], 1);
+    let rule_id = rules[0]["id"].as_str().unwrap().to_owned();
+    let decided: Vec<Value> = events_at(&log_path(dir.path(), "s1"))
+        .into_iter()
+        .filter(|(t, _)| t == "approval/decided")
+        .map(|(_, d)| d)
+        .collect();
+    assert_eq!(decided[0]["ruleAdded"], rule_id.as_str());
+    assert_eq!(decided[1]["answerer"], format!("rule:{rule_id}"));
+
+    // rules/add and rules/revoke: a session rule for this connection's own session.
+    let added = c.call(
+        "rules/add",
+        json!({"rule": "bash(ls:*)", "scope": "session", "sessionId": "s1", "for": "1h", "reason": "listing is harmless"}),
+    );
+    assert_eq!(added["rule"]["session"], "s1");
+    assert!(added["rule"]["expiresAt"].is_string());
+    let id = call(&mut c, "c3", "ls -la");
+    assert_eq!(outcome(&mut c, id), "allowed-once");
+    c.call("rules/revoke", json!({"id": rule_id}));
+    let id = call(&mut c, "c4", "cargo test");
+    let prompt = c.prompt();
+    c.reply(&prompt, json!({"decision": "reject"}));
+    assert_eq!(
+        outcome(&mut c, id),
+        "rejected",
+        "a revoked rule answers nothing"
+    );
+    // Bad params name what is wrong; nothing is added.
+    let e = c.error("rules/add", json!({"rule": "bash(a; b)"}));
+    assert_eq!(e["code"], -32602);
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("one simple command"),
+        "{e}"
+    );
+    let e = c.error("rules/add", json!({"rule": "bash", "scope": "session"}));
+    assert_eq!(e["code"], -32602);
+    let e = c.error("rules/add", json!({"rule": "bash", "scope": "galaxy"}));
+    assert!(e["message"].as_str().unwrap().contains("\"galaxy\""), "{e}");
+    let e = c.error("rules/revoke", json!({"id": "nope"}));
+    assert_eq!(e["message"], "no active rule \"nope\"");
+    assert_eq!(
+        c.call("rules/list", json!({"sessionId": "s1"}))["rules"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}

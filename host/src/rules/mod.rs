@@ -757,11 +757,14 @@ impl RuleBook {
             creator: new.creator.clone(),
             reason: new.reason.as_deref().and_then(crate::answer::clean_reason),
         };
-        let rule = Rule::from_event(&added, new.session.as_deref()).map_err(|reason| {
-            RuleError::Corrupt {
-                log: "new rule".to_owned(),
-                reason,
-            }
+        // Only a session rule belongs to a session; a broader one applies to every session.
+        let session = new
+            .session
+            .as_deref()
+            .filter(|_| new.scope == RuleScope::Session);
+        let rule = Rule::from_event(&added, session).map_err(|reason| RuleError::Corrupt {
+            log: "new rule".to_owned(),
+            reason,
         })?;
         Ok((added, rule))
     }
