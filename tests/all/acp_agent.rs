@@ -342,12 +342,18 @@ async fn acp_escalation_approved_runs_one_call_wider_and_the_grant_dies_with_it(
     assert_eq!(stops, [StopReason::EndTurn, StopReason::EndTurn]);
     assert_eq!(
         seen.permissions,
-        [
-            json!({"sessionId": session.0, "toolCall": {"toolCallId": "call_00_1"},
+        [json!({"sessionId": session.0,
+                "toolCall": {"toolCallId": "call_00_1", "kind": "execute",
+                             "title": "bash: printf 'escalated\\n' > escalated.txt && cat escalated.txt",
+                             "content": [{"type": "content",
+                                          "content": {"type": "text", "text": ESCALATION_REASON}}],
+                             "rawInput": {
+                                 "command": "printf 'escalated\\n' > escalated.txt && cat escalated.txt",
+                                 "sandbox_permissions": "workspace-write",
+                                 "justification": "the user asked to write escalated.txt in the workspace"}},
                 "options": [
                     {"optionId": "allow-once", "name": "Allow once", "kind": "allow_once"},
-                    {"optionId": "reject-once", "name": "Reject", "kind": "reject_once"}]})
-        ]
+                    {"optionId": "reject-once", "name": "Reject", "kind": "reject_once"}]})]
     );
     assert_eq!(
         seen.kinds(),
@@ -526,7 +532,7 @@ async fn session_cancel_settles_the_pending_question_and_ends_the_turn_cancelled
 async fn mode_never_rejects_without_a_request_reaching_the_client() {
     let env = Env::new();
     let turns = json!([
-        {"tool_calls": [{"call_id": "c1", "name": "bash", "arguments": {"command": "echo one"}}],
+        {"tool_calls": [{"call_id": "c1", "name": "bash", "arguments": {"command": "echo -n one"}}],
          "message": "done"}
     ]);
     let agent = agent(&env, Policy::Ask, script(turns), ask_hook());
@@ -761,7 +767,11 @@ async fn the_binary_maps_every_client_answer_and_gives_distinct_deny_texts() {
     assert_eq!(seen.permissions.len(), 6);
     assert_eq!(
         seen.permissions[1],
-        json!({"sessionId": session.0, "toolCall": {"toolCallId": "call_2"},
+        json!({"sessionId": session.0,
+               "toolCall": {"toolCallId": "call_2", "kind": "execute", "title": "bash: echo ran-2",
+                            "content": [{"type": "content",
+                                         "content": {"type": "text", "text": "the hook wants a human"}}],
+                            "rawInput": {"command": "echo ran-2"}},
                "options": [
                    {"optionId": "allow-once", "name": "Allow once", "kind": "allow_once"},
                    {"optionId": "reject-once", "name": "Reject", "kind": "reject_once"}]})
@@ -810,7 +820,7 @@ async fn the_binary_cancels_and_switches_modes() {
         &env,
         &deployment_with_ask_hook(),
         json!([
-            {"tool_calls": [{"call_id": "c1", "name": "bash", "arguments": {"command": "echo one"}}],
+            {"tool_calls": [{"call_id": "c1", "name": "bash", "arguments": {"command": "echo -n one"}}],
              "message": "never said"},
             {"tool_calls": [{"call_id": "c2", "name": "bash", "arguments": {"command": "echo two"}}],
              "message": "asked nobody"}
@@ -1025,4 +1035,75 @@ async fn session_cancel_kills_a_running_command() {
         types(&env.events(&session)),
         ["turn/start", "tool/call", "tool/result", "turn/end"]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_allow_from_the_client_adds_a_project_rule_that_answers_the_next_call() {
+    use approval_host::rules;
+    let env = Env::new();
+    let service = ApprovalService::open_dir(env.state.path(), Policy::Ask);
+    let book = rules::for_deployment(
+        service.store(),
+        &approval_host::Deployment::embedded(),
+        rules::system_clock(),
+    )
+    .unwrap();
+    service.set_rules(Some(book.clone()));
+    let turns = json!([
+        {"tool_calls": [{"call_id": "call_00_1", "name": "bash",
+                         "arguments": {"command": "echo -n one"}}],
+         "message": "one"},
+        {"tool_calls": [{"call_id": "call_01_1", "name": "bash",
+                         "arguments": {"command": "echo two"}}],
+         "message": "two"}
+    ]);
+    let agent = ScriptedAgent::new(
+        service,
+        script(turns),
+        AgentOptions {
+            hooks: ask_hook(),
+            ..AgentOptions::default()
+        },
+    );
+    // One scripted reply: a second permission request would panic the client.
+    let (seen, session) = in_process(
+        agent,
+        &env.ws(),
+        vec![Reply::Select(approval_host::acp::ALLOW_ALWAYS)],
+        async |conn: Conn| {
+            conn.prompt().await?;
+            conn.prompt().await?;
+            Ok(conn.session)
+        },
+    )
+    .await;
+    assert_eq!(seen.permissions.len(), 1);
+    assert_eq!(
+        seen.permissions[0]["options"],
+        json!([
+            {"optionId": "allow-once", "name": "Allow once", "kind": "allow_once"},
+            {"optionId": "allow-always", "name": "Always allow bash(echo:*) in this project",
+             "kind": "allow_always"},
+            {"optionId": "reject-once", "name": "Reject", "kind": "reject_once"},
+            {"optionId": "reject-always", "name": "Always reject bash(echo:*) in this project",
+             "kind": "reject_always"}
+        ])
+    );
+    let results = seen.results();
+    assert_eq!(results[0], ("completed".to_owned(), "one".to_owned()));
+    assert_eq!(results[1], ("completed".to_owned(), "two\n".to_owned()));
+    let decided: Vec<Value> = env
+        .events(&session)
+        .into_iter()
+        .filter(|(t, _)| t == "approval/decided")
+        .map(|(_, d)| d)
+        .collect();
+    let id = decided[0]["ruleAdded"].as_str().unwrap();
+    assert_eq!(decided[0]["answerer"], "acp");
+    assert_eq!(decided[1]["answerer"], format!("rule:{id}"));
+    let listed = book.list(None);
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].rule, "bash(echo:*)");
+    assert_eq!(listed[0].creator, "answerer:acp");
+    assert_eq!(listed[0].session, None);
 }
