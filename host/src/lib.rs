@@ -9,6 +9,9 @@
 //! - [`waterfall`]: the ordered answerers (gates in front, one terminal answerer) that decide or
 //!   delegate; failures are contained as `unavailable`. A listener that sends the question out of
 //!   the process gets it only once it is durable.
+//! - [`rules`]: standing rules, the first gate of the waterfall (after the `never` check): a
+//!   matching reject rule rejects, a matching allow rule allows the one call, anything else goes
+//!   on; proposals a person (or, by scope, a plugin) makes with a decision become rules.
 //! - [`plugin`]: answerers and gates as sandboxed WebAssembly components; a plugin that imports
 //!   only the host interface decides in place on the asking task.
 //! - [`outcome`]: the closed vocabularies, `allowed-once | rejected | cancelled | unavailable`
