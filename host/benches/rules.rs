@@ -60,7 +60,12 @@ fn book(service: &ApprovalService, n: usize) -> Arc<RuleBook> {
     .unwrap()
 }
 
-async fn latencies(service: &ApprovalService, agent: &Agent, call: &str, samples: usize) -> Vec<Duration> {
+async fn latencies(
+    service: &ApprovalService,
+    agent: &Agent,
+    call: &str,
+    samples: usize,
+) -> Vec<Duration> {
     for _ in 0..samples / 10 {
         service
             .request(ApprovalRequest::new(agent, "Bash").call_id(call))

@@ -426,19 +426,25 @@ impl ApprovalService {
 
     /// Turns a listener's proposal into a rule when the host accepts it: always from a person
     /// (an answerer outside the process), from a plugin only for the scopes the deployment lets
-    /// plugins create. Returns the new rule's id; a declined or failed proposal is logged and the
-    /// call keeps its one-shot decision.
-    async fn accept_proposal(&self, session_id: &str, settled: &Settled) -> Option<String> {
-        let proposal = settled.proposal.as_ref()?;
-        let book = self.rules()?;
+    /// plugins create. Returns the new rule's id, or why it was declined (recorded on the
+    /// decision, which stands for this call only).
+    async fn accept_proposal(
+        &self,
+        session_id: &str,
+        settled: &Settled,
+        proposal: &crate::answer::Proposal,
+    ) -> Result<String, String> {
         let by = settled.answerer.as_deref().unwrap_or("unknown");
+        let Some(book) = self.rules() else {
+            return Err(rules::DECLINED_RULES_OFF.to_owned());
+        };
         if !settled.answered_outside && !book.plugin_may_create(proposal.scope) {
             tracing::warn!(
                 plugin = by,
                 scope = proposal.scope.as_str(),
                 "a plugin proposed a standing rule of a scope the deployment does not let plugins create; declined, the decision stands for this call only"
             );
-            return None;
+            return Err(rules::declined_for_plugins(proposal.scope));
         }
         let rule = match &proposal.pattern {
             Some(p) => format!("{}({p})", proposal.tool),
@@ -459,10 +465,10 @@ impl ApprovalService {
             reason: settled.reason.clone(),
         };
         match self.add_rule(new).await {
-            Ok(view) => Some(view.id),
+            Ok(view) => Ok(view.id),
             Err(e) => {
                 tracing::warn!(answerer = by, error = %e, "a proposed standing rule could not be added; the decision stands for this call only");
-                None
+                Err(rules::declined_unsaved(&e))
             }
         }
     }
@@ -744,13 +750,16 @@ impl ApprovalService {
             reason: settled.reason.clone(),
             answered_outside: settled.answered_outside,
         };
-        let rule_added = if settled.proposal.is_some() {
-            self.accept_proposal(session.id(), &settled).await
-        } else {
-            None
+        let made = match &settled.proposal {
+            Some(proposal) => Some(self.accept_proposal(session.id(), &settled, proposal).await),
+            None => None,
         };
         let mut record = decided_record(settled);
-        record.rule_added = rule_added;
+        match made {
+            Some(Ok(id)) => record.rule_added = Some(id),
+            Some(Err(why)) => record.rule_declined = Some(why),
+            None => {}
+        }
         let ticket = unsettled.settle(record)?;
         // The outcome is withheld until its decision is durable.
         ticket.wait().await?;
@@ -828,6 +837,7 @@ fn decided_record(settled: Settled) -> Decided {
         reason: settled.reason,
         proposal: settled.proposal,
         rule_added: None,
+        rule_declined: None,
         rule: settled.rule,
     }
 }
@@ -873,6 +883,7 @@ impl Drop for Unsettled {
             reason: None,
             proposal: None,
             rule_added: None,
+            rule_declined: None,
             rule: None,
         });
         // Nobody waits for this commit; the commit threads complete it.
@@ -900,6 +911,7 @@ async fn settle_interrupted(log: &SessionLog) -> Result<(), LogError> {
             reason: None,
             proposal: None,
             rule_added: None,
+            rule_declined: None,
             rule: None,
         }))
         .await?;

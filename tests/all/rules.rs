@@ -492,6 +492,35 @@ async fn a_plugin_proposal_is_declined_unless_the_deployment_lets_plugins_create
         "the proposal is audited"
     );
     assert!(d[0].get("ruleAdded").is_none());
+    assert_eq!(
+        d[0]["ruleDeclined"],
+        "plugins may not create project rules in this deployment ([rules] plugins-may-create)"
+    );
+}
+
+#[tokio::test]
+async fn a_proposal_on_a_host_without_rules_is_the_one_shot_decision() {
+    let host = Host::new();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let _g = host.service.register(
+        "proposer",
+        Scope::Global,
+        Position::Last,
+        proposing_gate(calls.clone(), RuleScope::Session),
+    );
+    assert_eq!(
+        bash(&host.service, "c1", "npm test").await.outcome,
+        Outcome::AllowedOnce
+    );
+    assert_eq!(
+        bash(&host.service, "c2", "npm test").await.outcome,
+        Outcome::AllowedOnce
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        decided(&host)[0]["ruleDeclined"],
+        "this host keeps no standing rules"
+    );
 }
 
 #[tokio::test]

@@ -33,6 +33,7 @@ fn decided(id: &str) -> Event {
         reason: None,
         proposal: None,
         rule_added: None,
+        rule_declined: None,
         rule: None,
     })
 }

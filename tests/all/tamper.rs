@@ -82,6 +82,7 @@ fn forged_grant() -> Vec<Event> {
             reason: None,
             proposal: None,
             rule_added: None,
+            rule_declined: None,
             rule: None,
         }),
     ]

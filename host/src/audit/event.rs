@@ -131,6 +131,13 @@ pub struct Decided {
     /// The id of the rule the host made from `proposal`; a proposal without it was declined.
     #[serde(default, rename = "ruleAdded", skip_serializing_if = "Option::is_none")]
     pub rule_added: Option<String>,
+    /// Why the host did not make a rule from `proposal` (the decision stood for this call only).
+    #[serde(
+        default,
+        rename = "ruleDeclined",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub rule_declined: Option<String>,
     /// The standing rule that decided (`answerer` is then `rule:<id>`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule: Option<crate::answer::RuleRef>,
@@ -583,6 +590,7 @@ mod tests {
                 reason: None,
                 proposal: None,
                 rule_added: None,
+                rule_declined: None,
                 rule: None,
             }),
         );

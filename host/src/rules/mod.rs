@@ -119,6 +119,22 @@ pub fn statics_of(deployment: &crate::config::Deployment) -> Result<Vec<Rule>, R
         .collect::<Result<Vec<_>, _>>()?)
 }
 
+/// Why a proposal was not made a rule, on a host without standing rules.
+pub const DECLINED_RULES_OFF: &str = "this host keeps no standing rules";
+
+/// Why a plugin's proposal of `scope` was not made a rule.
+pub fn declined_for_plugins(scope: RuleScope) -> String {
+    format!(
+        "plugins may not create {} rules in this deployment ([rules] plugins-may-create)",
+        scope.as_str()
+    )
+}
+
+/// Why a proposal that could not be saved was not made a rule.
+pub fn declined_unsaved(error: &dyn std::fmt::Display) -> String {
+    format!("the rule could not be saved: {error}")
+}
+
 /// The clock rules expire by; tests drive their own.
 pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
 
