@@ -309,3 +309,62 @@ fn kill_9_while_creating_rules_loses_no_rule_whose_id_was_printed() {
         String::from_utf8_lossy(&verified.stdout)
     );
 }
+
+#[test]
+fn the_claude_code_hook_obeys_rules_with_paths_relative_to_the_callers_cwd() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let config = d.join("deploy.toml");
+    std::fs::write(
+        &config,
+        "[[rule]]\nrule = \"Read(./src/**)\"\n\n[[rule]]\nrule = \"Bash(git push:*)\"\neffect = \"reject\"\n",
+    )
+    .unwrap();
+    let hook = |tool: &str, args: Value, id: &str| -> Value {
+        let input = serde_json::json!({"session_id": "cc-1", "transcript_path": "/tmp/t.jsonl",
+            "cwd": "/work/repo", "permission_mode": "default", "hook_event_name": "PreToolUse",
+            "tool_name": tool, "tool_input": args, "tool_use_id": id})
+        .to_string();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_approval-host"))
+            .arg("--state-dir")
+            .arg(d)
+            .args(["hook", "claude-code", "--config"])
+            .arg(&config)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        serde_json::from_str(&ok(&out)).unwrap()
+    };
+    let out = hook(
+        "Read",
+        serde_json::json!({"file_path": "/work/repo/src/main.rs"}),
+        "t1",
+    );
+    assert_eq!(out["hookSpecificOutput"]["permissionDecision"], "allow");
+    let out = hook(
+        "Read",
+        serde_json::json!({"file_path": "/work/repo/.env"}),
+        "t2",
+    );
+    assert_eq!(out["hookSpecificOutput"]["permissionDecision"], "ask");
+    let out = hook(
+        "Bash",
+        serde_json::json!({"command": "git push --force"}),
+        "t3",
+    );
+    assert_eq!(
+        out["hookSpecificOutput"],
+        serde_json::json!({"hookEventName": "PreToolUse", "permissionDecision": "deny",
+            "permissionDecisionReason": "tool \"Bash\" was rejected by policy \"rule:deployment-2\": the standing rule Bash(git push:*) rejects this call"})
+    );
+}
