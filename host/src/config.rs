@@ -217,6 +217,17 @@ pub struct Deployment {
     pub signing_key: Option<PathBuf>,
     /// `[rules]` and `[[rule]]`: standing rules.
     pub rules: RulesConfig,
+    /// `[claude-code]`: how the Claude Code hook answers calls nobody decided.
+    pub claude_code: ClaudeCodeConfig,
+}
+
+/// `[claude-code]`: `when-undecided = "ask" | "defer"`, `defer-in-modes = ["plan", ...]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClaudeCodeConfig {
+    /// What the hook prints for a call nobody decided (`ask` when omitted).
+    pub when_undecided: Option<crate::claude_code::WhenUndecided>,
+    /// Claude Code permission modes in which an undecided call is deferred to Claude Code.
+    pub defer_in_modes: Vec<String>,
 }
 
 /// A deployment's standing-rule settings.
@@ -449,6 +460,7 @@ impl Deployment {
             sandbox_mode: SandboxMode::ReadOnly,
             signing_key: None,
             rules: RulesConfig::default(),
+            claude_code: ClaudeCodeConfig::default(),
         }
     }
 
@@ -477,6 +489,7 @@ impl Deployment {
         let mut sandbox_mode = SandboxMode::ReadOnly;
         let mut signing_key = None;
         let mut rules = RulesConfig::default();
+        let mut claude_code = ClaudeCodeConfig::default();
         for (key, value) in &doc {
             match key.as_str() {
                 "approval" => {
@@ -592,6 +605,51 @@ impl Deployment {
                         }
                     }
                 }
+                "claude-code" => {
+                    let table = value
+                        .as_table()
+                        .ok_or_else(|| ctx.err("[claude-code]", "must be a table"))?;
+                    for (k, v) in table {
+                        match k.as_str() {
+                            "when-undecided" => {
+                                claude_code.when_undecided = Some(
+                                    string(&ctx, "[claude-code]", "when-undecided", v)?
+                                        .parse()
+                                        .map_err(|e: String| ctx.err("[claude-code]", e))?,
+                                );
+                            }
+                            "defer-in-modes" => {
+                                let list = v.as_array().ok_or_else(|| {
+                                    ctx.err(
+                                        "[claude-code]",
+                                        "defer-in-modes must be a list of permission modes",
+                                    )
+                                })?;
+                                for m in list {
+                                    let m = string(&ctx, "[claude-code]", "defer-in-modes", m)?;
+                                    if !crate::claude_code::PERMISSION_MODES.contains(&m) {
+                                        return Err(ctx.err(
+                                            "[claude-code]",
+                                            format!(
+                                                "defer-in-modes: {m:?} is not a Claude Code permission mode (expected one of {})",
+                                                crate::claude_code::PERMISSION_MODES.join(", ")
+                                            ),
+                                        ));
+                                    }
+                                    claude_code.defer_in_modes.push(m.to_owned());
+                                }
+                            }
+                            other => {
+                                return Err(ctx.err(
+                                    "[claude-code]",
+                                    format!(
+                                        "unknown key {other:?} (expected when-undecided or defer-in-modes)"
+                                    ),
+                                ));
+                            }
+                        }
+                    }
+                }
                 "rule" => {
                     rules.declared = true;
                     let entries = value
@@ -656,7 +714,7 @@ impl Deployment {
                     return Err(ctx.err(
                         "top level",
                         format!(
-                            "unknown key {other:?} (expected [approval], [sandbox], [audit], [rules], [[plugin]], [[rule]] or [[hook]])"
+                            "unknown key {other:?} (expected [approval], [sandbox], [audit], [rules], [claude-code], [[plugin]], [[rule]] or [[hook]])"
                         ),
                     ));
                 }
@@ -670,6 +728,7 @@ impl Deployment {
             sandbox_mode,
             signing_key,
             rules,
+            claude_code,
         })
     }
 }

@@ -48,6 +48,7 @@ pub mod agent;
 pub mod answer;
 pub mod audit;
 pub mod bundled;
+pub mod claude_code;
 pub mod config;
 pub mod conformance;
 pub mod error;

@@ -573,6 +573,22 @@ impl ApprovalService {
         name: &str,
         arguments: serde_json::Value,
     ) -> Result<(), ApprovalError> {
+        self.record_tool_call_in_mode(agent, call_id, name, arguments, None)
+            .await
+    }
+
+    /// [`ApprovalService::record_tool_call`], also recording the harness's permission mode.
+    ///
+    /// # Errors
+    /// As [`ApprovalService::record_tool_call`].
+    pub async fn record_tool_call_in_mode(
+        &self,
+        agent: &Agent,
+        call_id: &str,
+        name: &str,
+        arguments: serde_json::Value,
+        permission_mode: Option<&str>,
+    ) -> Result<(), ApprovalError> {
         agent
             .session()
             .log
@@ -580,6 +596,7 @@ impl ApprovalService {
                 call_id: call_id.to_owned(),
                 name: name.to_owned(),
                 arguments,
+                permission_mode: permission_mode.map(str::to_owned),
             }))
             .await?;
         Ok(())

@@ -4,6 +4,7 @@ mod acp;
 mod acp_agent;
 mod authoring;
 mod cache;
+mod claude_code_hook;
 mod cli;
 mod componentize;
 mod conformance;

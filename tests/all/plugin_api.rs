@@ -38,6 +38,7 @@ fn deployment(plugins: Vec<PluginSpec>) -> Deployment {
         sandbox_mode: approval_host::tools::sandbox::SandboxMode::ReadOnly,
         signing_key: None,
         rules: Default::default(),
+        claude_code: Default::default(),
     }
 }
 

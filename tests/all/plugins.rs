@@ -379,6 +379,7 @@ async fn example_plugins_decide_in_deployment_order() {
         sandbox_mode: approval_host::tools::sandbox::SandboxMode::ReadOnly,
         signing_key: None,
         rules: Default::default(),
+        claude_code: Default::default(),
     };
     let mut mounted = Mounted::load(&rig.host.service, &rig.plugins, &deployment).unwrap();
     assert_eq!(
@@ -517,6 +518,7 @@ async fn many_concurrent_requests_across_plugins() {
         sandbox_mode: approval_host::tools::sandbox::SandboxMode::ReadOnly,
         signing_key: None,
         rules: Default::default(),
+        claude_code: Default::default(),
     };
     let _mounted = Mounted::load(&rig.host.service, &rig.plugins, &deployment).unwrap();
     let mut tasks = Vec::new();

@@ -23,6 +23,7 @@ fn deployment(specs: Vec<PluginSpec>) -> Deployment {
         sandbox_mode: approval_host::tools::sandbox::SandboxMode::ReadOnly,
         signing_key: None,
         rules: Default::default(),
+        claude_code: Default::default(),
     }
 }
 

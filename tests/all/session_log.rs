@@ -135,7 +135,8 @@ async fn validation_refuses_bad_events_before_commit() {
             log.append(Event::ToolCall(ToolCall {
                 call_id: String::new(),
                 name: "bash".into(),
-                arguments: json!({})
+                arguments: json!({}),
+                permission_mode: None,
             }))
             .await
             .unwrap_err()

@@ -71,6 +71,9 @@ pub struct ToolCall {
     pub name: String,
     /// The call's JSON arguments.
     pub arguments: Value,
+    /// The harness's permission mode when the call was made (Claude Code's `permission_mode`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<String>,
 }
 
 /// `tool/result`: what the call returned.

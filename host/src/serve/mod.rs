@@ -8,6 +8,7 @@
 //! never grants, and an error reply or a closed connection settles `unavailable`. Nothing a client
 //! sends can crash the server: bad input gets a JSON-RPC error and the server keeps serving.
 
+mod hook;
 pub mod rpc;
 mod rules;
 mod watch;
@@ -108,6 +109,10 @@ struct Inner {
     mounted: Arc<tokio::sync::Mutex<Mounted>>,
     sessions: Mutex<HashMap<String, SessionEntry>>,
     next_conn: AtomicU64,
+    /// The deployment's `[claude-code]` settings (replaced on reload).
+    hook_options: Mutex<crate::claude_code::HookOptions>,
+    /// The turns of Claude Code sessions asked through `hook/claude-code`.
+    hook_turns: crate::claude_code::HookTurns,
 }
 
 /// A running host.
@@ -157,6 +162,7 @@ impl Server {
             source,
         })?;
         service.set_rules(Some(book));
+        let hook_options = crate::claude_code::HookOptions::from_deployment(&deployment, None);
         let cache = CompiledCache::new(options.state_dir.join("cache"));
         let host = PluginHost::with_cache(sink, cache).map_err(|source| ServeError::Plugin {
             file: options.config.display().to_string(),
@@ -186,6 +192,8 @@ impl Server {
                 mounted: Arc::new(tokio::sync::Mutex::new(mounted)),
                 sessions: Mutex::new(HashMap::new()),
                 next_conn: AtomicU64::new(1),
+                hook_options: Mutex::new(hook_options),
+                hook_turns: crate::claude_code::HookTurns::default(),
             }),
         })
     }
@@ -199,6 +207,12 @@ impl Server {
     /// An invalid deployment file changes nothing.
     pub async fn reload(&self) -> Result<ReloadReport, ConfigError> {
         let deployment = Deployment::load(&self.inner.options.config)?;
+        *self
+            .inner
+            .hook_options
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) =
+            crate::claude_code::HookOptions::from_deployment(&deployment, None);
         if let Some(book) = self.inner.service.rules() {
             match crate::rules::statics_of(&deployment) {
                 Ok(statics) => {
@@ -298,7 +312,8 @@ impl Server {
             tokio::spawn(async move {
                 let mut asks = tokio::task::JoinSet::new();
                 while let Some((id, method, params)) = queue.recv().await {
-                    if method == "approval/request" {
+                    // Both may wait on an answerer for long.
+                    if method == "approval/request" || method == "hook/claude-code" {
                         let server = server.clone();
                         let conn = conn.clone();
                         asks.spawn(async move {
@@ -630,6 +645,15 @@ impl Server {
                     "failed": report.failed.iter().map(|(n, e)| json!({"name": n, "error": e})).collect::<Vec<_>>(),
                     "plugins": mounted.status(),
                 }))
+            }
+            "hook/claude-code" => {
+                let base = self
+                    .inner
+                    .hook_options
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone();
+                hook::call(service, &self.inner.hook_turns, base, &params).await
             }
             m if m.starts_with("rules/") => {
                 let session = match params.get("sessionId") {

@@ -427,6 +427,7 @@ impl ToolRuntime {
                     call_id: call.call_id.clone(),
                     name: call.name.clone(),
                     arguments: call.arguments.clone(),
+                    permission_mode: None,
                 }))
                 .await;
             if let Err(e) = recorded {

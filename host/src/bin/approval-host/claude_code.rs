@@ -1,118 +1,195 @@
-//! `approval-host hook claude-code`: the wasm waterfall in front of Claude Code's tools today.
+//! `approval-host hook claude-code`: the wasm waterfall in front of Claude Code's tools.
 //!
-//! Claude Code runs this as a PreToolUse command hook. The call is recorded on the session's log
-//! (the Claude Code session id), asked through the deployment inside a turn of its own, and the
-//! outcome mapped to a `permissionDecision`. `unavailable` hands the question to Claude Code's
-//! own prompt (`ask`): this adapter never grants what nobody answered.
+//! Claude Code runs this as a PreToolUse command hook. With `--socket` the call goes to a running
+//! `serve` (warm plugins: a connection instead of a deployment load per tool call); otherwise,
+//! or with `--fallback in-process` when the server cannot answer, the deployment is loaded here.
+//! Either way the call is recorded and asked by [`approval_host::claude_code`], so the logs are
+//! the same. This adapter never grants what nobody answered.
 
-use std::path::Path;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
+use approval_host::claude_code::{self, HookInput, HookOptions, HookTurns, WhenUndecided, output};
 use approval_host::tools::texts;
-use approval_host::{
-    ApprovalError, ApprovalRequest, ApprovalService, Deployment, LogError, Outcome,
-};
+use approval_host::{ApprovalError, ApprovalService, Deployment, LogError};
 use serde_json::{Value, json};
-
-/// The hook input fields this adapter reads.
-pub struct Input {
-    session_id: String,
-    tool_name: String,
-    tool_input: Value,
-    tool_use_id: Option<String>,
-    cwd: Option<String>,
-}
-
-impl Input {
-    /// Parses the hook's stdin; the error is the reason printed on exit 2.
-    pub fn parse(text: &str) -> Result<Input, String> {
-        let v: Value =
-            serde_json::from_str(text).map_err(|e| format!("the hook input is not JSON: {e}"))?;
-        let field = |name: &str| -> Result<String, String> {
-            v.get(name)
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .ok_or_else(|| format!("the hook input has no {name}"))
-        };
-        let event = field("hook_event_name")?;
-        if event != "PreToolUse" {
-            return Err(format!(
-                "hook_event_name is {event:?}; this hook answers only PreToolUse"
-            ));
-        }
-        Ok(Input {
-            session_id: field("session_id")?,
-            tool_name: field("tool_name")?,
-            tool_input: v.get("tool_input").cloned().unwrap_or(Value::Null),
-            cwd: v
-                .get("cwd")
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned),
-            tool_use_id: v
-                .get("tool_use_id")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-        })
-    }
-}
 
 /// How long to wait for a parallel hook holding the same session's log.
 const LOCK_PATIENCE: Duration = Duration::from_secs(10);
 
-pub async fn run(state_dir: &Path, deployment: &Deployment, input: Input) -> Result<String> {
-    approval_host::store::validate_session_id(&input.session_id)
-        .map_err(|e| super::UsageError(e.to_string()))?;
-    let service = ApprovalService::open_dir(state_dir, deployment.default_policy);
-    let _plugins = super::mount(&service, deployment, state_dir)?;
-    let started = Instant::now();
-    // Claude Code runs hooks of parallel tool calls at once; one process writes a log at a time.
-    let agent = loop {
-        match service.agent(&input.session_id, "claude-code").await {
-            Err(ApprovalError::Log(LogError::Locked { .. }))
-                if started.elapsed() < LOCK_PATIENCE =>
-            {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            other => break other?,
-        }
+/// What to do when the server at `--socket` cannot answer.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fallback {
+    /// Answer as the in-process hook does with no answerer: nobody decided.
+    Ask,
+    /// Load the deployment (`--config`) here and ask it.
+    InProcess,
+}
+
+/// Where the hook is answered, from the command line.
+pub struct Options {
+    /// The deployment file.
+    pub config: Option<PathBuf>,
+    /// A running `serve --socket`.
+    pub socket: Option<PathBuf>,
+    /// When the server cannot answer.
+    pub fallback: Fallback,
+    /// How long to wait for the server.
+    pub timeout: Duration,
+    /// `--when-undecided`.
+    pub when_undecided: Option<WhenUndecided>,
+}
+
+/// Why the server was not used, as the output's reason says it.
+pub fn unreachable_note(socket: &Path, why: &str) -> String {
+    format!(
+        "approval-host serve at {} did not answer: {why}",
+        socket.display()
+    )
+}
+
+/// Runs the hook on `text` (its stdin); returns what to print (nothing when deferred).
+pub fn run(state_dir: &Path, options: &Options, text: &str) -> Result<Option<String>> {
+    let input = HookInput::parse(text).map_err(super::UsageError)?;
+    let deployment = match &options.config {
+        Some(path) => Some(Deployment::load(path)?),
+        None => None,
     };
-    let session = input.session_id.as_str();
-    if service.turn_open(session).await? {
-        service.end_turn(session).await?;
-    }
-    service.start_turn(session).await?;
-    let mut request = ApprovalRequest::new(&agent, input.tool_name.clone());
-    if let Some(call_id) = &input.tool_use_id {
-        service
-            .record_tool_call(&agent, call_id, &input.tool_name, input.tool_input.clone())
-            .await?;
-        request = request.call_id(call_id.clone());
-    }
-    if let Some(cwd) = &input.cwd {
-        request = request.cwd(cwd.clone());
-    }
-    let verdict = service.ask(request).await?;
-    service.end_turn(session).await?;
-    let tool = &input.tool_name;
-    let (decision, reason) = match verdict.outcome {
-        Outcome::AllowedOnce => (
-            "allow",
-            "allowed once by the approval-host deployment".to_owned(),
+    let Some(socket) = &options.socket else {
+        let deployment = deployment.unwrap_or_else(Deployment::embedded);
+        return in_process(state_dir, &deployment, &input, options.when_undecided, None);
+    };
+    let raw: Value = serde_json::from_str(text).map_err(|e| super::UsageError(e.to_string()))?;
+    let why = match through_server(socket, &raw, options) {
+        Ok(printed) => return Ok(printed),
+        Err(why) => why,
+    };
+    let note = unreachable_note(socket, &why);
+    tracing::warn!("{note}");
+    match (options.fallback, deployment) {
+        (Fallback::InProcess, Some(deployment)) => in_process(
+            state_dir,
+            &deployment,
+            &input,
+            options.when_undecided,
+            Some(&note),
         ),
-        // Claude Code shows a `deny` reason to the model: the gate's own words reach it.
-        Outcome::Rejected => ("deny", texts::rejection(tool, &verdict)),
-        Outcome::Cancelled => ("deny", texts::approval_cancelled(tool)),
-        Outcome::Unavailable => ("ask", texts::approval_unavailable(tool)),
-    };
-    Ok(json!({
-        "hookSpecificOutput": {
-            "hookEventName": "PreToolUse",
-            "permissionDecision": decision,
-            "permissionDecisionReason": reason,
+        (Fallback::InProcess, None) => {
+            Err(super::UsageError("--fallback in-process needs --config".to_owned()).into())
         }
+        (Fallback::Ask, _) => {
+            if options.when_undecided == Some(WhenUndecided::Defer) {
+                return Ok(None);
+            }
+            let reason = format!("{} ({note})", texts::approval_unavailable(&input.tool_name));
+            Ok(Some(output("ask", &reason).to_string()))
+        }
+    }
+}
+
+/// Asks the server; `Err` says why it could not answer.
+fn through_server(
+    socket: &Path,
+    input: &Value,
+    options: &Options,
+) -> Result<Option<String>, String> {
+    let deadline = Instant::now() + options.timeout;
+    let stream = UnixStream::connect(socket).map_err(|e| e.to_string())?;
+    let left = || {
+        deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1))
+    };
+    stream
+        .set_write_timeout(Some(left()))
+        .map_err(|e| e.to_string())?;
+    let mut params = json!({ "input": input });
+    if let Some(w) = options.when_undecided {
+        params["whenUndecided"] = json!(w.as_str());
+    }
+    let mut line =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "hook/claude-code", "params": params})
+            .to_string();
+    line.push('\n');
+    (&stream)
+        .write_all(line.as_bytes())
+        .map_err(|e| e.to_string())?;
+    let mut reader = BufReader::new(&stream);
+    let mut reply = String::new();
+    loop {
+        stream
+            .set_read_timeout(Some(left()))
+            .map_err(|e| e.to_string())?;
+        reply.clear();
+        let n = reader.read_line(&mut reply).map_err(|e| match e.kind() {
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+                format!("no answer within {} s", options.timeout.as_secs_f64())
+            }
+            _ => e.to_string(),
+        })?;
+        if n == 0 {
+            return Err("the server closed the connection".to_owned());
+        }
+        let v: Value = serde_json::from_str(&reply).map_err(|e| format!("bad reply: {e}"))?;
+        // Only the reply to our request counts (a server may also send notifications).
+        if v.get("id") != Some(&json!(1)) {
+            continue;
+        }
+        if let Some(e) = v.get("error") {
+            return Err(format!(
+                "error {}",
+                e.get("message").and_then(Value::as_str).unwrap_or("")
+            ));
+        }
+        return match v.pointer("/result/output") {
+            Some(Value::Null) => Ok(None),
+            Some(o @ Value::Object(_)) => Ok(Some(o.to_string())),
+            _ => Err(format!("bad reply: {reply}")),
+        };
+    }
+}
+
+fn in_process(
+    state_dir: &Path,
+    deployment: &Deployment,
+    input: &HookInput,
+    when_undecided: Option<WhenUndecided>,
+    note: Option<&str>,
+) -> Result<Option<String>> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let service = ApprovalService::open_dir(state_dir, deployment.default_policy);
+        let _plugins = super::mount(&service, deployment, state_dir)?;
+        let started = Instant::now();
+        // Claude Code runs hooks of parallel tool calls at once; one process writes a log at a
+        // time.
+        let agent = loop {
+            match service
+                .agent(&input.session_id, claude_code::AGENT_ID)
+                .await
+            {
+                Err(ApprovalError::Log(LogError::Locked { .. }))
+                    if started.elapsed() < LOCK_PATIENCE =>
+                {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                other => break other?,
+            }
+        };
+        let options = HookOptions::from_deployment(deployment, when_undecided);
+        let answer =
+            claude_code::ask(&service, &HookTurns::default(), &agent, input, &options).await?;
+        Ok(answer.output.map(|mut o| {
+            if let Some(note) = note
+                && let Some(Value::String(reason)) =
+                    o.pointer_mut("/hookSpecificOutput/permissionDecisionReason")
+            {
+                reason.push_str(&format!(" (answered in process: {note})"));
+            }
+            o.to_string()
+        }))
     })
-    .to_string())
 }

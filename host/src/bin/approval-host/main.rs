@@ -215,11 +215,41 @@ enum HookCommand {
     /// for rejected and cancelled, `ask` for unavailable (Claude Code's own prompt decides; this
     /// never grants). Bad input exits 2 with the reason on stderr, which Claude Code treats as a
     /// block.
+    ///
+    /// With `--socket`, a running `approval-host serve --socket PATH` answers (warm plugins);
+    /// when it cannot, the hook never grants: it answers `ask` saying why, or with
+    /// `--fallback in-process` loads `--config` itself.
+    ///
+    /// Example (in `.claude/settings.json`, a PreToolUse command hook):
+    /// `approval-host --state-dir ~/.approval-host hook claude-code --socket ~/.approval-host/serve.sock --fallback in-process --config ~/.approval-host/claude-code.toml`
     ClaudeCode {
         /// The deployment file (TOML).
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
+        /// Ask a running `serve` on this Unix socket instead of loading the deployment here.
+        #[arg(long, value_name = "PATH")]
+        socket: Option<PathBuf>,
+        /// When the server is missing, refuses or does not answer in time.
+        #[arg(long, value_enum, default_value = "ask", requires = "socket")]
+        fallback: claude_code::Fallback,
+        /// How long to wait for the server, in seconds.
+        #[arg(
+            long,
+            value_name = "SECONDS",
+            default_value_t = 50.0,
+            requires = "socket"
+        )]
+        timeout: f64,
+        /// For a call nobody decided: `ask` (Claude Code prompts) or `defer` (print no decision:
+        /// Claude Code's own rules and mode apply) [default: the deployment's
+        /// `[claude-code] when-undecided`, else ask].
+        #[arg(long, value_name = "ask|defer", value_parser = parse_when_undecided)]
+        when_undecided: Option<approval_host::claude_code::WhenUndecided>,
     },
+}
+
+fn parse_when_undecided(s: &str) -> Result<approval_host::claude_code::WhenUndecided, String> {
+    s.parse()
 }
 
 /// An error that is the user's input, not the host's failure: exit 2.
@@ -372,18 +402,29 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             runtime.block_on(conform(&state_dir, &plugin, &suite, &name, &cases))
         }
-        Command::Hook(HookCommand::ClaudeCode { config }) => {
-            let deployment = match &config {
-                Some(path) => Deployment::load(path)?,
-                None => Deployment::embedded(),
-            };
+        Command::Hook(HookCommand::ClaudeCode {
+            config,
+            socket,
+            fallback,
+            timeout,
+            when_undecided,
+        }) => {
+            if !(timeout.is_finite() && timeout > 0.0) {
+                return Err(UsageError("--timeout must be a positive number".to_owned()).into());
+            }
             let mut input = String::new();
             std::io::Read::read_to_string(&mut std::io::stdin(), &mut input)
                 .map_err(|e| UsageError(format!("reading the hook input: {e}")))?;
-            let input = claude_code::Input::parse(&input).map_err(UsageError)?;
-            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-            let output = runtime.block_on(claude_code::run(&state_dir, &deployment, input))?;
-            println!("{output}");
+            let options = claude_code::Options {
+                config,
+                socket,
+                fallback,
+                timeout: Duration::from_secs_f64(timeout),
+                when_undecided,
+            };
+            if let Some(output) = claude_code::run(&state_dir, &options, &input)? {
+                println!("{output}");
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve {
