@@ -13,6 +13,7 @@ mod deployment;
 mod durable_commit;
 mod fixtures;
 mod hooks;
+mod init;
 mod plugin_api;
 mod plugins;
 mod policy;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 mod claude_code;
 mod demo;
+mod init;
 mod new;
 mod rules_cmd;
 
@@ -194,6 +195,9 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         public_key: Option<PathBuf>,
     },
+    /// Set the host up for an agent harness.
+    #[command(subcommand)]
+    Init(InitCommand),
     /// Standing rules: list, add, revoke, explain.
     #[command(subcommand)]
     Rules(rules_cmd::RulesCommand),
@@ -205,6 +209,28 @@ enum Command {
     Keygen {
         /// Where to write the signing key.
         file: PathBuf,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum InitCommand {
+    /// Write a deployment of the example gates for Claude Code's tool names, install its plugins
+    /// beside it, and merge the PreToolUse hook into Claude Code's settings.json. Never
+    /// overwrites: other settings and hooks stay, an existing deployment is kept, and a second
+    /// run changes nothing.
+    ///
+    /// Example: `approval-host init claude-code --project .` (then commit `.claude/settings.json`
+    /// and `.approval-host/claude-code.toml`).
+    ClaudeCode {
+        /// Set up this project: `DIR/.approval-host/` and `DIR/.claude/settings.json`.
+        #[arg(long, value_name = "DIR", conflicts_with = "user")]
+        project: Option<PathBuf>,
+        /// Set up every project of this user: `~/.approval-host/` and `~/.claude/settings.json`.
+        #[arg(long)]
+        user: bool,
+        /// Show what would change (a diff) and write nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 
@@ -365,6 +391,25 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Rules(command) => rules_cmd::run(&state_dir, command),
+        Command::Init(InitCommand::ClaudeCode {
+            project,
+            user,
+            dry_run,
+        }) => {
+            let target = match (project, user) {
+                (Some(dir), false) => init::Target::Project(dir),
+                (None, true) => init::Target::User(
+                    std::env::var_os("HOME")
+                        .map(PathBuf::from)
+                        .ok_or_else(|| UsageError("--user needs $HOME".to_owned()))?,
+                ),
+                _ => {
+                    return Err(UsageError("say where: --project DIR or --user".to_owned()).into());
+                }
+            };
+            init::run(&target, dry_run)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Check { plugin } => check(&plugin),
         Command::Componentize { module, output } => componentize(&module, &output),
         Command::New {

@@ -1,0 +1,299 @@
+//! `approval-host init claude-code`: from nothing to a working hook in one command. Writes a
+//! deployment of the example gates set up for Claude Code's tool names, installs the plugins it
+//! names beside it, and merges the PreToolUse hook into Claude Code's `settings.json` (the
+//! project's `.claude/settings.json` or the user's `~/.claude/settings.json`).
+//!
+//! It never clobbers: other settings and other hooks stay as they are, an existing deployment
+//! file or plugin is kept, and running it again changes nothing. Every file is written whole
+//! (a temporary file renamed over it), so an interrupted run leaves each file old or new.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use approval_host::bundled;
+use serde_json::{Value, json};
+
+use crate::UsageError;
+
+/// The deployment `init` writes.
+pub const DEPLOYMENT: &str = r#"# approval-host deployment for Claude Code, written by `approval-host init claude-code`.
+# Every tool call Claude Code makes is asked here first (a PreToolUse hook); the log of each
+# session is under the state directory. Edit freely: `init` never overwrites this file.
+
+[approval]
+policy = "ask"
+
+[claude-code]
+# A call no gate decided goes to Claude Code's own permission prompt ("ask"), or, with "defer",
+# to Claude Code's own rules and permission mode. In these modes it is always deferred:
+defer-in-modes = ["plan"]
+when-undecided = "ask"
+
+# Read-only tools proceed without asking.
+[[plugin]]
+name = "allow-tools"
+path = "plugins/allow-tools.wasm"
+role = "gate"
+[plugin.config]
+tools = "Read,Grep,Glob,LS,NotebookRead"
+
+# Commands nobody should run unasked are rejected, with a reason the model reads.
+[[plugin]]
+name = "deny-commands"
+path = "plugins/deny-commands.wasm"
+role = "gate"
+[plugin.config]
+patterns = "rm -rf /,rm -rf ~,git push --force,mkfs,dd if="
+"#;
+
+/// The deployment file's name in the approval-host directory.
+pub const DEPLOYMENT_FILE: &str = "claude-code.toml";
+
+/// Where `init` writes.
+pub enum Target {
+    /// A project: `DIR/.approval-host/` and `DIR/.claude/settings.json`; the hook finds them
+    /// through `$CLAUDE_PROJECT_DIR`, so the settings can be committed.
+    Project(PathBuf),
+    /// The user: `~/.approval-host/` and `~/.claude/settings.json`.
+    User(PathBuf),
+}
+
+struct Plan {
+    home: PathBuf,
+    settings: PathBuf,
+    command: String,
+}
+
+fn plan(target: &Target, binary: &str) -> Plan {
+    match target {
+        Target::Project(dir) => Plan {
+            home: dir.join(".approval-host"),
+            settings: dir.join(".claude").join("settings.json"),
+            command: format!(
+                "{binary} --state-dir \"$CLAUDE_PROJECT_DIR/.approval-host\" hook claude-code --config \"$CLAUDE_PROJECT_DIR/.approval-host/{DEPLOYMENT_FILE}\""
+            ),
+        },
+        Target::User(home) => {
+            let dir = home.join(".approval-host");
+            Plan {
+                command: format!(
+                    "{binary} --state-dir {} hook claude-code --config {}",
+                    shell_quote(&dir.display().to_string()),
+                    shell_quote(&dir.join(DEPLOYMENT_FILE).display().to_string())
+                ),
+                home: dir,
+                settings: home.join(".claude").join("settings.json"),
+            }
+        }
+    }
+}
+
+fn shell_quote(s: &str) -> String {
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+:@".contains(c))
+    {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// The hook command's program: `approval-host` when that is on `PATH`, else this binary's
+/// absolute path.
+pub fn binary() -> String {
+    let on_path = std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|dir| dir.join("approval-host").is_file())
+    });
+    if on_path {
+        return "approval-host".to_owned();
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| std::fs::canonicalize(p).ok())
+        .map_or_else(
+            || "approval-host".to_owned(),
+            |p| shell_quote(&p.display().to_string()),
+        )
+}
+
+/// One file `init` would write: its path, what is there now, and what it would hold.
+struct Change {
+    path: PathBuf,
+    before: Option<Vec<u8>>,
+    after: Vec<u8>,
+    /// Why an existing file is kept as it is, when it is.
+    kept: Option<&'static str>,
+}
+
+fn read(path: &Path) -> Result<Option<Vec<u8>>> {
+    match std::fs::read(path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// A file `init` owns only while it does not exist: an existing one is kept.
+fn owned_file(path: PathBuf, contents: &[u8]) -> Result<Change> {
+    let before = read(&path)?;
+    let kept = match &before {
+        Some(b) if b.as_slice() != contents => Some("exists; kept as it is"),
+        _ => None,
+    };
+    Ok(Change {
+        path,
+        after: before
+            .clone()
+            .filter(|_| kept.is_some())
+            .unwrap_or_else(|| contents.to_vec()),
+        before,
+        kept,
+    })
+}
+
+/// `settings` with the hook `command` merged in: other keys and hooks untouched, nothing added
+/// when the same command is already a PreToolUse hook.
+pub fn merge_settings(settings: &Path, before: Option<&[u8]>, command: &str) -> Result<Vec<u8>> {
+    let mut root: Value = match before {
+        None => json!({}),
+        Some(b) if b.iter().all(u8::is_ascii_whitespace) => json!({}),
+        Some(b) => serde_json::from_slice(b).map_err(|e| {
+            UsageError(format!(
+                "{}:{}:{}: not JSON ({e}); nothing was changed",
+                settings.display(),
+                e.line(),
+                e.column()
+            ))
+        })?,
+    };
+    let bad = |what: &str| {
+        UsageError(format!(
+            "{}: {what}; nothing was changed",
+            settings.display()
+        ))
+    };
+    let object = root
+        .as_object_mut()
+        .ok_or_else(|| bad("the settings are not a JSON object"))?;
+    let hooks = object
+        .entry("hooks")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+        .ok_or_else(|| bad("\"hooks\" is not an object"))?;
+    let pre = hooks
+        .entry("PreToolUse")
+        .or_insert_with(|| json!([]))
+        .as_array_mut()
+        .ok_or_else(|| bad("\"hooks.PreToolUse\" is not an array"))?;
+    let present = pre.iter().any(|entry| {
+        entry
+            .get("hooks")
+            .and_then(Value::as_array)
+            .is_some_and(|hs| {
+                hs.iter()
+                    .any(|h| h.get("command").and_then(Value::as_str) == Some(command))
+            })
+    });
+    if !present {
+        pre.push(json!({
+            "matcher": "*",
+            "hooks": [{"type": "command", "command": command, "timeout": 60}]
+        }));
+    }
+    let mut text = serde_json::to_string_pretty(&root)?;
+    text.push('\n');
+    // Unchanged settings keep their exact bytes (formatting included).
+    if present && let Some(b) = before {
+        return Ok(b.to_vec());
+    }
+    Ok(text.into_bytes())
+}
+
+fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut temp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("writing into {}", dir.display()))?;
+    std::io::Write::write_all(&mut temp, bytes)
+        .and_then(|()| temp.as_file().sync_all())
+        .with_context(|| format!("writing {}", path.display()))?;
+    temp.persist(path)
+        .with_context(|| format!("replacing {}", path.display()))?;
+    Ok(())
+}
+
+/// Runs `init claude-code`; prints what changed (or, with `dry_run`, the diff).
+pub fn run(target: &Target, dry_run: bool) -> Result<()> {
+    let plan = plan(target, &binary());
+    let settings_before = read(&plan.settings)?;
+    let changes = vec![
+        owned_file(plan.home.join(DEPLOYMENT_FILE), DEPLOYMENT.as_bytes())?,
+        owned_file(
+            plan.home.join("plugins").join("allow-tools.wasm"),
+            bundled::ALLOW_TOOLS,
+        )?,
+        owned_file(
+            plan.home.join("plugins").join("deny-commands.wasm"),
+            bundled::DENY_COMMANDS,
+        )?,
+        Change {
+            after: merge_settings(&plan.settings, settings_before.as_deref(), &plan.command)?,
+            path: plan.settings.clone(),
+            before: settings_before,
+            kept: None,
+        },
+    ];
+    let mut changed = 0;
+    for c in &changes {
+        let same = c.before.as_deref() == Some(c.after.as_slice());
+        let shown = c.path.display();
+        match (&c.kept, same, &c.before) {
+            (Some(why), _, _) => println!("kept       {shown} ({why})"),
+            (None, true, _) => println!("unchanged  {shown}"),
+            (None, false, before) => {
+                changed += 1;
+                let verb = if before.is_some() {
+                    "updated"
+                } else {
+                    "created"
+                };
+                if dry_run {
+                    println!("would be {verb} {shown}");
+                    print_diff(c);
+                } else {
+                    write_whole(&c.path, &c.after)?;
+                    println!("{verb:<10} {shown}");
+                }
+            }
+        }
+    }
+    if dry_run {
+        println!("dry run: nothing was written");
+    } else if changed > 0 {
+        println!("hook: {}", plan.command);
+        println!(
+            "check it with: approval-host --state-dir {} log <session> after Claude Code's next tool call",
+            shell_quote(&plan.home.display().to_string())
+        );
+    } else {
+        println!("nothing to do: already set up");
+    }
+    Ok(())
+}
+
+fn print_diff(c: &Change) {
+    let (Ok(before), Ok(after)) = (
+        std::str::from_utf8(c.before.as_deref().unwrap_or_default()),
+        std::str::from_utf8(&c.after),
+    ) else {
+        println!("  (binary, {} bytes)", c.after.len());
+        return;
+    };
+    let name = c.path.display().to_string();
+    let diff = similar::TextDiff::from_lines(before, after);
+    print!(
+        "{}",
+        diff.unified_diff()
+            .header(&format!("a/{name}"), &format!("b/{name}"))
+    );
+}

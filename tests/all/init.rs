@@ -1,0 +1,192 @@
+//! `approval-host init claude-code`: a working hook from one command, merged into real settings
+//! files that already hold other hooks, idempotent, with a dry run that writes nothing, and the
+//! hook it installs answering as documented.
+
+use std::io::Write as _;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+fn init(dir: &Path, home: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_approval-host"))
+        .args(["init", "claude-code"])
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", home)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "exit {:?}: {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+const EXISTING: &str = r#"{
+  "permissions": {"allow": ["Bash(npm test)"]},
+  "hooks": {
+    "PreToolUse": [
+      {"matcher": "Bash", "hooks": [{"type": "command", "command": "echo other"}]}
+    ],
+    "PostToolUse": [{"matcher": "*", "hooks": [{"type": "command", "command": "log.sh"}]}]
+  },
+  "model": "opus"
+}
+"#;
+
+/// Runs the hook command `init` installed, as Claude Code would (`sh -c`, in the project, with
+/// `$CLAUDE_PROJECT_DIR`), on one tool call.
+fn run_installed(project: &Path, command: &str, tool: &str, args: Value) -> Value {
+    let input = json!({"session_id": "cc-init", "transcript_path": "/tmp/t.jsonl",
+        "cwd": project, "permission_mode": "default", "hook_event_name": "PreToolUse",
+        "tool_name": tool, "tool_input": args, "tool_use_id": format!("t-{tool}-{}", args)})
+    .to_string();
+    let mut child = Command::new("sh")
+        .args(["-c", command])
+        .current_dir(project)
+        .env("CLAUDE_PROJECT_DIR", project)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    serde_json::from_str(&ok(&out)).unwrap()
+}
+
+#[test]
+fn init_merges_the_hook_into_existing_settings_and_the_hook_works() {
+    let project = tempfile::tempdir().unwrap();
+    let p = project.path();
+    let settings = p.join(".claude/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(&settings, EXISTING).unwrap();
+
+    // A dry run shows the diff and writes nothing.
+    let out = ok(&init(p, p, &["--project", ".", "--dry-run"]));
+    assert!(
+        out.contains("would be updated ./.claude/settings.json"),
+        "{out}"
+    );
+    assert!(out.contains("+        \"matcher\": \"*\","), "{out}");
+    assert!(out.ends_with("dry run: nothing was written\n"), "{out}");
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), EXISTING);
+    assert!(!p.join(".approval-host").exists());
+
+    let out = ok(&init(p, p, &["--project", "."]));
+    assert!(
+        out.contains("created    ./.approval-host/claude-code.toml"),
+        "{out}"
+    );
+    assert!(out.contains("updated    ./.claude/settings.json"), "{out}");
+    let merged: Value = serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    let before: Value = serde_json::from_str(EXISTING).unwrap();
+    assert_eq!(merged["permissions"], before["permissions"]);
+    assert_eq!(merged["model"], "opus");
+    assert_eq!(
+        merged["hooks"]["PostToolUse"],
+        before["hooks"]["PostToolUse"]
+    );
+    let pre = merged["hooks"]["PreToolUse"].as_array().unwrap();
+    assert_eq!(pre.len(), 2);
+    assert_eq!(
+        pre[0], before["hooks"]["PreToolUse"][0],
+        "the other hook is untouched"
+    );
+    assert_eq!(pre[1]["matcher"], "*");
+    let command = pre[1]["hooks"][0]["command"].as_str().unwrap().to_owned();
+    assert!(
+        command.ends_with(
+            "--state-dir \"$CLAUDE_PROJECT_DIR/.approval-host\" hook claude-code --config \"$CLAUDE_PROJECT_DIR/.approval-host/claude-code.toml\""
+        ),
+        "{command}"
+    );
+
+    // Twice changes nothing, byte for byte.
+    let merged_bytes = std::fs::read(&settings).unwrap();
+    let out = ok(&init(p, p, &["--project", "."]));
+    assert!(out.ends_with("nothing to do: already set up\n"), "{out}");
+    assert_eq!(std::fs::read(&settings).unwrap(), merged_bytes);
+
+    // The installed hook answers: read-only tools proceed, a dangerous command is rejected with
+    // its reason, anything else goes to Claude Code's prompt; all on the project's log.
+    let decide = |tool: &str, args: Value| {
+        run_installed(p, &command, tool, args)["hookSpecificOutput"]["permissionDecision"].clone()
+    };
+    assert_eq!(decide("Read", json!({"file_path": "src/main.rs"})), "allow");
+    assert_eq!(
+        decide("Bash", json!({"command": "git push --force origin"})),
+        "deny"
+    );
+    assert_eq!(decide("Bash", json!({"command": "cargo build"})), "ask");
+    let log = p.join(".approval-host/sessions/cc-init.jsonl");
+    assert_eq!(
+        std::fs::read_to_string(log)
+            .unwrap()
+            .matches("approval/decided")
+            .count(),
+        3
+    );
+}
+
+#[test]
+fn init_keeps_an_edited_deployment_and_refuses_broken_settings_without_writing() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    // --user writes under $HOME.
+    let out = ok(&init(h, h, &["--user"]));
+    assert!(
+        out.contains(&format!(
+            "created    {}",
+            h.join(".approval-host/claude-code.toml").display()
+        )),
+        "{out}"
+    );
+    let deployment = h.join(".approval-host/claude-code.toml");
+    std::fs::write(&deployment, "[approval]\npolicy = \"never\"\n").unwrap();
+    let out = ok(&init(h, h, &["--user"]));
+    assert!(out.contains("(exists; kept as it is)"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(&deployment).unwrap(),
+        "[approval]\npolicy = \"never\"\n"
+    );
+
+    let project = tempfile::tempdir().unwrap();
+    let p = project.path();
+    std::fs::create_dir_all(p.join(".claude")).unwrap();
+    std::fs::write(p.join(".claude/settings.json"), "{\n  \"hooks\": [1,\n").unwrap();
+    let out = init(p, h, &["--project", "."]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("./.claude/settings.json:3:0: not JSON (EOF while parsing"),
+        "{err}"
+    );
+    assert!(err.contains("nothing was changed"), "{err}");
+    assert!(!p.join(".approval-host").exists());
+    std::fs::write(
+        p.join(".claude/settings.json"),
+        "{\"hooks\": {\"PreToolUse\": {}}}",
+    )
+    .unwrap();
+    let err = init(p, h, &["--project", "."]);
+    assert_eq!(err.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&err.stderr).contains("\"hooks.PreToolUse\" is not an array"));
+
+    let out = init(p, h, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--project DIR or --user"));
+}
