@@ -229,7 +229,8 @@ impl HookTurns {
             if service.turn_open(session).await? {
                 service.end_turn(session).await?;
             }
-            service.start_turn(session).await?;
+            // Durable with the decision, before the hook answers: one sync fewer per call.
+            service.start_turn_unsynced(session).await?;
         }
         *inside += 1;
         Ok(())
@@ -278,6 +279,7 @@ pub async fn ask(
                     &input.tool_name,
                     input.tool_input.clone(),
                     input.permission_mode.as_deref(),
+                    false,
                 )
                 .await?;
             request = request.call_id(call_id.clone());

@@ -545,6 +545,22 @@ impl ApprovalService {
         Ok(())
     }
 
+    /// [`ApprovalService::start_turn`] without waiting for the disk: the `turn/start` is written
+    /// and becomes durable with the next commit, normally the decision of the question asked
+    /// inside the turn (an asker that answers only after that decision, like the Claude Code
+    /// hook, saves a sync per call).
+    ///
+    /// # Errors
+    /// As [`ApprovalService::start_turn`].
+    pub async fn start_turn_unsynced(&self, session_id: &str) -> Result<(), ApprovalError> {
+        let session = self.session(session_id).await?;
+        let (_, ticket) = session.log.submit(Event::TurnStart, false)?;
+        // Not waited for: the next durable record commits it too.
+        drop(ticket);
+        session.opened_turn();
+        Ok(())
+    }
+
     /// Closes the session's turn (`turn/end`). Questions still in flight are cancelled first and
     /// settle `cancelled`, audited inside the turn.
     pub async fn end_turn(&self, session_id: &str) -> Result<(), ApprovalError> {
@@ -573,11 +589,13 @@ impl ApprovalService {
         name: &str,
         arguments: serde_json::Value,
     ) -> Result<(), ApprovalError> {
-        self.record_tool_call_in_mode(agent, call_id, name, arguments, None)
+        self.record_tool_call_in_mode(agent, call_id, name, arguments, None, true)
             .await
     }
 
-    /// [`ApprovalService::record_tool_call`], also recording the harness's permission mode.
+    /// [`ApprovalService::record_tool_call`], also recording the harness's permission mode; with
+    /// `synced` false it does not wait for the disk (the record becomes durable with the next
+    /// commit, normally the decision about the call).
     ///
     /// # Errors
     /// As [`ApprovalService::record_tool_call`].
@@ -588,17 +606,21 @@ impl ApprovalService {
         name: &str,
         arguments: serde_json::Value,
         permission_mode: Option<&str>,
+        synced: bool,
     ) -> Result<(), ApprovalError> {
-        agent
-            .session()
-            .log
-            .append(Event::ToolCall(ToolCall {
-                call_id: call_id.to_owned(),
-                name: name.to_owned(),
-                arguments,
-                permission_mode: permission_mode.map(str::to_owned),
-            }))
-            .await?;
+        let event = Event::ToolCall(ToolCall {
+            call_id: call_id.to_owned(),
+            name: name.to_owned(),
+            arguments,
+            permission_mode: permission_mode.map(str::to_owned),
+        });
+        let log = &agent.session().log;
+        if synced {
+            log.append(event).await?;
+        } else {
+            let (_, ticket) = log.submit(event, false)?;
+            drop(ticket);
+        }
         Ok(())
     }
 
