@@ -41,6 +41,7 @@ fn write_session(path: &Path, session: &str, bytes: u64) -> u64 {
                 call_id: call.clone(),
                 name: "bash".into(),
                 arguments: serde_json::json!({"command": "cargo test --workspace --locked", "timeout": 600}),
+                permission_mode: None,
             }),
             Event::Asked(Asked {
                 id: id.clone(),
@@ -59,6 +60,7 @@ fn write_session(path: &Path, session: &str, bytes: u64) -> u64 {
                 reason: None,
                 proposal: None,
                 rule_added: None,
+                rule_declined: None,
                 rule: None,
             }),
             Event::ToolResult(ToolResult {
