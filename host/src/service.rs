@@ -59,6 +59,31 @@ pub struct Verdict {
     pub reason: Option<String>,
     /// Whether a listener outside the process (a person) decided, not an in-process gate.
     pub answered_outside: bool,
+    /// The version of the plugin that answered (its component's SHA-256), when a plugin did.
+    pub digest: Option<String>,
+    /// What failed, when the outcome is a failure's `unavailable`.
+    pub failure: Option<crate::audit::event::FailureRecord>,
+}
+
+impl Verdict {
+    /// The verdict as the `approval/decided` event says it: `{outcome, answerer?, digest?,
+    /// failure?, reason?}` (what `ask --json` prints and `serve` returns).
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut v = serde_json::json!({ "outcome": self.outcome });
+        if let Some(a) = &self.answerer {
+            v["answerer"] = serde_json::json!(a);
+        }
+        if let Some(d) = &self.digest {
+            v["digest"] = serde_json::json!(d);
+        }
+        if let Some(f) = &self.failure {
+            v["failure"] = serde_json::json!(f);
+        }
+        if let Some(r) = &self.reason {
+            v["reason"] = serde_json::json!(r);
+        }
+        v
+    }
 }
 
 impl ApprovalRequest {
@@ -783,22 +808,26 @@ impl ApprovalService {
             )
             .await
         };
-        let verdict = Verdict {
-            outcome: settled.outcome,
-            answerer: settled.answerer.clone(),
-            reason: settled.reason.clone(),
-            answered_outside: settled.answered_outside,
-        };
         let made = match &settled.proposal {
             Some(proposal) => Some(self.accept_proposal(session.id(), &settled, proposal).await),
             None => None,
         };
+        let answered_outside = settled.answered_outside;
         let mut record = decided_record(settled);
         match made {
             Some(Ok(id)) => record.rule_added = Some(id),
             Some(Err(why)) => record.rule_declined = Some(why),
             None => {}
         }
+        // What the decided event says (a failed plugin is named in `failure`, not `answerer`).
+        let verdict = Verdict {
+            outcome: record.outcome,
+            answerer: record.answerer.clone(),
+            reason: record.reason.clone(),
+            answered_outside,
+            digest: record.digest.clone(),
+            failure: record.failure.clone(),
+        };
         let ticket = unsettled.settle(record)?;
         // The outcome is withheld until its decision is durable.
         ticket.wait().await?;

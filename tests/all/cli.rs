@@ -255,8 +255,9 @@ fn log_exits_1_naming_the_first_problem() {
     assert!(err.contains("line 2: approval/asked"), "{err}");
     assert!(err.ends_with("has no approval/decided\n"), "{err}");
 
+    // A session that is not there is the caller's mistake: exit 2, naming the path.
     let out = run(dir.path(), &["log", "nobody"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).contains("no session log at"),
         "{}",
@@ -365,6 +366,110 @@ fn ask_runs_the_example_plugins_and_gates_read_the_arguments() {
     );
     let out = run(dir.path(), &["log", "s"]);
     assert!(out.status.success(), "{}", stderr(&out));
+
+    // --json prints the decision as the log records it.
+    let out = run(
+        dir.path(),
+        &[
+            "ask",
+            "--session",
+            "s",
+            "--agent",
+            "a",
+            "--config",
+            config,
+            "--tool",
+            "bash",
+            "--call-id",
+            "c3",
+            "--arguments",
+            r#"{"command":"rm -rf ~"}"#,
+            "--json",
+        ],
+    );
+    let printed: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let mut logged = events_at(&log_path(dir.path(), "s"))
+        .into_iter()
+        .rev()
+        .find(|(t, _)| t == "approval/decided")
+        .unwrap()
+        .1;
+    logged.as_object_mut().unwrap().remove("id");
+    assert_eq!(printed, logged);
+    assert_eq!(printed["answerer"], "deny-commands");
+    assert_eq!(printed["digest"].as_str().unwrap().len(), 64);
+    assert_eq!(
+        printed["reason"],
+        "the command contains \"rm -rf\", which this deployment does not allow"
+    );
+}
+
+#[test]
+fn log_lists_sessions_and_refuses_a_missing_one_and_empty_ids_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(dir.path(), &["log"]);
+    assert!(out.status.success());
+    assert!(
+        stdout(&out).starts_with("no sessions in "),
+        "{}",
+        stdout(&out)
+    );
+    for session in ["alpha", "beta"] {
+        let out = run(
+            dir.path(),
+            &[
+                "ask",
+                "--session",
+                session,
+                "--agent",
+                "a",
+                "--tool",
+                "bash",
+            ],
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let out = run(dir.path(), &["log"]);
+    let listed = stdout(&out);
+    let lines: Vec<&str> = listed.lines().collect();
+    assert_eq!(lines.len(), 3, "{listed}");
+    assert!(lines[0].starts_with("session "), "{listed}");
+    let beta: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(beta[0], "beta", "most recent first: {listed}");
+    assert_eq!(beta[1], "4");
+    assert_eq!(beta[3], "-", "no open turn");
+
+    let out = run(dir.path(), &["log", "gamma"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains(&format!(
+            "no session log at {}",
+            log_path(dir.path(), "gamma").display()
+        )),
+        "{}",
+        stderr(&out)
+    );
+    for (flag, args) in [
+        (
+            "--agent",
+            ["--agent", "", "--tool", "bash", "--call-id", "c"],
+        ),
+        ("--tool", ["--agent", "a", "--tool", " ", "--call-id", "c"]),
+        (
+            "--call-id",
+            ["--agent", "a", "--tool", "bash", "--call-id", ""],
+        ),
+    ] {
+        let mut all = vec!["ask", "--session", "s"];
+        all.extend(args);
+        let out = run(dir.path(), &all);
+        assert_eq!(out.status.code(), Some(2), "{flag}");
+        assert!(
+            stderr(&out).contains(&format!("{flag} must not be empty")),
+            "{}",
+            stderr(&out)
+        );
+    }
 }
 
 #[test]

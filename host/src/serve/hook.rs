@@ -33,12 +33,7 @@ pub(super) async fn call(
     let answer = claude_code::ask(service, turns, &agent, &input, &options)
         .await
         .map_err(RpcError::failed)?;
-    let mut result = json!({
-        "output": answer.output,
-        "outcome": answer.verdict.outcome,
-    });
-    if let Some(a) = &answer.verdict.answerer {
-        result["answerer"] = json!(a);
-    }
+    let mut result = answer.verdict.to_json();
+    result["output"] = json!(answer.output);
     Ok(result)
 }

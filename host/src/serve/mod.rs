@@ -591,13 +591,7 @@ impl Server {
                 let result = service.ask(request).await;
                 conn.lock_inflight().remove(&key);
                 let verdict = result.map_err(RpcError::failed)?;
-                let mut result = json!({"outcome": verdict.outcome});
-                if let Some(a) = &verdict.answerer {
-                    result["answerer"] = json!(a);
-                }
-                if let Some(r) = &verdict.reason {
-                    result["reason"] = json!(r);
-                }
+                let mut result = verdict.to_json();
                 // The exact text a model should read for a refusal, so a harness need not
                 // rebuild it.
                 let message = match verdict.outcome {

@@ -36,7 +36,8 @@ fn print_trail(path: &Path, seen: usize) -> Result<usize> {
     Ok(checked.records.len())
 }
 
-pub async fn run(state_dir: &Path) -> Result<()> {
+/// Runs the demo; `kept` says whether `state_dir` outlives it (given with `--state-dir`).
+pub async fn run(state_dir: &Path, kept: bool) -> Result<()> {
     let service = ApprovalService::open_dir(state_dir, Policy::Ask);
     let host = PluginHost::new()?;
     let plugins = vec![
@@ -143,9 +144,15 @@ pub async fn run(state_dir: &Path) -> Result<()> {
     }
     service.end_turn(SESSION).await?;
     print_trail(&log, seen)?;
-    println!(
-        "\nevery question has exactly one decision on {}",
-        log.display()
-    );
+    if kept {
+        println!(
+            "\nevery question has exactly one decision on {}",
+            log.display()
+        );
+    } else {
+        println!(
+            "\nevery question above has exactly one decision (the log was in a temporary directory, now removed; `demo --state-dir DIR` keeps it)"
+        );
+    }
     Ok(())
 }

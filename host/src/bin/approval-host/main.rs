@@ -71,7 +71,8 @@ enum Command {
         /// them (needs --call-id).
         #[arg(long, value_name = "JSON", requires = "call_id")]
         arguments: Option<String>,
-        /// Print `{"outcome":"..."}` instead of the bare outcome.
+        /// Print the decision as the log records it, `{"outcome", "answerer"?, "digest"?,
+        /// "failure"?, "reason"?}`, instead of the bare outcome.
         #[arg(long)]
         json: bool,
     },
@@ -169,10 +170,13 @@ enum Command {
     /// scripted requests that show every outcome, each with its audit trail.
     Demo,
     /// Print a session log readably and check it: every approval/asked has exactly one
-    /// approval/decided, all inside turns. Exits 1 naming the first problem.
+    /// approval/decided, all inside turns. Exits 1 naming the first problem. Without a session,
+    /// list the sessions: id, records, last activity, whether a turn is open.
+    ///
+    /// Example: `approval-host --state-dir .approval-host log` then `... log <session>`
     Log {
         /// The session id.
-        session: String,
+        session: Option<String>,
     },
     /// Check that session logs are what the host wrote: each line commits to the one before it
     /// (hash chain from the session's genesis), seq has no gap, and every question is decided
@@ -328,8 +332,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             json,
         } => {
             validate_session_id(&session).map_err(|e| UsageError(e.to_string()))?;
-            if tool.is_empty() {
-                return Err(UsageError("--tool must not be empty".to_owned()).into());
+            for (flag, value) in [
+                ("--agent", Some(&agent)),
+                ("--tool", Some(&tool)),
+                ("--call-id", call_id.as_ref()),
+            ] {
+                if value.is_some_and(|v| v.trim().is_empty()) {
+                    return Err(UsageError(format!("{flag} must not be empty")).into());
+                }
             }
             let arguments = arguments
                 .map(|a| {
@@ -342,7 +352,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 None => Deployment::embedded(),
             };
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-            let outcome = runtime.block_on(ask(
+            let verdict = runtime.block_on(ask(
                 &state_dir,
                 &deployment,
                 Ask {
@@ -355,13 +365,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 },
             ))?;
             if json {
-                println!("{}", serde_json::json!({ "outcome": outcome.as_str() }));
+                println!("{}", verdict.to_json());
             } else {
-                println!("{outcome}");
+                println!("{}", verdict.outcome);
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Log { session } => {
+        Command::Log { session: None } => list_sessions(&state_dir),
+        Command::Log {
+            session: Some(session),
+        } => {
             validate_session_id(&session).map_err(|e| UsageError(e.to_string()))?;
             print_log(&DirStore::new(&state_dir).session_path(&session))
         }
@@ -510,7 +523,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
             };
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-            runtime.block_on(demo::run(&dir))?;
+            runtime.block_on(demo::run(&dir, cli.state_dir.is_some()))?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -749,7 +762,7 @@ async fn ask(
     state_dir: &Path,
     deployment: &Deployment,
     ask: Ask<'_>,
-) -> Result<approval_host::Outcome> {
+) -> Result<approval_host::Verdict> {
     let Ask {
         session,
         agent,
@@ -785,9 +798,9 @@ async fn ask(
     if let Some(r) = reason {
         request = request.reason(r);
     }
-    let outcome = service.request(request).await?;
+    let verdict = service.ask(request).await?;
     service.end_turn(session).await?;
-    Ok(outcome)
+    Ok(verdict)
 }
 
 fn verify(
@@ -881,9 +894,75 @@ fn verify(
     })
 }
 
+/// `log` without a session: one line per session log in the state directory.
+fn list_sessions(state_dir: &Path) -> Result<ExitCode> {
+    let dir = state_dir.join("sessions");
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            println!("no sessions in {}", dir.display());
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(e) => return Err(e).with_context(|| format!("reading {}", dir.display())),
+    };
+    let mut rows = Vec::new();
+    for entry in entries {
+        let path = entry
+            .with_context(|| format!("reading {}", dir.display()))?
+            .path();
+        let Some(id) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".jsonl"))
+        else {
+            continue;
+        };
+        let checked = check_file(&path).with_context(|| format!("reading {}", path.display()))?;
+        let last = checked
+            .records
+            .last()
+            .map_or_else(|| "-".to_owned(), |r| r.ts.clone());
+        let mut open = false;
+        for r in &checked.records {
+            match r.event.kind() {
+                "turn/start" => open = true,
+                "turn/end" => open = false,
+                _ => {}
+            }
+        }
+        rows.push((
+            id.to_owned(),
+            checked.records.len(),
+            last,
+            open,
+            checked.problem.is_some(),
+        ));
+    }
+    if rows.is_empty() {
+        println!("no sessions in {}", dir.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    // Most recent first.
+    rows.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+    println!(
+        "{:<40} {:>8}  {:<27} turn",
+        "session", "records", "last activity"
+    );
+    for (id, records, last, open, problem) in rows {
+        let turn = if open { "open" } else { "-" };
+        let flag = if problem {
+            "  (fails its check: `log` it)"
+        } else {
+            ""
+        };
+        println!("{id:<40} {records:>8}  {last:<27} {turn}{flag}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn print_log(path: &Path) -> Result<ExitCode> {
     if !path.exists() {
-        anyhow::bail!("no session log at {}", path.display());
+        return Err(UsageError(format!("no session log at {}", path.display())).into());
     }
     let checked = check_file(path).with_context(|| format!("reading {}", path.display()))?;
     for r in &checked.records {
