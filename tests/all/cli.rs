@@ -21,7 +21,17 @@ fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// What a command printed on stderr, without its progress lines (`compiling …`), which a first
+/// load of a plugin prints.
 fn stderr(o: &Output) -> String {
+    raw_stderr(o)
+        .lines()
+        .filter(|l| !l.starts_with("compiling "))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+fn raw_stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
@@ -778,4 +788,35 @@ fn claude_code_hook_maps_outcomes_and_never_grants_the_unanswered() {
         assert!(stderr(&out).contains(why), "{bad}: {}", stderr(&out));
         assert!(stdout(&out).is_empty());
     }
+}
+
+#[test]
+fn a_compile_says_what_it_is_doing_and_check_uses_the_cache() {
+    use approval_host::bundled;
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("gate.wasm");
+    std::fs::write(&plugin, bundled::ALLOW_TOOLS).unwrap();
+    let plugin = plugin.to_str().unwrap();
+    let first = run(dir.path(), &["check", plugin]);
+    assert!(first.status.success(), "{}", raw_stderr(&first));
+    let err = raw_stderr(&first);
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("compiling "))
+        .unwrap_or_else(|| panic!("{err}"));
+    let size = format!("{:.1}", bundled::ALLOW_TOOLS.len() as f64 / 1e6);
+    assert!(
+        line.starts_with(&format!("compiling gate ({size} MB)… done in ")),
+        "{line}"
+    );
+    assert!(line.ends_with(" s"), "{line}");
+    // The second check loads the compiled component from the cache: nothing to say.
+    let second = run(dir.path(), &["check", plugin]);
+    assert!(second.status.success());
+    assert!(
+        !raw_stderr(&second).contains("compiling"),
+        "{}",
+        raw_stderr(&second)
+    );
+    assert_eq!(stdout(&first), stdout(&second));
 }

@@ -79,11 +79,27 @@ impl CompiledCache {
         digest: &str,
         bytes: &[u8],
     ) -> wasmtime::Result<(Component, Source)> {
+        self.load_observed(engine, digest, bytes, || Box::new(|_| {}))
+    }
+
+    /// [`CompiledCache::load`], calling `compiling` when it has to compile (seconds for a Python
+    /// or JavaScript component) and the function it returns once that is over (`true` when the
+    /// compile succeeded), so a command can say what it is doing.
+    pub fn load_observed(
+        &self,
+        engine: &Engine,
+        digest: &str,
+        bytes: &[u8],
+        compiling: impl FnOnce() -> Box<dyn FnOnce(bool)>,
+    ) -> wasmtime::Result<(Component, Source)> {
         let path = self.entry(engine, digest);
         if let Some(component) = self.read(&path, engine) {
             return Ok((component, Source::Cache));
         }
-        let component = Component::new(engine, bytes)?;
+        let done = compiling();
+        let compiled = Component::new(engine, bytes);
+        done(compiled.is_ok());
+        let component = compiled?;
         match component.serialize() {
             Ok(artifact) => {
                 if let Err(e) = self.write(&path, &artifact) {

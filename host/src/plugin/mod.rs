@@ -152,9 +152,14 @@ pub enum PluginError {
     },
 }
 
+/// Told when a plugin has to be compiled (not found in the compiled cache): the plugin's name and
+/// component size; it returns what to call when the compile is over (`true` on success).
+pub type CompileObserver = Arc<dyn Fn(&str, usize) -> Box<dyn FnOnce(bool)> + Send + Sync>;
+
 struct HostInner {
     engine: Engine,
     cache: Option<cache::CompiledCache>,
+    observer: std::sync::OnceLock<CompileObserver>,
     linkers: api::Linkers,
     sink: Arc<dyn LogSink>,
     _ticker: engine::Ticker,
@@ -213,11 +218,18 @@ impl PluginHost {
             inner: Arc::new(HostInner {
                 engine,
                 cache,
+                observer: std::sync::OnceLock::new(),
                 linkers,
                 sink,
                 _ticker: ticker,
             }),
         })
+    }
+
+    /// Reports every compile this host has to do (a cache miss) to `observer`, e.g. for a progress
+    /// line. Set once; later calls are ignored.
+    pub fn observe_compiles(&self, observer: CompileObserver) {
+        let _ = self.inner.observer.set(observer);
     }
 
     /// The engine plugins are compiled for.
@@ -255,7 +267,12 @@ impl PluginHost {
         let engine = self.engine();
         let inspection = match &self.inner.cache {
             Some(cache) => inspect::inspect_with(engine, bytes, || {
-                let (component, source) = cache.load(engine, &actual, bytes)?;
+                let observer = self.inner.observer.get().cloned();
+                let (component, source) =
+                    cache.load_observed(engine, &actual, bytes, || match &observer {
+                        Some(o) => o(&spec.name, bytes.len()),
+                        None => Box::new(|_| {}),
+                    })?;
                 tracing::debug!(plugin = %spec.name, ?source, "component ready");
                 Ok(component)
             }),

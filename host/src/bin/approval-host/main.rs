@@ -12,6 +12,7 @@ mod claude_code;
 mod demo;
 mod init;
 mod new;
+mod progress;
 mod rules_cmd;
 
 use approval_host::acp::{AgentOptions, Script, ScriptedAgent};
@@ -423,8 +424,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             init::run(&target, dry_run)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Check { plugin } => check(&plugin),
-        Command::Componentize { module, output } => componentize(&module, &output),
+        Command::Check { plugin } => check(&state_dir, &plugin),
+        Command::Componentize { module, output } => componentize(&state_dir, &module, &output),
         Command::New {
             name,
             lang,
@@ -572,10 +573,12 @@ async fn acp(state_dir: &Path, deployment: &Deployment, script: Script) -> Resul
 /// call (`ask`, the Claude Code hook) would otherwise compile a Python or JavaScript plugin, which
 /// takes seconds, every time.
 pub(crate) fn cached_host(state_dir: &Path) -> Result<PluginHost> {
-    Ok(PluginHost::with_cache(
+    let host = PluginHost::with_cache(
         std::sync::Arc::new(approval_host::plugin::TracingSink),
         approval_host::plugin::cache::CompiledCache::new(state_dir.join("cache")),
-    )?)
+    )?;
+    host.observe_compiles(progress::observer());
+    Ok(host)
 }
 
 /// Turns standing rules on when the deployment declares any (`[rules]`, `[[rule]]`) or the state
@@ -688,7 +691,7 @@ async fn conform(
     })
 }
 
-fn componentize(module: &Path, output: &Path) -> Result<ExitCode> {
+fn componentize(state_dir: &Path, module: &Path, output: &Path) -> Result<ExitCode> {
     let bytes = std::fs::read(module).with_context(|| format!("reading {}", module.display()))?;
     let component = match approval_host::plugin::componentize::componentize(&bytes) {
         Ok(component) => component,
@@ -701,7 +704,7 @@ fn componentize(module: &Path, output: &Path) -> Result<ExitCode> {
     let temp = output.with_extension("wasm.partial");
     std::fs::write(&temp, &component).with_context(|| format!("writing {}", temp.display()))?;
     std::fs::rename(&temp, output).with_context(|| format!("writing {}", output.display()))?;
-    check(output)
+    check(state_dir, output)
 }
 
 /// A plugin's name from its file: the stem, as in `allow-tools.wasm`.
@@ -710,9 +713,9 @@ fn plugin_name(path: &Path) -> String {
         .map_or_else(|| "plugin".to_owned(), |s| s.to_string_lossy().into_owned())
 }
 
-fn check(path: &Path) -> Result<ExitCode> {
+fn check(state_dir: &Path, path: &Path) -> Result<ExitCode> {
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let host = PluginHost::new()?;
+    let host = cached_host(state_dir)?;
     let spec = PluginSpec::new(plugin_name(path), path, Role::Gate);
     match host.load_bytes(&spec, &bytes) {
         Ok(plugin) => {
