@@ -2,7 +2,7 @@
 //! language's skeleton is written, built with its own build script, and passes its own sample
 //! conformance cases through `approval-host conform`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 fn host() -> Command {
@@ -36,7 +36,7 @@ fn new_writes_each_language_s_skeleton_and_refuses_what_it_cannot() {
             .map(|f| format!("{name}/{f}"))
             .collect();
         want.push(format!(
-            "next: {name}/build.sh, then approval-host conform {name}/{name}.wasm --cases {name}/cases.json"
+            "next: approval-host test {name}, then approval-host ask --session s1 --agent a1 --tool bash --config {name}/deployment.toml"
         ));
         let printed: Vec<String> = String::from_utf8_lossy(&out.stdout)
             .lines()
@@ -72,20 +72,18 @@ fn new_writes_each_language_s_skeleton_and_refuses_what_it_cannot() {
     assert_eq!(left, ["p-c", "p-js", "p-python", "p-rust"]);
 }
 
-/// Writes, builds and conforms one skeleton, then asks through its sample deployment; returns
-/// the `conform` summary line and the outcome.
+/// Three commands, as the README promises: `new`, `test` (build, check, conformance cases),
+/// then one `ask` through the sample deployment. Returns the conformance summary line and the
+/// outcome.
 fn build_and_conform(root: &Path, name: &str, lang: &str, role: &str) -> (String, String) {
     let out = new(root, name, lang, role);
     assert!(out.status.success(), "{out:?}");
     let dir = root.join(name);
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_approval-host"));
-    let path = format!(
-        "{}:{}",
-        bin.parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let built = Command::new(dir.join("build.sh"))
-        .env("PATH", path)
+    let tested = host()
+        .current_dir(root)
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .args(["test", name])
         // Rust skeletons share one target directory across runs.
         .env(
             "CARGO_TARGET_DIR",
@@ -93,22 +91,28 @@ fn build_and_conform(root: &Path, name: &str, lang: &str, role: &str) -> (String
         )
         .output()
         .unwrap();
+    let stdout = String::from_utf8_lossy(&tested.stdout).into_owned();
     assert!(
-        built.status.success(),
-        "{name}/build.sh: {}",
-        String::from_utf8_lossy(&built.stderr)
+        tested.status.success(),
+        "{name}: {stdout}{}",
+        String::from_utf8_lossy(&tested.stderr)
     );
-    let conformed = host()
-        .arg("--state-dir")
-        .arg(dir.join("state"))
-        .arg("conform")
-        .arg(dir.join(format!("{name}.wasm")))
-        .arg("--cases")
-        .arg(dir.join("cases.json"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&conformed.stdout).into_owned();
-    assert!(conformed.status.success(), "{name}: {stdout}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[0].starts_with(&format!("ok    build: {name}/{name}.wasm (")),
+        "{stdout}"
+    );
+    assert!(
+        lines[1].ends_with("fits approval:plugin/answerer@0.2.0"),
+        "{stdout}"
+    );
+    assert_eq!(
+        *lines.last().unwrap(),
+        format!(
+            "test: {name} builds, fits, and passes its cases; try it with approval-host ask --config {name}/deployment.toml"
+        )
+    );
+    let summary = lines[lines.len() - 2].to_owned();
     let tool = if role == "gate" { "bash" } else { "read" };
     let asked = host()
         .arg("--state-dir")
@@ -128,7 +132,7 @@ fn build_and_conform(root: &Path, name: &str, lang: &str, role: &str) -> (String
         .unwrap();
     assert!(asked.status.success(), "{asked:?}");
     (
-        stdout.lines().last().unwrap().to_owned(),
+        summary,
         String::from_utf8_lossy(&asked.stdout).trim().to_owned(),
     )
 }

@@ -14,6 +14,7 @@ mod init;
 mod new;
 mod progress;
 mod rules_cmd;
+mod test_cmd;
 
 use approval_host::acp::{AgentOptions, Script, ScriptedAgent};
 use approval_host::check::check_file;
@@ -38,6 +39,14 @@ struct Cli {
     #[arg(long, global = true, value_name = "DIR")]
     state_dir: Option<PathBuf>,
 
+    /// Log more on stderr (-v info, -vv debug, -vvv trace); over RUST_LOG.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    verbose: u8,
+
+    /// Log only errors on stderr; over RUST_LOG.
+    #[arg(short, long, global = true)]
+    quiet: bool,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -49,6 +58,8 @@ enum Command {
     /// Prints one of allowed-once, rejected, cancelled, unavailable and exits 0 whatever the
     /// outcome. Without --config the embedded default deployment applies: policy "ask" and no
     /// answerer, so the outcome is "unavailable" (fail-closed), and still audited.
+    ///
+    /// Example: `approval-host ask --session s1 --agent a --tool Bash --call-id c1 --arguments '{"command":"ls"}' --config deploy.toml`
     Ask {
         /// The asking session's id.
         #[arg(long, value_name = "S")]
@@ -79,13 +90,17 @@ enum Command {
     },
     /// Check whether a component fits the plugin world (approval:plugin/answerer@0.1.x): its
     /// exports, its imports (only the host interface and WASI 0.2) and its API version. Exits 1
-    /// with the exact mismatch.
+    /// with the exact mismatch. Compiled components are cached under `<state-dir>/cache`.
+    ///
+    /// Example: `approval-host check target/guests/python/allow-tools.wasm`
     Check {
         /// The component file.
         plugin: PathBuf,
     },
     /// Write a plugin skeleton: its source, a build script, the WIT contract, a sample
     /// deployment and sample conformance cases, in a new directory NAME (or --dir).
+    ///
+    /// Example: `approval-host new no-secrets --lang python`, then `approval-host test no-secrets`
     New {
         /// The plugin's name (lowercase letters, digits and '-').
         name: String,
@@ -105,6 +120,8 @@ enum Command {
     /// scratch directory), and print each answer. Runs the cases for the plugin's name and those
     /// that name no gate. Exits 1 when a case fails. Compiled components are cached under
     /// `<state-dir>/cache`.
+    ///
+    /// Example: `approval-host conform my-gate.wasm --cases cases.json`
     Conform {
         /// The component.
         plugin: PathBuf,
@@ -115,10 +132,21 @@ enum Command {
         #[arg(long, value_name = "NAME")]
         name: Option<String>,
     },
+    /// Build a plugin made by `new` (its build.sh), check it against the plugin world, and run
+    /// its conformance cases: exits 0 when it is ready to use, 1 naming the step that failed.
+    ///
+    /// Example: `approval-host new no-secrets --lang rust && approval-host test no-secrets`
+    Test {
+        /// The plugin's directory [default: .].
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+    },
     /// Turn a core WebAssembly module (WASI preview1, with the component type `wit-bindgen`
     /// embeds, e.g. from clang and wasi-libc) into a plugin component, adapting its WASI imports
     /// to WASI 0.2; then check it as `check` does. Exits 1 when the module cannot become a
     /// plugin.
+    ///
+    /// Example: `approval-host componentize gate.core.wasm -o gate.wasm`
     Componentize {
         /// The core module.
         module: PathBuf,
@@ -128,6 +156,8 @@ enum Command {
     },
     /// Serve JSON-RPC 2.0 (one message per line) over stdio, or a Unix socket for many clients,
     /// with the deployment's plugins hot-reloaded when their files change.
+    ///
+    /// Example: `approval-host --state-dir ~/.approval-host serve --config deploy.toml --socket ~/.approval-host/serve.sock`
     Serve {
         /// The deployment file (TOML).
         #[arg(long, value_name = "FILE")]
@@ -158,6 +188,8 @@ enum Command {
     /// deployment's hooks, ask routing, the sandboxed `bash` tool); approval questions nothing
     /// else answers go to the client as `session/request_permission`. The session modes `ask` and
     /// `never` are the approval policy. stdout carries only protocol messages; logs go to stderr.
+    ///
+    /// Example: `approval-host acp --config examples/acp/deploy.toml --script examples/acp/script.json`
     Acp {
         /// The deployment file (TOML): default policy, plugins, hooks, sandbox mode.
         #[arg(long, value_name = "FILE")]
@@ -169,6 +201,8 @@ enum Command {
     },
     /// Run the main job on the embedded default: a bundled deployment of the example plugins and
     /// scripted requests that show every outcome, each with its audit trail.
+    ///
+    /// Example: `approval-host demo` (or `approval-host --state-dir /tmp/demo demo` to keep the log)
     Demo,
     /// Print a session log readably and check it: every approval/asked has exactly one
     /// approval/decided, all inside turns. Exits 1 naming the first problem. Without a session,
@@ -289,15 +323,25 @@ fn parse_when_undecided(s: &str) -> Result<approval_host::claude_code::WhenUndec
 pub(crate) struct UsageError(pub(crate) String);
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let level = match (cli.quiet, cli.verbose) {
+        (true, _) => Some("error"),
+        (false, 0) => None,
+        (false, 1) => Some("info"),
+        (false, 2) => Some("debug"),
+        (false, _) => Some("trace"),
+    };
+    progress::QUIET.store(cli.quiet, std::sync::atomic::Ordering::Relaxed);
+    let filter = match level {
+        Some(level) => tracing_subscriber::EnvFilter::new(level),
+        None => tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+    };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
+        .with_env_filter(filter)
         .init();
-    let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,
         Err(err) => {
@@ -405,6 +449,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Rules(command) => rules_cmd::run(&state_dir, command),
+        Command::Test { dir } => test_cmd::run(&state_dir, &dir),
         Command::Init(InitCommand::ClaudeCode {
             project,
             user,
@@ -441,11 +486,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 ))
                 .into());
             }
+            // The sample deployment's sample question: a gate rejects `bash`, an answerer
+            // grants `read` once.
+            let tool = match role {
+                new::Role::Gate => "bash",
+                new::Role::Answerer => "read",
+            };
             for file in new::write(&dir, &name, lang, role)? {
                 println!("{}", file.display());
             }
             println!(
-                "next: {}/build.sh, then approval-host conform {0}/{name}.wasm --cases {0}/cases.json",
+                "next: approval-host test {}, then approval-host ask --session s1 --agent a1 --tool {tool} --config {0}/deployment.toml",
                 dir.display()
             );
             Ok(ExitCode::SUCCESS)
@@ -632,7 +683,7 @@ pub(crate) fn mount(
     Ok(Some((host, mounted)))
 }
 
-async fn conform(
+pub(crate) async fn conform(
     state_dir: &Path,
     plugin: &Path,
     suite: &approval_host::conformance::Suite,
@@ -713,7 +764,7 @@ fn plugin_name(path: &Path) -> String {
         .map_or_else(|| "plugin".to_owned(), |s| s.to_string_lossy().into_owned())
 }
 
-fn check(state_dir: &Path, path: &Path) -> Result<ExitCode> {
+pub(crate) fn check(state_dir: &Path, path: &Path) -> Result<ExitCode> {
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     let host = cached_host(state_dir)?;
     let spec = PluginSpec::new(plugin_name(path), path, Role::Gate);

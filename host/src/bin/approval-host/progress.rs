@@ -3,6 +3,7 @@
 
 use std::io::IsTerminal;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use approval_host::plugin::CompileObserver;
@@ -17,10 +18,16 @@ pub fn compiled_line(plugin: &str, bytes: usize, ok: bool, took: Duration) -> St
     )
 }
 
+/// `-q`: no progress either.
+pub static QUIET: AtomicBool = AtomicBool::new(false);
+
 /// An observer printing compile progress on stderr.
 pub fn observer() -> CompileObserver {
     let terminal = std::io::stderr().is_terminal();
-    Arc::new(move |plugin: &str, bytes: usize| {
+    Arc::new(move |plugin: &str, bytes: usize| -> Box<dyn FnOnce(bool)> {
+        if QUIET.load(Ordering::Relaxed) {
+            return Box::new(|_| {});
+        }
         let started = Instant::now();
         let plugin = plugin.to_owned();
         let spinner = terminal.then(|| {

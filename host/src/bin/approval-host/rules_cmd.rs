@@ -21,6 +21,8 @@ use crate::UsageError;
 pub enum RulesCommand {
     /// Print the active rules (deployment, project, user, and with --session that session's):
     /// id, effect, rule, scope, expiry, creator and reason.
+    ///
+    /// Example: `approval-host rules list --scope project --json`
     List {
         /// The deployment file whose project rules to show [default: the embedded default].
         #[arg(long, value_name = "FILE")]
@@ -67,6 +69,8 @@ pub enum RulesCommand {
         json: bool,
     },
     /// Revoke a rule: no decision that starts after this returns uses it.
+    ///
+    /// Example: `approval-host rules revoke 365b19467b71 --reason "no longer needed"`
     Revoke {
         /// The rule's id (from `rules list`).
         id: String,
@@ -81,6 +85,8 @@ pub enum RulesCommand {
         reason: Option<String>,
     },
     /// Say which rule (if any) would decide a call, and how. Changes nothing.
+    ///
+    /// Example: `approval-host rules explain --tool Bash --arguments '{"command":"npm run test"}'`
     Explain {
         /// The tool.
         #[arg(long, value_name = "T")]
