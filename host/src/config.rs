@@ -79,7 +79,7 @@ fn hook(ctx: &Ctx, index: usize, entry: &Value) -> Result<HookSpec, ConfigError>
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("{path}: {source}")]
+    #[error("{path}: cannot read the deployment file")]
     Read {
         /// The file.
         path: PathBuf,

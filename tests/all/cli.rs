@@ -820,3 +820,31 @@ fn a_compile_says_what_it_is_doing_and_check_uses_the_cache() {
     );
     assert_eq!(stdout(&first), stdout(&second));
 }
+
+#[test]
+fn a_missing_deployment_file_says_so_once_with_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope.toml");
+    let out = run(
+        dir.path(),
+        &[
+            "ask",
+            "--session",
+            "s",
+            "--agent",
+            "a",
+            "--tool",
+            "t",
+            "--config",
+            missing.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "approval-host: {}: cannot read the deployment file: No such file or directory (os error 2)\n",
+            missing.display()
+        )
+    );
+}

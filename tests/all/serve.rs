@@ -287,7 +287,10 @@ fn reasons_reach_the_prompt_the_request_result_and_the_model_s_text() {
     let id = ask(&mut c, "s1", "Bash");
     let r = c.response(id);
     // The digest of the version that answered, as on the decided event.
-    let digest = r["result"]["digest"].as_str().unwrap_or_default().to_owned();
+    let digest = r["result"]["digest"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     assert_eq!(digest.len(), 64, "{r}");
     assert_eq!(
         r["result"],
