@@ -419,7 +419,7 @@ async fn rules_and_revocations_survive_a_restart() {
     let ids: Vec<String> = book.list(None).into_iter().map(|r| r.id).collect();
     assert_eq!(
         ids,
-        [user.id.clone()],
+        std::slice::from_ref(&user.id),
         "the session's rules load with the session"
     );
     assert_eq!(
