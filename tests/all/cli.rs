@@ -136,7 +136,7 @@ fn a_bad_policy_in_the_config_exits_2_naming_the_value_and_the_file() {
     assert_eq!(
         stderr(&out),
         format!(
-            "approval-host: {}: [approval] policy = \"sometimes\": approval policy must be one of \"ask\" or \"never\"\n",
+            "approval-host: {}:2:1: [approval] policy = \"sometimes\": approval policy must be one of \"ask\" or \"never\"\n",
             config.display()
         )
     );
@@ -163,11 +163,13 @@ fn an_unknown_config_key_exits_2_naming_the_key_and_the_file() {
         ],
     );
     assert_eq!(out.status.code(), Some(2));
-    let err = stderr(&out);
-    assert!(err.contains(&config.display().to_string()), "{err}");
-    assert!(
-        err.contains("[approval]: unknown key \"polcy\" (expected policy)"),
-        "{err}"
+    // The file, the line and column of the key, the table, and what is wrong.
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "approval-host: {}:2:1: [approval]: unknown key \"polcy\" (expected policy)\n",
+            config.display()
+        )
     );
 }
 

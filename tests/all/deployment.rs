@@ -79,76 +79,97 @@ fn omitted_policy_is_ask() {
 #[test]
 fn refusals_name_the_file_the_plugin_and_the_field() {
     let entry = "[[plugin]]\nname = \"p\"\npath = \"p.wasm\"\nrole = \"gate\"\n";
+    // (file text, where, what): every refusal names the file, the line and column of the key
+    // (or table) it is about, the plugin, and the field.
     let cases = [
         (
             "[approval]\npolicy = \"sometimes\"\n".to_owned(),
+            ":2:1",
             "[approval] policy = \"sometimes\": approval policy must be one of \"ask\" or \"never\"",
         ),
         (
             "[approval]\npolcy = \"ask\"\n".to_owned(),
+            ":2:1",
             "[approval]: unknown key \"polcy\" (expected policy)",
         ),
         (
             "[approvals]\n".to_owned(),
+            ":1:2",
             "top level: unknown key \"approvals\" (expected [approval], [sandbox], [audit], [rules], [claude-code], [[plugin]], [[rule]] or [[hook]])",
         ),
         (
             format!("{entry}colour = \"red\"\n"),
+            ":5:1",
             "plugin \"p\": unknown key \"colour\"",
         ),
         (
             entry.replace("p.wasm", "missing.wasm"),
+            ":3:1",
             "plugin \"p\": path \"",
         ),
         (
             format!("{entry}{entry}"),
-            "plugin \"p\": name is used by an earlier plugin; names must be unique",
+            ":6:1",
+            "plugin #2: name = \"p\" is used by an earlier plugin; names must be unique",
         ),
         (
             entry.replace("\"gate\"", "\"boss\""),
+            ":4:1",
             "plugin \"p\": role = \"boss\": must be \"gate\" or \"answerer\"",
         ),
         (
             format!("{entry}isolation = \"shared\"\n"),
+            ":5:1",
             "plugin \"p\": isolation = \"shared\": must be \"reuse\" or \"per-decision\"",
         ),
         (
             format!("{entry}timeout_ms = 0\n"),
+            ":5:1",
             "plugin \"p\": timeout_ms = 0: must be between 1 and 600000",
         ),
         (
             format!("{entry}memory_mb = \"lots\"\n"),
+            ":5:1",
             "plugin \"p\": memory_mb must be an integer, not string",
         ),
         (
             format!("{entry}sha256 = \"abc\"\n"),
+            ":5:1",
             "plugin \"p\": sha256 = \"abc\": must be 64 hexadecimal digits",
         ),
         (
             format!("{entry}[plugin.config]\nn = 3\n"),
+            ":6:1",
             "plugin \"p\": config.n must be a string, not integer",
         ),
         (
             format!("{entry}[plugin.files]\n\"/r\" = \"nowhere\"\n"),
+            ":6:1",
             "plugin \"p\": files.\"/r\" = \"",
         ),
         (
             format!("{entry}[plugin.files]\n\"r\" = \".\"\n"),
+            ":6:1",
             "plugin \"p\": files.\"r\": the guest path must be absolute",
         ),
         (
             "[[plugin]]\npath = \"p.wasm\"\n".to_owned(),
+            ":1:1",
             "plugin #1: name is missing",
         ),
         (
             "[[plugin]]\nname = \"p\"\npath = \"p.wasm\"\n".to_owned(),
+            ":1:1",
             "plugin \"p\": role is missing (\"gate\" or \"answerer\")",
         ),
     ];
-    for (text, expected) in cases {
+    for (text, at, expected) in cases {
         let (path, message) = refusal(&text);
-        let prefix = format!("{}: ", path.display());
-        assert!(message.starts_with(&prefix), "{message}");
+        let prefix = format!("{}{at}: ", path.display());
+        assert!(
+            message.starts_with(&prefix),
+            "{message} (expected {prefix:?})"
+        );
         assert!(
             message[prefix.len()..].starts_with(expected),
             "expected {expected:?}, got {message:?}"
@@ -162,7 +183,8 @@ fn invalid_toml_names_the_file_and_line() {
     let path = write(dir.path(), "[approval\n");
     let err = Deployment::load(&path).unwrap_err();
     assert!(matches!(err, ConfigError::Parse { .. }));
-    let text = err.to_string();
-    assert!(text.starts_with(&path.display().to_string()), "{text}");
-    assert!(text.contains("line 1"), "{text}");
+    assert_eq!(
+        err.to_string(),
+        format!("{}:1:10: unclosed table, expected `]`", path.display())
+    );
 }

@@ -10,6 +10,9 @@ use std::time::Duration;
 
 use toml::{Table, Value};
 
+mod locate;
+pub use locate::Location;
+
 use crate::policy::{POLICY_VOCABULARY_ERROR, Policy};
 use crate::tools::hooks::{HookSpec, PRE_TOOL_USE};
 use crate::tools::sandbox::SandboxMode;
@@ -88,26 +91,32 @@ pub enum ConfigError {
         source: std::io::Error,
     },
     /// The file is not valid TOML.
-    #[error("{path}: {message}")]
+    #[error("{}{at}: {message}", path.display())]
     Parse {
         /// The file.
         path: PathBuf,
-        /// What the parser said, with the line.
+        /// Where the parser stopped.
+        at: Location,
+        /// What the parser said.
         message: String,
     },
     /// `[approval] policy` is outside the vocabulary.
-    #[error("{path}: [approval] policy = {value:?}: {POLICY_VOCABULARY_ERROR}")]
+    #[error("{}{at}: [approval] policy = {value:?}: {POLICY_VOCABULARY_ERROR}", path.display())]
     Policy {
         /// The file.
         path: PathBuf,
+        /// The line and column of the value.
+        at: Location,
         /// The refused value.
         value: String,
     },
     /// A key or value outside a plugin entry's contract.
-    #[error("{path}: {place}: {message}")]
+    #[error("{}{at}: {place}: {message}", path.display())]
     Field {
         /// The file.
         path: PathBuf,
+        /// The line and column of the key (or table) the error is about.
+        at: Location,
         /// Where: `[approval]`, `plugin "name"`, `plugin #2` (when it has no usable name)...
         place: String,
         /// The field and what is wrong with it.
@@ -270,14 +279,17 @@ const PLUGIN_KEYS: [&str; 9] = [
 struct Ctx<'a> {
     path: &'a Path,
     dir: &'a Path,
+    locator: locate::Locator<'a>,
 }
 
 impl Ctx<'_> {
     fn err(&self, place: &str, message: impl Into<String>) -> ConfigError {
+        let message = message.into();
         ConfigError::Field {
             path: self.path.to_owned(),
+            at: self.locator.locate(place, &message),
             place: place.to_owned(),
-            message: message.into(),
+            message,
         }
     }
 
@@ -479,10 +491,17 @@ impl Deployment {
             .parse()
             .map_err(|e: toml::de::Error| ConfigError::Parse {
                 path: path.to_owned(),
-                message: e.to_string().trim_end().to_owned(),
+                at: e
+                    .span()
+                    .map_or_else(Location::default, |s| locate::line_column(text, s.start)),
+                message: e.message().trim_end().to_owned(),
             })?;
         let dir = path.parent().unwrap_or(Path::new("."));
-        let ctx = Ctx { path, dir };
+        let ctx = Ctx {
+            path,
+            dir,
+            locator: locate::Locator::new(text),
+        };
         let mut default_policy = Policy::Ask;
         let mut plugins = Vec::new();
         let mut hooks = Vec::new();
@@ -503,6 +522,7 @@ impl Deployment {
                                 default_policy =
                                     value.parse().map_err(|_| ConfigError::Policy {
                                         path: path.to_owned(),
+                                        at: ctx.locator.locate("[approval]", "policy"),
                                         value: value.to_owned(),
                                     })?;
                             }
@@ -524,8 +544,11 @@ impl Deployment {
                         let spec = plugin(&ctx, i, entry)?;
                         if !names.insert(spec.name.clone()) {
                             return Err(ctx.err(
-                                &format!("plugin {:?}", spec.name),
-                                "name is used by an earlier plugin; names must be unique",
+                                &format!("plugin #{}", i + 1),
+                                format!(
+                                    "name = {:?} is used by an earlier plugin; names must be unique",
+                                    spec.name
+                                ),
                             ));
                         }
                         plugins.push(spec);
