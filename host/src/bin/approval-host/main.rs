@@ -88,17 +88,20 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Check whether a component fits the plugin world (approval:plugin/answerer@0.1.x): its
-    /// exports, its imports (only the host interface and WASI 0.2) and its API version. Exits 1
-    /// with the exact mismatch. Compiled components are cached under `<state-dir>/cache`.
+    /// Check whether a component fits the plugin world.
+    ///
+    /// Reports its exports, its imports (only the host interface and WASI 0.2) and its API
+    /// version (approval:plugin/answerer@0.1.x or 0.2.x). Exits 1 with the exact mismatch. Compiled components are cached under `<state-dir>/cache`.
     ///
     /// Example: `approval-host check target/guests/python/allow-tools.wasm`
     Check {
         /// The component file.
         plugin: PathBuf,
     },
-    /// Write a plugin skeleton: its source, a build script, the WIT contract, a sample
-    /// deployment and sample conformance cases, in a new directory NAME (or --dir).
+    /// Write a plugin skeleton in any of four languages.
+    ///
+    /// Its source, a build script, the WIT contract, a sample deployment and sample conformance
+    /// cases, in a new directory NAME (or --dir).
     ///
     /// Example: `approval-host new no-secrets --lang python`, then `approval-host test no-secrets`
     New {
@@ -114,11 +117,13 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
-    /// Run conformance cases (JSON: `{"cases": [{"name", "gate"?, "config"?, "tool", "call_id"?,
-    /// "arguments"?, "expect", "reason"?}]}`; `expect` is allow-once, reject, cancel, next,
-    /// refused or failed (<kind>)) against a plugin, each in its own audited session (in a
-    /// scratch directory), and print each answer. Runs the cases for the plugin's name and those
-    /// that name no gate. Exits 1 when a case fails. Compiled components are cached under
+    /// Run conformance cases against a plugin.
+    ///
+    /// Cases are JSON, `{"cases": [{"name", "gate"?, "config"?, "tool", "call_id"?,
+    /// "arguments"?, "expect", "reason"?}]}`, where `expect` is allow-once, reject, cancel, next,
+    /// refused or failed (<kind>). Each runs in its own audited session (in a scratch
+    /// directory) and its answer is printed. Runs the cases for the plugin's name and those that
+    /// name no gate. Exits 1 when a case fails. Compiled components are cached under
     /// `<state-dir>/cache`.
     ///
     /// Example: `approval-host conform my-gate.wasm --cases cases.json`
@@ -132,8 +137,10 @@ enum Command {
         #[arg(long, value_name = "NAME")]
         name: Option<String>,
     },
-    /// Build a plugin made by `new` (its build.sh), check it against the plugin world, and run
-    /// its conformance cases: exits 0 when it is ready to use, 1 naming the step that failed.
+    /// Build, check and conform a plugin made by `new`.
+    ///
+    /// Runs its build.sh, checks the component against the plugin world, and runs its
+    /// conformance cases: exits 0 when it is ready to use, 1 naming the step that failed.
     ///
     /// Example: `approval-host new no-secrets --lang rust && approval-host test no-secrets`
     Test {
@@ -141,10 +148,11 @@ enum Command {
         #[arg(default_value = ".")]
         dir: PathBuf,
     },
-    /// Turn a core WebAssembly module (WASI preview1, with the component type `wit-bindgen`
-    /// embeds, e.g. from clang and wasi-libc) into a plugin component, adapting its WASI imports
-    /// to WASI 0.2; then check it as `check` does. Exits 1 when the module cannot become a
-    /// plugin.
+    /// Turn a core WebAssembly module (C, wasi-libc) into a plugin component.
+    ///
+    /// The module is WASI preview1, with the component type `wit-bindgen` embeds (e.g. from
+    /// clang and wasi-libc); its WASI imports are adapted to WASI 0.2, then the component is
+    /// checked as `check` does. Exits 1 when the module cannot become a plugin.
     ///
     /// Example: `approval-host componentize gate.core.wasm -o gate.wasm`
     Componentize {
@@ -154,8 +162,10 @@ enum Command {
         #[arg(short, long, value_name = "FILE")]
         output: PathBuf,
     },
-    /// Serve JSON-RPC 2.0 (one message per line) over stdio, or a Unix socket for many clients,
-    /// with the deployment's plugins hot-reloaded when their files change.
+    /// Serve the host over JSON-RPC 2.0 (stdio or a Unix socket).
+    ///
+    /// One message per line, over stdio or a Unix socket for many clients, with the
+    /// deployment's plugins hot-reloaded when their files change.
     ///
     /// Example: `approval-host --state-dir ~/.approval-host serve --config deploy.toml --socket ~/.approval-host/serve.sock`
     Serve {
@@ -181,8 +191,10 @@ enum Command {
     /// Adapters for agent harnesses.
     #[command(subcommand)]
     Hook(HookCommand),
-    /// Serve the Agent Client Protocol over stdio as an agent whose model is a script, so a real
-    /// client (an editor, or an automation client) can watch and answer the approval flow.
+    /// Serve ACP over stdio as a scripted agent, to answer approvals from an ACP client.
+    ///
+    /// The agent's model is a script, so a real client (an editor, or an automation client) can
+    /// watch and answer the approval flow.
     ///
     /// `session/prompt` runs the session's next scripted turn through the tool runtime (the
     /// deployment's hooks, ask routing, the sandboxed `bash` tool); approval questions nothing
@@ -199,21 +211,26 @@ enum Command {
         #[arg(long, value_name = "SCRIPT")]
         script: PathBuf,
     },
-    /// Run the main job on the embedded default: a bundled deployment of the example plugins and
-    /// scripted requests that show every outcome, each with its audit trail.
+    /// Show every outcome with its audit trail, on the embedded default.
+    ///
+    /// A bundled deployment of the example plugins answers scripted requests.
     ///
     /// Example: `approval-host demo` (or `approval-host --state-dir /tmp/demo demo` to keep the log)
     Demo,
-    /// Print a session log readably and check it: every approval/asked has exactly one
-    /// approval/decided, all inside turns. Exits 1 naming the first problem. Without a session,
-    /// list the sessions: id, records, last activity, whether a turn is open.
+    /// Print and check a session log, or list the sessions.
+    ///
+    /// Checks that every approval/asked has exactly one approval/decided, all inside turns; exits
+    /// 1 naming the first problem. Without a session, lists the sessions: id, records, last
+    /// activity, whether a turn is open.
     ///
     /// Example: `approval-host --state-dir .approval-host log` then `... log <session>`
     Log {
         /// The session id.
         session: Option<String>,
     },
-    /// Check that session logs are what the host wrote: each line commits to the one before it
+    /// Check session logs for tampering.
+    ///
+    /// Each line commits to the one before it
     /// (hash chain from the session's genesis), seq has no gap, and every question is decided
     /// once inside its turn. Exits 0 when every log is intact (warnings are not tampering), 1
     /// naming the session, the first bad line and what is wrong.
@@ -240,8 +257,10 @@ enum Command {
     /// Standing rules: list, add, revoke, explain.
     #[command(subcommand)]
     Rules(rules_cmd::RulesCommand),
-    /// Create an Ed25519 signing key for checkpoints at FILE (mode 0600; keep it outside the
-    /// state directory) and its public key at FILE.pub. Refuses to overwrite a key.
+    /// Create the Ed25519 key that signs audit checkpoints.
+    ///
+    /// Writes the key at FILE (mode 0600; keep it outside the state directory) and its public
+    /// key at FILE.pub. Refuses to overwrite a key.
     ///
     /// Example: `approval-host keygen ~/.config/approval-host/audit.key`, then
     /// `[audit] signing-key = "~/.config/approval-host/audit.key"` in the deployment file.
