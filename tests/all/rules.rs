@@ -598,3 +598,57 @@ async fn a_project_rule_from_a_proposal_applies_to_every_session() {
     assert_eq!(calls.load(Ordering::SeqCst), 2);
     assert_eq!(book.list(Some(RuleScope::Project))[0].session, None);
 }
+
+/// Polls `check` until it holds, failing after a deadline (the book refreshes on its own clock).
+fn eventually(what: &str, check: impl Fn() -> bool) -> Duration {
+    let started = std::time::Instant::now();
+    while !check() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{what} did not happen within 10 s"
+        );
+        std::thread::yield_now();
+    }
+    started.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_process_s_rules_and_revocations_take_effect_within_the_refresh_interval() {
+    let host = Host::new();
+    enable(&host, vec![], rules::system_clock());
+    // A second book over the same state directory: another `serve` or a CLI `rules add`.
+    let other_service = ApprovalService::open_dir(host.dir.path(), Policy::Ask);
+    let other = RuleBook::open(
+        other_service.store(),
+        "test-project",
+        vec![],
+        vec![],
+        rules::system_clock(),
+    )
+    .unwrap();
+    other_service.set_rules(Some(other.clone()));
+    let added = other_service
+        .add_rule(rule("Bash(make:*)", Effect::Allow, RuleScope::Project))
+        .await
+        .unwrap();
+    let book = host.service.rules().unwrap();
+    let seen = eventually("the new rule reaching the first book", || {
+        book.list(None).iter().any(|r| r.id == added.id)
+    });
+    assert!(seen < Duration::from_secs(2), "{seen:?}");
+    assert_eq!(
+        bash(&host.service, "c1", "make all").await.outcome,
+        Outcome::AllowedOnce
+    );
+    other_service
+        .revoke_rule(&added.id, "test", None)
+        .await
+        .unwrap();
+    eventually("the revocation reaching the first book", || {
+        book.list(None).is_empty()
+    });
+    assert_eq!(
+        bash(&host.service, "c2", "make all").await.outcome,
+        Outcome::Unavailable
+    );
+}
