@@ -283,8 +283,51 @@ fn help_lists_the_commands() {
     let out = run(dir.path(), &["--help"]);
     assert!(out.status.success());
     let text = stdout(&out);
-    assert!(text.contains("ask"), "{text}");
-    assert!(text.contains("log"), "{text}");
+    // One short line per command.
+    let commands: Vec<&str> = text
+        .lines()
+        .skip_while(|l| *l != "Commands:")
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    let names: Vec<&str> = commands
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    for name in [
+        "ask", "log", "verify", "rules", "init", "test", "hook", "serve",
+    ] {
+        assert!(names.contains(&name), "{text}");
+    }
+    for line in &commands {
+        assert!(line.len() <= 100, "a long command summary: {line}");
+    }
+    // Every command's long help ends with an example; --state-dir shows only where it matters.
+    for (command, uses_state) in [
+        (&["ask"][..], true),
+        (&["log"][..], true),
+        (&["rules", "add"][..], true),
+        (&["hook", "claude-code"][..], true),
+        (&["new"][..], false),
+        (&["keygen"][..], false),
+        (&["init"][..], false),
+        (&["init", "claude-code"][..], false),
+    ] {
+        let mut args = command.to_vec();
+        args.push("--help");
+        let help = stdout(&run(dir.path(), &args));
+        let description = help.split("Usage:").next().unwrap();
+        let last_paragraph = description.trim_end().rsplit("\n\n").next().unwrap();
+        assert!(
+            last_paragraph.starts_with("Example") || command == ["init"],
+            "{command:?}: {help}"
+        );
+        assert_eq!(
+            help.contains("--state-dir <DIR>"),
+            uses_state,
+            "{command:?}: {help}"
+        );
+    }
 }
 
 fn deployment(dir: &Path, extra: &str) -> std::path::PathBuf {

@@ -116,6 +116,9 @@ enum Command {
         /// Where to write it [default: ./NAME].
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
+        /// (No state directory: this command neither reads nor writes one.)
+        #[arg(id = "state_dir", long = "state-dir", value_name = "DIR", hide = true)]
+        no_state_dir: Option<PathBuf>,
     },
     /// Run conformance cases against a plugin.
     ///
@@ -252,8 +255,14 @@ enum Command {
         public_key: Option<PathBuf>,
     },
     /// Set the host up for an agent harness.
-    #[command(subcommand)]
-    Init(InitCommand),
+    Init {
+        /// The harness.
+        #[command(subcommand)]
+        harness: InitCommand,
+        /// (No state directory: this command neither reads nor writes one.)
+        #[arg(id = "state_dir", long = "state-dir", value_name = "DIR", hide = true)]
+        no_state_dir: Option<PathBuf>,
+    },
     /// Standing rules: list, add, revoke, explain.
     #[command(subcommand)]
     Rules(rules_cmd::RulesCommand),
@@ -267,6 +276,9 @@ enum Command {
     Keygen {
         /// Where to write the signing key.
         file: PathBuf,
+        /// (No state directory: this command neither reads nor writes one.)
+        #[arg(id = "state_dir", long = "state-dir", value_name = "DIR", hide = true)]
+        no_state_dir: Option<PathBuf>,
     },
 }
 
@@ -289,6 +301,9 @@ enum InitCommand {
         /// Show what would change (a diff) and write nothing.
         #[arg(long)]
         dry_run: bool,
+        /// (No state directory: this command neither reads nor writes one.)
+        #[arg(id = "state_dir", long = "state-dir", value_name = "DIR", hide = true)]
+        no_state_dir: Option<PathBuf>,
     },
 }
 
@@ -454,7 +469,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 .map_err(|e| UsageError(format!("--public-key {e}")))?;
             verify(&state_dir, sessions, all, json, key.as_ref())
         }
-        Command::Keygen { file } => {
+        Command::Keygen { file, .. } => {
             let public = approval_host::audit::checkpoint::keygen(&file)
                 .map_err(|e| UsageError(e.to_string()))?;
             println!(
@@ -469,11 +484,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Rules(command) => rules_cmd::run(&state_dir, command),
         Command::Test { dir } => test_cmd::run(&state_dir, &dir),
-        Command::Init(InitCommand::ClaudeCode {
-            project,
-            user,
-            dry_run,
-        }) => {
+        Command::Init {
+            harness:
+                InitCommand::ClaudeCode {
+                    project,
+                    user,
+                    dry_run,
+                    ..
+                },
+            ..
+        } => {
             let target = match (project, user) {
                 (Some(dir), false) => init::Target::Project(dir),
                 (None, true) => init::Target::User(
@@ -495,6 +515,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             lang,
             role,
             dir,
+            ..
         } => {
             new::check_name(&name).map_err(UsageError)?;
             let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
