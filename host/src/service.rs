@@ -207,8 +207,12 @@ impl ApprovalService {
 
     /// Signs checkpoints of every session's log with this checkpointer from now on: at every
     /// `turn/end`, and every [`checkpoint::EVERY_RECORDS`] records or [`checkpoint::EVERY`] while
-    /// a turn is open. `None` stops it.
+    /// a turn is open; and the rules logs of its rule book after every rule added or revoked.
+    /// `None` stops it.
     pub fn set_checkpointer(&self, checkpointer: Option<Arc<Checkpointer>>) {
+        if let Some((book, _)) = &*self.inner.rules.read().unwrap_or_else(|p| p.into_inner()) {
+            book.set_checkpointer(checkpointer.clone());
+        }
         *self
             .inner
             .checkpointer
@@ -358,6 +362,13 @@ impl ApprovalService {
     /// rules indexed.
     pub fn set_rules(&self, book: Option<Arc<RuleBook>>) {
         let next = book.map(|book| {
+            book.set_checkpointer(
+                self.inner
+                    .checkpointer
+                    .read()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone(),
+            );
             let registration = self.inner.waterfall.register(
                 rules::GATE_NAME,
                 Scope::Global,

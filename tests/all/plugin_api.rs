@@ -34,11 +34,7 @@ fn deployment(plugins: Vec<PluginSpec>) -> Deployment {
         path: None,
         default_policy: Policy::Ask,
         plugins,
-        hooks: Vec::new(),
-        sandbox_mode: approval_host::tools::sandbox::SandboxMode::ReadOnly,
-        signing_key: None,
-        rules: Default::default(),
-        claude_code: Default::default(),
+        ..Deployment::embedded()
     }
 }
 

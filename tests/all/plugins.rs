@@ -375,11 +375,7 @@ async fn example_plugins_decide_in_deployment_order() {
         path: None,
         default_policy: Policy::Ask,
         plugins: examples(),
-        hooks: Vec::new(),
-        sandbox_mode: approval_host::tools::sandbox::SandboxMode::ReadOnly,
-        signing_key: None,
-        rules: Default::default(),
-        claude_code: Default::default(),
+        ..Deployment::embedded()
     };
     let mut mounted = Mounted::load(&rig.host.service, &rig.plugins, &deployment).unwrap();
     assert_eq!(
@@ -514,11 +510,7 @@ async fn many_concurrent_requests_across_plugins() {
         path: None,
         default_policy: Policy::Ask,
         plugins: examples(),
-        hooks: Vec::new(),
-        sandbox_mode: approval_host::tools::sandbox::SandboxMode::ReadOnly,
-        signing_key: None,
-        rules: Default::default(),
-        claude_code: Default::default(),
+        ..Deployment::embedded()
     };
     let _mounted = Mounted::load(&rig.host.service, &rig.plugins, &deployment).unwrap();
     let mut tasks = Vec::new();

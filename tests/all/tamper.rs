@@ -571,3 +571,197 @@ fn a_deployment_names_its_signing_key_and_a_bad_one_is_refused_by_name() {
     assert!(err.contains("deploy.toml: [audit] signing-key:"), "{err}");
     assert!(err.contains("bad.key: not an Ed25519 signing key"), "{err}");
 }
+
+#[tokio::test]
+async fn rules_logs_are_checkpointed_after_every_change_and_a_forged_rule_is_found() {
+    use approval_host::answer::{Effect, RuleScope};
+    use approval_host::rules::{self, NewRule, USER_LOG};
+    let signed = Signed::new();
+    let service = signed.service();
+    let deployment = approval_host::config::Deployment::embedded();
+    let book = rules::for_deployment(service.store(), &deployment, rules::system_clock()).unwrap();
+    service.set_rules(Some(book));
+    let new = |rule: &str| NewRule {
+        rule: rule.to_owned(),
+        effect: Effect::Allow,
+        scope: RuleScope::User,
+        session: None,
+        lasts: None,
+        creator: "cli:test".to_owned(),
+        reason: None,
+    };
+    let kept = service.add_rule(new("Bash(npm test)")).await.unwrap();
+    let gone = service.add_rule(new("Read")).await.unwrap();
+    service
+        .revoke_rule(&gone.id, "cli:test", None)
+        .await
+        .unwrap();
+    let seqs: Vec<u64> =
+        approval_host::audit::checkpoint::read_checkpoints(&signed.checkpoints(USER_LOG))
+            .unwrap()
+            .into_iter()
+            .map(|c| c.unwrap().seq)
+            .collect();
+    assert_eq!(seqs, [1, 2, 3], "one checkpoint per rule change");
+    let report = signed.verify(USER_LOG);
+    assert_eq!(report.problem, None);
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    drop(service);
+
+    // A forger with write access appends a well-chained rule allowing every Bash call.
+    let path = log_path(signed.state.path(), USER_LOG);
+    let original = lines(&path);
+    let mut l = original.clone();
+    let prev = approval_host::audit::chain::line_hash(l.last().unwrap().as_bytes());
+    let forged = Event::RuleAdded(approval_host::event::RuleAdded {
+        id: "forged".into(),
+        tool: "Bash".into(),
+        pattern: None,
+        effect: Effect::Allow,
+        scope: RuleScope::User,
+        expires_at: None,
+        creator: kept.creator.clone(),
+        reason: None,
+    });
+    let mut line = Vec::new();
+    Record::now(4, forged).write_chained_line(&prev, &mut line);
+    l.push(String::from_utf8(line).unwrap().trim_end().to_owned());
+    write_lines(&path, &l);
+    assert_eq!(
+        verify_file(&path, USER_LOG).unwrap().problem,
+        None,
+        "the chain alone is fooled"
+    );
+    let report = signed.verify(USER_LOG);
+    let p = report.problem.expect("a forged rule went unnoticed");
+    assert_eq!((p.line, p.kind), (4, Tamper::AddedAfterCheckpoint));
+    assert!(
+        p.message
+            .starts_with("the rule change at seq 4 has no checkpoint"),
+        "{}",
+        p.message
+    );
+
+    // Removing the revocation brings the revoked rule back: the log is shorter than its
+    // checkpoint.
+    write_lines(&path, &original[..2]);
+    assert_eq!(signed.problem(USER_LOG), (3, Tamper::Truncated));
+    let (code, out) = signed.cli(&["--all"]);
+    assert_eq!(code, 1);
+    assert!(
+        out.contains("rules.user: TAMPERED at line 3 (truncated)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_checkpoint_copy_finds_a_log_cut_short_whose_own_checkpoints_were_removed() {
+    let signed = Signed::new();
+    let copy = tempfile::tempdir().unwrap();
+    let config = signed.keys.path().join("deploy.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[audit]\nsigning-key = \"audit.key\"\ncheckpoint-copy = \"{}\"\n",
+            copy.path().display()
+        ),
+    )
+    .unwrap();
+    let ask = |session: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_approval-host"))
+            .arg("--state-dir")
+            .arg(signed.state.path())
+            .args([
+                "ask",
+                "--session",
+                session,
+                "--agent",
+                "a",
+                "--tool",
+                "bash",
+            ])
+            .arg("--config")
+            .arg(&config)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    ask("s1");
+    ask("s1");
+    let in_state = std::fs::read_to_string(signed.checkpoints("s1")).unwrap();
+    let copied = std::fs::read_to_string(approval_host::audit::checkpoint::checkpoints_in(
+        copy.path(),
+        "s1",
+    ))
+    .unwrap();
+    assert_eq!(in_state.lines().count(), 2);
+    assert_eq!(
+        in_state, copied,
+        "the copy holds the same signed checkpoints"
+    );
+
+    // Someone who can write the state directory drops the second ask and its checkpoints.
+    let path = log_path(signed.state.path(), "s1");
+    let l = lines(&path);
+    write_lines(&path, &l[..l.len() / 2]);
+    std::fs::remove_file(signed.checkpoints("s1")).unwrap();
+    let (code, out) = signed.cli(&["s1"]);
+    assert_eq!(code, 0, "without the copy, only a warning: {out}");
+    assert!(
+        out.contains(approval_host::audit::verify::NO_CHECKPOINTS),
+        "{out}"
+    );
+    let (code, out) = signed.cli(&["--checkpoints", copy.path().to_str().unwrap(), "s1"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.starts_with(&format!(
+            "s1: TAMPERED at line {} (truncated)",
+            l.len() / 2 + 1
+        )),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_checkpoint_copy_without_a_signing_key_is_refused_at_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("deploy.toml");
+    std::fs::write(&config, "[audit]\ncheckpoint-copy = \"copy\"\n").unwrap();
+    let err = approval_host::config::Deployment::load(&config).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{}:2:1: [audit]: checkpoint-copy needs signing-key: only signed checkpoints are copied",
+            config.display()
+        )
+    );
+}
+
+#[test]
+fn a_rule_added_on_the_command_line_is_checkpointed_and_verifies() {
+    let signed = Signed::new();
+    let config = signed.keys.path().join("deploy.toml");
+    std::fs::write(&config, "[audit]\nsigning-key = \"audit.key\"\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_approval-host"))
+        .arg("--state-dir")
+        .arg(signed.state.path())
+        .args(["rules", "add", "Bash(npm test)", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let log = approval_host::rules::project_log(&approval_host::rules::project_of(
+        &approval_host::config::Deployment::load(&config).unwrap(),
+    ));
+    let checkpoints =
+        approval_host::audit::checkpoint::read_checkpoints(&signed.checkpoints(&log)).unwrap();
+    assert_eq!(checkpoints.len(), 1);
+    assert_eq!(checkpoints[0].as_ref().unwrap().seq, 1);
+    let (code, out) = signed.cli(&["--all"]);
+    assert_eq!(code, 0, "{out}");
+    // Reading the rules opened the (empty) user rules log too.
+    assert_eq!(
+        out,
+        format!("{log}: intact, 1 records, chained\nrules.user: intact, empty\n")
+    );
+}

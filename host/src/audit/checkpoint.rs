@@ -5,8 +5,11 @@
 //! `turn/end`, and every [`EVERY_RECORDS`] records or [`EVERY`] while a turn is open, the host signs
 //! `{session, seq, head, time}` (the chain value of the line at `seq`) with an Ed25519 key kept
 //! outside the state directory, and appends the checkpoint, synced, to a checkpoint log of its own,
-//! `<state-dir>/checkpoints/<session>.jsonl`. Anyone holding the public key can then tell a log
-//! that still holds every checkpointed line from one that was shortened, rewritten or extended.
+//! `<state-dir>/checkpoints/<session>.jsonl`, and to the same name in a second directory when the
+//! deployment names one (`[audit] checkpoint-copy`). Anyone holding the public key can then tell a
+//! log that still holds every checkpointed line from one that was shortened, rewritten or
+//! extended; the copy keeps that true for whoever can also remove the state directory's own
+//! checkpoint logs. Rules logs are checkpointed after every rule added or revoked.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
@@ -175,9 +178,13 @@ impl Checkpoint {
 
 /// `<state-dir>/checkpoints/<session>.jsonl`.
 pub fn checkpoints_path(state_dir: &Path, session: &str) -> PathBuf {
-    state_dir
-        .join("checkpoints")
-        .join(format!("{session}.jsonl"))
+    checkpoints_in(&state_dir.join("checkpoints"), session)
+}
+
+/// `<dir>/<session>.jsonl`: a session's checkpoint log in a checkpoint directory (the state
+/// directory's `checkpoints/`, or a copy).
+pub fn checkpoints_in(dir: &Path, session: &str) -> PathBuf {
+    dir.join(format!("{session}.jsonl"))
 }
 
 /// Reads a checkpoint log: each line parsed, or why it does not parse. A missing file is empty.
@@ -202,6 +209,7 @@ pub fn read_checkpoints(path: &Path) -> io::Result<Vec<Result<Checkpoint, String
 pub struct Checkpointer {
     key: SigningKey,
     state_dir: PathBuf,
+    copy: Option<PathBuf>,
     serial: Mutex<()>,
 }
 
@@ -209,6 +217,7 @@ impl std::fmt::Debug for Checkpointer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Checkpointer")
             .field("state_dir", &self.state_dir)
+            .field("copy", &self.copy)
             .finish_non_exhaustive()
     }
 }
@@ -219,25 +228,55 @@ impl Checkpointer {
         Checkpointer {
             key,
             state_dir: state_dir.into(),
+            copy: None,
             serial: Mutex::new(()),
         }
     }
 
+    /// Also appends every checkpoint to `<dir>/<session>.jsonl`.
+    pub fn with_copy(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.copy = Some(dir.into());
+        self
+    }
+
     /// Signs the line at `seq` of `session` (chain value `head`) and appends the checkpoint to
-    /// the session's checkpoint log, returning once it is durable.
+    /// the session's checkpoint log, and to its copy, returning once both are durable. The copy
+    /// is written even when the first write fails (the first error is returned).
     pub fn write(&self, session: &str, seq: u64, head: &Head) -> io::Result<()> {
         let checkpoint = Checkpoint::sign(&self.key, session, seq, head);
-        let path = checkpoints_path(&self.state_dir, session);
-        let _serial = self.serial.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let mut file = OpenOptions::new().create(true).append(true).open(&path)?;
         let mut line = serde_json::to_vec(&checkpoint).map_err(io::Error::other)?;
         line.push(b'\n');
-        file.write_all(&line)?;
-        file.sync_data()
+        let _serial = self.serial.lock().unwrap_or_else(|p| p.into_inner());
+        let main = append_synced(&checkpoints_path(&self.state_dir, session), &line);
+        let copy = match &self.copy {
+            Some(dir) => append_synced(&checkpoints_in(dir, session), &line),
+            None => Ok(()),
+        };
+        main.and(copy)
     }
+}
+
+/// Appends `line` to `path` (creating it and its directory) and syncs it. A file created here
+/// has its directory entry synced too, so the checkpoint log itself survives a crash.
+fn append_synced(path: &Path, line: &[u8]) -> io::Result<()> {
+    let with_path = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(with_path)?;
+    let created = !path.exists();
+    let mut file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(with_path)?;
+    file.write_all(line)
+        .and_then(|()| file.sync_data())
+        .map_err(with_path)?;
+    if created {
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(with_path)?;
+    }
+    Ok(())
 }
 
 /// The checkpointer a deployment asks for (`[audit] signing-key`), if any.
@@ -249,5 +288,9 @@ pub fn for_deployment(
         return Ok(None);
     };
     let key = load_signing_key(path)?;
-    Ok(Some(std::sync::Arc::new(Checkpointer::new(key, state_dir))))
+    let mut checkpointer = Checkpointer::new(key, state_dir);
+    if let Some(copy) = &deployment.checkpoint_copy {
+        checkpointer = checkpointer.with_copy(copy);
+    }
+    Ok(Some(std::sync::Arc::new(checkpointer)))
 }

@@ -53,8 +53,9 @@ pub enum Tamper {
     Rewritten,
     /// The log is shorter than its last checkpoint: records were removed from its end.
     Truncated,
-    /// A turn ended after the last checkpoint: the host checkpoints every turn's end, so those
-    /// records were added after it (or the host crashed in the moment between the two).
+    /// A turn ended (in a rules log: any record) after the last checkpoint: the host checkpoints
+    /// every turn's end and every rule change, so those records were added after it (or the
+    /// host crashed in the moment between the two).
     AddedAfterCheckpoint,
 }
 
@@ -225,7 +226,10 @@ pub fn verify_reader_with(
         }
     }
     let last_signed = signed.keys().next_back().copied().unwrap_or(0);
-    // Turn ends after the last checkpoint.
+    // The host checkpoints a rules log after every record (each is a rule added or revoked), so
+    // there every record must be covered, as a session's turn ends are.
+    let rules_log = session.starts_with(crate::rules::LOG_PREFIX);
+    // Turn ends (in a rules log: records) after the last checkpoint.
     let mut unsigned_turn_ends: Vec<u64> = Vec::new();
     loop {
         line.clear();
@@ -338,7 +342,7 @@ pub fn verify_reader_with(
         }
         if checkpoints.is_some()
             && record.seq > last_signed
-            && matches!(record.event, Event::TurnEnd)
+            && (rules_log || matches!(record.event, Event::TurnEnd))
         {
             unsigned_turn_ends.push(record.seq);
         }
@@ -363,12 +367,17 @@ pub fn verify_reader_with(
                 report.warnings.push(NO_CHECKPOINTS.to_owned());
             }
         } else if let Some(&end) = unsigned_turn_ends.first() {
+            let what = if rules_log {
+                format!("the rule change at seq {end} has no checkpoint")
+            } else {
+                format!("the turn that ends at seq {end} has no checkpoint")
+            };
             fail(
                 &mut report,
                 last_signed + 1,
                 Tamper::AddedAfterCheckpoint,
                 format!(
-                    "the turn that ends at seq {end} has no checkpoint: records were added after the last checkpoint (seq {last_signed}), or the host crashed between that turn's end and its checkpoint"
+                    "{what}: records were added after the last checkpoint (seq {last_signed}), or the host crashed between writing it and its checkpoint"
                 ),
             );
             return Ok(report);

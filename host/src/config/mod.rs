@@ -224,6 +224,10 @@ pub struct Deployment {
     /// `[audit] signing-key`: the Ed25519 key file checkpoints are signed with (relative to this
     /// file; keep it outside the state directory). No checkpoints when omitted.
     pub signing_key: Option<PathBuf>,
+    /// `[audit] checkpoint-copy`: a second directory every checkpoint is also appended to
+    /// (relative to this file; another disk or a mount only the host can append to), so a state
+    /// directory whose checkpoint logs were removed or cut is still checked against the copy.
+    pub checkpoint_copy: Option<PathBuf>,
     /// `[rules]` and `[[rule]]`: standing rules.
     pub rules: RulesConfig,
     /// `[claude-code]`: how the Claude Code hook answers calls nobody decided.
@@ -471,6 +475,7 @@ impl Deployment {
             hooks: Vec::new(),
             sandbox_mode: SandboxMode::ReadOnly,
             signing_key: None,
+            checkpoint_copy: None,
             rules: RulesConfig::default(),
             claude_code: ClaudeCodeConfig::default(),
         }
@@ -507,6 +512,7 @@ impl Deployment {
         let mut hooks = Vec::new();
         let mut sandbox_mode = SandboxMode::ReadOnly;
         let mut signing_key = None;
+        let mut checkpoint_copy = None;
         let mut rules = RulesConfig::default();
         let mut claude_code = ClaudeCodeConfig::default();
         for (key, value) in &doc {
@@ -584,13 +590,25 @@ impl Deployment {
                                 let file = string(&ctx, "[audit]", "signing-key", v)?;
                                 signing_key = Some(ctx.dir.join(file));
                             }
+                            "checkpoint-copy" => {
+                                let dir = string(&ctx, "[audit]", "checkpoint-copy", v)?;
+                                checkpoint_copy = Some(ctx.dir.join(dir));
+                            }
                             other => {
                                 return Err(ctx.err(
                                     "[audit]",
-                                    format!("unknown key {other:?} (expected signing-key)"),
+                                    format!(
+                                        "unknown key {other:?} (expected signing-key or checkpoint-copy)"
+                                    ),
                                 ));
                             }
                         }
+                    }
+                    if checkpoint_copy.is_some() && signing_key.is_none() {
+                        return Err(ctx.err(
+                            "[audit]",
+                            "checkpoint-copy needs signing-key: only signed checkpoints are copied",
+                        ));
                     }
                 }
                 "rules" => {
@@ -750,6 +768,7 @@ impl Deployment {
             hooks,
             sandbox_mode,
             signing_key,
+            checkpoint_copy,
             rules,
             claude_code,
         })

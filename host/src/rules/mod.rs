@@ -31,6 +31,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::answer::{Answer, Effect, RuleScope};
+use crate::audit::checkpoint::Checkpointer;
 use crate::audit::event::{Event, RuleAdded, RuleRevoked};
 use crate::audit::log::SessionLog;
 use crate::error::LogError;
@@ -415,6 +416,8 @@ pub struct RuleBook {
     plugins_may_create: RwLock<Vec<RuleScope>>,
     next_refresh: Mutex<Instant>,
     seen: Mutex<HashMap<String, Seen>>,
+    /// Signs each rules log's head after every rule added or revoked.
+    checkpointer: RwLock<Option<Arc<Checkpointer>>>,
 }
 
 impl std::fmt::Debug for RuleBook {
@@ -454,6 +457,7 @@ impl RuleBook {
             plugins_may_create: RwLock::new(plugins_may_create),
             next_refresh: Mutex::new(Instant::now() + REFRESH_EVERY),
             seen: Mutex::new(HashMap::new()),
+            checkpointer: RwLock::new(None),
         });
         {
             let mut index = book.write();
@@ -526,6 +530,12 @@ impl RuleBook {
         for rule in statics {
             index.insert(Arc::new(rule));
         }
+    }
+
+    /// Signs a checkpoint of the rules log after every rule added or revoked from now on (`None`
+    /// stops it).
+    pub fn set_checkpointer(&self, checkpointer: Option<Arc<Checkpointer>>) {
+        *self.checkpointer.write().unwrap_or_else(|p| p.into_inner()) = checkpointer;
     }
 
     /// The name of this project's rules log.
@@ -814,6 +824,27 @@ impl RuleBook {
             .await
             .map_err(|e| RuleError::Internal(e.to_string()))??;
         opened.append(event).await?;
+        let checkpointer = self
+            .checkpointer
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(checkpointer) = checkpointer {
+            // Every rule change is checkpointed before it is reported done, as a turn's end is:
+            // `verify` then reads a rules record past the last checkpoint as added by someone
+            // else (or a crash in between).
+            let (seq, head) = opened.durable_point();
+            let name = log.to_owned();
+            let written =
+                tokio::task::spawn_blocking(move || checkpointer.write(&name, seq, &head)).await;
+            match written {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::error!(log, seq, error = %e, "could not write a checkpoint");
+                }
+                Err(e) => tracing::error!(log, seq, error = %e, "checkpoint task failed"),
+            }
+        }
         let len = self.store.log_len(log).ok().flatten();
         drop(opened);
         self.seen

@@ -253,6 +253,11 @@ enum Command {
         /// short, replaced whole, or extended after its last checkpoint.
         #[arg(long, value_name = "FILE")]
         public_key: Option<PathBuf>,
+        /// Read checkpoint logs from DIR (the deployment's `[audit] checkpoint-copy`) instead
+        /// of the state directory's `checkpoints/`: a copy whoever can write the state directory
+        /// cannot cut short or remove.
+        #[arg(long, value_name = "DIR", requires = "public_key")]
+        checkpoints: Option<PathBuf>,
     },
     /// Set the host up for an agent harness.
     Init {
@@ -462,12 +467,23 @@ fn run(cli: Cli) -> Result<ExitCode> {
             all,
             json,
             public_key,
+            checkpoints,
         } => {
             let key = public_key
                 .map(|p| approval_host::audit::checkpoint::load_public_key(&p))
                 .transpose()
                 .map_err(|e| UsageError(format!("--public-key {e}")))?;
-            verify(&state_dir, sessions, all, json, key.as_ref())
+            if let Some(dir) = &checkpoints
+                && !dir.is_dir()
+            {
+                return Err(UsageError(format!(
+                    "--checkpoints {}: not a directory",
+                    dir.display()
+                ))
+                .into());
+            }
+            let checkpoints = checkpoints.unwrap_or_else(|| state_dir.join("checkpoints"));
+            verify(&state_dir, sessions, all, json, key.as_ref(), &checkpoints)
         }
         Command::Keygen { file, .. } => {
             let public = approval_host::audit::checkpoint::keygen(&file)
@@ -693,21 +709,28 @@ fn enable_rules(
     Ok(())
 }
 
+/// The deployment's checkpointer (`[audit] signing-key`); a key that cannot be read is the
+/// deployment's fault (exit 2).
+pub(crate) fn checkpointer(
+    deployment: &Deployment,
+    state_dir: &Path,
+) -> Result<Option<std::sync::Arc<approval_host::audit::checkpoint::Checkpointer>>> {
+    approval_host::audit::checkpoint::for_deployment(deployment, state_dir).map_err(|e| {
+        let file = deployment
+            .path
+            .as_ref()
+            .map_or_else(String::new, |p| format!("{}: ", p.display()));
+        UsageError(format!("{file}[audit] signing-key: {e}")).into()
+    })
+}
+
 /// Loads a deployment's plugins; a plugin that cannot load is the deployment's fault (exit 2).
 pub(crate) fn mount(
     service: &ApprovalService,
     deployment: &Deployment,
     state_dir: &Path,
 ) -> Result<Option<(PluginHost, Mounted)>> {
-    let checkpointer = approval_host::audit::checkpoint::for_deployment(deployment, state_dir)
-        .map_err(|e| {
-            let file = deployment
-                .path
-                .as_ref()
-                .map_or_else(String::new, |p| format!("{}: ", p.display()));
-            UsageError(format!("{file}[audit] signing-key: {e}"))
-        })?;
-    service.set_checkpointer(checkpointer);
+    service.set_checkpointer(checkpointer(deployment, state_dir)?);
     enable_rules(service, deployment, state_dir)?;
     if deployment.plugins.is_empty() {
         return Ok(None);
@@ -903,8 +926,9 @@ fn verify(
     all: bool,
     json: bool,
     key: Option<&ed25519_dalek::VerifyingKey>,
+    checkpoints_dir: &Path,
 ) -> Result<ExitCode> {
-    use approval_host::audit::checkpoint::{checkpoints_path, read_checkpoints};
+    use approval_host::audit::checkpoint::{checkpoints_in, read_checkpoints};
     let store = DirStore::new(state_dir);
     let sessions = if all {
         let dir = store.sessions_dir();
@@ -937,7 +961,7 @@ fn verify(
         if !path.exists() {
             return Err(UsageError(format!("no session log at {}", path.display())).into());
         }
-        let checkpoints_file = checkpoints_path(state_dir, session);
+        let checkpoints_file = checkpoints_in(checkpoints_dir, session);
         let checkpoints = read_checkpoints(&checkpoints_file)
             .with_context(|| format!("reading {}", checkpoints_file.display()))?;
         let mut report = approval_host::audit::verify::verify_file_with(
@@ -960,6 +984,7 @@ fn verify(
             continue;
         }
         match &report.problem {
+            None if report.records == 0 => println!("{session}: intact, empty"),
             None => println!(
                 "{session}: intact, {} records{}",
                 report.records,

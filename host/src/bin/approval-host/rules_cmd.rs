@@ -164,6 +164,7 @@ fn deployment(config: Option<&Path>) -> Result<Deployment> {
 /// commands never run a gate).
 fn open(state_dir: &Path, deployment: &Deployment) -> Result<(ApprovalService, Arc<RuleBook>)> {
     let service = ApprovalService::open_dir(state_dir, deployment.default_policy);
+    service.set_checkpointer(crate::checkpointer(deployment, state_dir)?);
     let book = rules::for_deployment(service.store(), deployment, rules::system_clock())
         .map_err(|e| anyhow::anyhow!("standing rules: {e}"))?;
     service.set_rules(Some(book.clone()));
