@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 /// How often the epoch advances: the granularity of deadlines and cancellation.
 pub const TICK: Duration = Duration::from_millis(2);
@@ -25,6 +25,11 @@ pub const MAX_INSTANCES: u32 = 1000;
 /// Most table elements a guest may have (CPython's function table is large).
 pub(crate) const MAX_TABLE_ELEMENTS: usize = 100_000;
 
+/// How much of a linear memory stays mapped between instances when the kernel can say which pages
+/// were dirtied: all of a Rust or C guest (its 1 MiB stack included), and the low part of an
+/// interpreter's heap.
+const KEEP_RESIDENT_SCANNED: usize = 4 << 20;
+
 /// The engine configuration every plugin is compiled for.
 ///
 /// Instances come from wasmtime's pooling allocator: memory, tables and instance metadata are
@@ -37,6 +42,14 @@ pub(crate) fn config() -> Config {
     config.wasm_component_model(true);
     config.epoch_interruption(true);
     config.max_wasm_stack(MAX_WASM_STACK);
+    // Bounds are checked in code rather than by guard pages and a signal handler. With
+    // virtual-memory bounds, a memory a guest grew (a Rust guest grows on its first allocation) is
+    // `mprotect`ed back to its initial size when the slot is reused, and each such call flushes
+    // every core's TLB: the largest single cost of a fresh instance. Explicit checks cost a few
+    // per cent on a gate's short run instead. Compiled artefacts are keyed by the engine's
+    // compatibility hash, so a cache built under the old settings is rebuilt, not misread.
+    config.signals_based_traps(false);
+    config.memory_guard_size(0);
     let mut pool = PoolingAllocationConfig::default();
     pool.total_component_instances(MAX_INSTANCES)
         // A Python or JavaScript component holds about ten core instances and a few memories.
@@ -44,10 +57,19 @@ pub(crate) fn config() -> Config {
         .total_memories(MAX_INSTANCES * 2)
         .total_tables(MAX_INSTANCES * 4)
         .table_elements(MAX_TABLE_ELEMENTS)
-        // Small guests' memories stay mapped between instances: resetting them is a memset,
-        // not a page fault per page on the next decision.
-        .linear_memory_keep_resident(64 << 10)
         .table_keep_resident(16 << 10);
+    if PoolingAllocationConfig::is_pagemap_scan_available() {
+        // The kernel tells which pages a guest dirtied (PAGEMAP_SCAN, Linux 6.7+): only those are
+        // copied back from the image, and the memory stays mapped. A fresh instance of a small
+        // guest then costs neither an `madvise` (with its cross-core TLB flush) nor a page fault
+        // per page it touches again.
+        pool.pagemap_scan(Enabled::Yes)
+            .linear_memory_keep_resident(KEEP_RESIDENT_SCANNED);
+    } else {
+        // Without the scan a kept page is reset by a blind memset: keep only the low pages that
+        // small guests touch, and give the rest back.
+        pool.linear_memory_keep_resident(64 << 10);
+    }
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     config
 }

@@ -293,21 +293,22 @@ impl PluginHost {
             .map_err(|e| {
                 component_error(format!("does not implement {}: {e:#}", inspect::WORLD))
             })?;
-        let shared = Arc::new(Shared {
-            spec: spec.clone(),
-            sink: self.inner.sink.clone(),
-        });
-        // Open the grants once now, so a bad grant is a load error, not a decision failure.
-        PluginState::new(shared.clone()).map_err(|reason| PluginError::Grant {
-            name: spec.name.clone(),
-            reason,
-        })?;
         // WASI's blocking calls re-enter the async runtime, which they cannot do from an async
         // worker: only a component that imports nothing but the host interface runs in place.
         let inline = inspection
             .imports
             .iter()
             .all(|i| i.starts_with(api::PACKAGE));
+        let shared = Arc::new(Shared {
+            spec: spec.clone(),
+            sink: self.inner.sink.clone(),
+            imports_wasi: !inline,
+        });
+        // Open the grants once now, so a bad grant is a load error, not a decision failure.
+        sandbox::wasi_ctx(&shared).map_err(|reason| PluginError::Grant {
+            name: spec.name.clone(),
+            reason,
+        })?;
         let plugin = Arc::new(Plugin {
             host: self.clone(),
             shared,

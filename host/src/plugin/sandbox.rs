@@ -25,6 +25,8 @@ pub(crate) const MAX_LOG_LINE: usize = 4096;
 pub(crate) struct Shared {
     pub(crate) spec: PluginSpec,
     pub(crate) sink: Arc<dyn LogSink>,
+    /// Whether the component imports any WASI interface.
+    pub(crate) imports_wasi: bool,
 }
 
 impl Shared {
@@ -44,7 +46,7 @@ impl Shared {
 
 /// The host side of one plugin store.
 pub(crate) struct PluginState {
-    wasi: WasiCtx,
+    wasi: Option<WasiCtx>,
     table: ResourceTable,
     pub(crate) shared: Arc<Shared>,
     pub(crate) question: Option<Question>,
@@ -57,38 +59,59 @@ pub(crate) struct PluginState {
 
 impl WasiView for PluginState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
+        // A component that imports no WASI never gets here; should one, it sees a sandbox with
+        // nothing granted rather than a host panic.
+        let shared = &self.shared;
+        let wasi = self.wasi.get_or_insert_with(|| locked_down(shared).build());
         WasiCtxView {
-            ctx: &mut self.wasi,
+            ctx: wasi,
             table: &mut self.table,
         }
     }
 }
 
+/// The WASI builder every plugin starts from: log lines for stdout and stderr, no network.
+fn locked_down(shared: &Arc<Shared>) -> WasiCtxBuilder {
+    let mut wasi = WasiCtxBuilder::new();
+    wasi.stdout(LogOutput {
+        shared: shared.clone(),
+        level: LogLevel::Info,
+    })
+    .stderr(LogOutput {
+        shared: shared.clone(),
+        level: LogLevel::Warn,
+    })
+    .allow_tcp(false)
+    .allow_udp(false)
+    .allow_ip_name_lookup(false)
+    .socket_addr_check(|_, _| Box::pin(async { false }))
+    // Decisions run on blocking threads, so file access may block them directly.
+    .allow_blocking_current_thread(true);
+    wasi
+}
+
+/// The plugin's WASI, with the read-only directories its deployment grants; an error names the
+/// grant that could not be opened.
+pub(crate) fn wasi_ctx(shared: &Arc<Shared>) -> Result<WasiCtx, String> {
+    let mut wasi = locked_down(shared);
+    for (guest, host) in &shared.spec.files {
+        wasi.preopened_dir(host, guest, FsPerms::ReadOnly)
+            .map_err(|e| format!("files.{guest:?} = {:?}: {e:#}", host.display().to_string()))?;
+    }
+    Ok(wasi.build())
+}
+
 impl PluginState {
+    /// A store's state. The WASI context (seeded randomness, opened directories) is built only
+    /// for a component that imports WASI: a pure gate's fresh instance skips it.
     pub(crate) fn new(shared: Arc<Shared>) -> Result<PluginState, String> {
-        let mut wasi = WasiCtxBuilder::new();
-        wasi.stdout(LogOutput {
-            shared: shared.clone(),
-            level: LogLevel::Info,
-        })
-        .stderr(LogOutput {
-            shared: shared.clone(),
-            level: LogLevel::Warn,
-        })
-        .allow_tcp(false)
-        .allow_udp(false)
-        .allow_ip_name_lookup(false)
-        .socket_addr_check(|_, _| Box::pin(async { false }))
-        // Decisions run on blocking threads, so file access may block them directly.
-        .allow_blocking_current_thread(true);
-        for (guest, host) in &shared.spec.files {
-            wasi.preopened_dir(host, guest, FsPerms::ReadOnly)
-                .map_err(|e| {
-                    format!("files.{guest:?} = {:?}: {e:#}", host.display().to_string())
-                })?;
-        }
+        let wasi = if shared.imports_wasi {
+            Some(wasi_ctx(&shared)?)
+        } else {
+            None
+        };
         Ok(PluginState {
-            wasi: wasi.build(),
+            wasi,
             table: ResourceTable::new(),
             limits: Limits {
                 memory_cap: usize::try_from(shared.spec.memory_bytes).unwrap_or(usize::MAX),
