@@ -37,11 +37,13 @@ pub enum LogError {
         /// What is wrong with it.
         reason: String,
     },
-    /// Another process holds the log open.
-    #[error("session log {log} is in use by another process")]
+    /// Another process (or, on a shared store, another host) holds the log open.
+    #[error("session log {log} is in use by {}", holder.as_deref().unwrap_or("another process"))]
     Locked {
         /// The log's name.
         log: String,
+        /// Who holds it, when the store can tell (a lease's owner: host name, process, open).
+        holder: Option<String>,
     },
     /// The event broke a log rule; nothing was written.
     #[error("session {session}: refused {kind}: {violation}")]

@@ -64,7 +64,7 @@ pub mod waterfall;
 
 // The audit modules keep their paths at the crate root.
 pub(crate) use audit::commit;
-pub use audit::{check, event, fold, log, store, subscribe};
+pub use audit::{check, event, fold, log, postgres, store, subscribe};
 
 pub use agent::Agent;
 pub use answer::{Answer, Proposal};
@@ -73,6 +73,7 @@ pub use error::{ApprovalError, LogError};
 pub use outcome::{Decision, Failure, FailureKind, Outcome};
 pub use plugin::{Mounted, Plugin, PluginError, PluginHost};
 pub use policy::Policy;
+pub use postgres::{PgOptions, PgStore};
 pub use service::{ApprovalRequest, ApprovalService, Verdict};
 pub use store::{CommitMode, DirStore, Journal, OpenedLog, Store};
 pub use subscribe::{Subscriber, Subscription};

@@ -14,6 +14,7 @@ mod durable_commit;
 mod fixtures;
 mod hooks;
 mod init;
+mod on_postgres;
 mod plugin_api;
 mod plugins;
 mod policy;

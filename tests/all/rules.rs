@@ -16,7 +16,7 @@ use approval_host::{
 };
 use serde_json::{Value, json};
 
-use crate::support::{Host, counting};
+use super::support::{Host, counting};
 
 /// A clock the test moves.
 #[derive(Clone)]
@@ -616,8 +616,9 @@ fn eventually(what: &str, check: impl Fn() -> bool) -> Duration {
 async fn another_process_s_rules_and_revocations_take_effect_within_the_refresh_interval() {
     let host = Host::new();
     enable(&host, vec![], rules::system_clock());
-    // A second book over the same state directory: another `serve` or a CLI `rules add`.
-    let other_service = ApprovalService::open_dir(host.dir.path(), Policy::Ask);
+    // A second book over the same store: another `serve` (on PostgreSQL, another host) or a CLI
+    // `rules add`.
+    let other_service = host.another_service(Policy::Ask);
     let other = RuleBook::open(
         other_service.store(),
         "test-project",

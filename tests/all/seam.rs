@@ -11,7 +11,7 @@ use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{Host, INJECTED, controlled, counting, types};
+use super::support::{Host, INJECTED, controlled, counting, types};
 
 const S: &str = "s1";
 
@@ -539,7 +539,7 @@ async fn asked_append_failure_propagates_the_same_error_and_decides_nothing() {
     assert_eq!(io.kind(), std::io::ErrorKind::StorageFull);
     assert_eq!(io.to_string(), INJECTED);
     assert_eq!(calls.load(Ordering::SeqCst), 0, "nothing was decided");
-    let events = crate::support::events_at(&crate::support::log_path(dir.path(), S));
+    let events = super::support::events_at(&super::support::log_path(dir.path(), S));
     assert_eq!(types(&events), ["turn/start"]);
 }
 
@@ -598,8 +598,8 @@ async fn many_concurrent_requests_each_leave_one_pair() {
     for s in 0..4 {
         let session = format!("s{s}");
         host.service.end_turn(&session).await.unwrap();
-        let path = crate::support::log_path(host.dir.path(), &session);
-        let checked = approval_host::check::check_file(&path).unwrap();
+        let bytes = host.store().read(&session).unwrap();
+        let checked = approval_host::check::check_bytes(&bytes);
         assert_eq!(checked.problem, None);
         total.fetch_add(checked.summary.questions, Ordering::SeqCst);
     }

@@ -37,6 +37,15 @@ impl Host {
     pub fn events(&self, session: &str) -> Vec<(String, Value)> {
         events_at(&log_path(self.dir.path(), session))
     }
+
+    /// Another process on the same state directory.
+    pub fn another_service(&self, policy: Policy) -> ApprovalService {
+        ApprovalService::open_dir(self.dir.path(), policy)
+    }
+
+    pub fn store(&self) -> Arc<dyn Store> {
+        self.service.store()
+    }
 }
 
 pub fn log_path(state_dir: &Path, session: &str) -> PathBuf {
@@ -45,7 +54,11 @@ pub fn log_path(state_dir: &Path, session: &str) -> PathBuf {
 
 /// Every line of a log as `(type, data)`, asserting the record shape on the way.
 pub fn events_at(path: &Path) -> Vec<(String, Value)> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
+    events_in(&std::fs::read_to_string(path).unwrap_or_default())
+}
+
+/// Every line of a log's text as `(type, data)`, asserting the record shape on the way.
+pub fn events_in(text: &str) -> Vec<(String, Value)> {
     text.lines()
         .enumerate()
         .map(|(i, line)| {
@@ -312,4 +325,103 @@ pub fn sync_counting(policy: Policy) -> (tempfile::TempDir, ApprovalService, Arc
         policy,
     );
     (dir, service, control)
+}
+
+/// The suites that run on both stores: `tests/all/main.rs` includes them a second time with this
+/// module's [`PgHost`] as their `Host`.
+pub mod pg {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use approval_host::{ApprovalService, PgOptions, PgStore, Policy, Store};
+    use serde_json::Value;
+
+    /// The environment variable `.ci/with-postgres` sets to the throwaway cluster's database.
+    pub const URL_ENV: &str = "APPROVAL_HOST_TEST_POSTGRES";
+
+    /// The test database: tests that need PostgreSQL fail, never skip, without it.
+    pub fn base_url() -> String {
+        std::env::var(URL_ENV).unwrap_or_else(|_| {
+            panic!(
+                "{URL_ENV} is not set: run the tests through .ci/with-postgres (it starts a throwaway PostgreSQL cluster)"
+            )
+        })
+    }
+
+    /// Runs SQL statements on the test database, from any thread or runtime.
+    pub fn sql(url: &str, statements: &str) {
+        let (url, statements) = (url.to_owned(), statements.to_owned());
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                    .await
+                    .unwrap();
+                tokio::spawn(connection);
+                client.batch_execute(&statements).await.unwrap();
+            });
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// A fresh, empty schema of the test database, and a URL that works in it.
+    pub fn fresh_schema() -> String {
+        let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
+        let base = base_url();
+        sql(&base, &format!("CREATE SCHEMA {schema}"));
+        format!("{base} options=-csearch_path={schema}")
+    }
+
+    /// A store on `url` (migrated), labelled `label`, with leases of `lease`.
+    pub fn store(url: &str, label: &str, lease: Duration) -> PgStore {
+        let mut options = PgOptions::new(url);
+        options.host_label = label.to_owned();
+        options.lease = lease;
+        options.migrate = true;
+        options.max_connections = 4;
+        PgStore::connect(options).unwrap()
+    }
+
+    /// The fixture of the shared suites on PostgreSQL: a service over a fresh schema.
+    pub struct PgHost {
+        pub url: String,
+        pub service: ApprovalService,
+    }
+
+    impl PgHost {
+        pub fn new() -> Self {
+            Self::with_policy(Policy::Ask)
+        }
+
+        pub fn with_policy(policy: Policy) -> Self {
+            let url = fresh_schema();
+            let service =
+                ApprovalService::new(store(&url, "host-a", Duration::from_secs(15)), policy);
+            PgHost { url, service }
+        }
+
+        /// A new service on the same database, as after a restart.
+        pub fn restart(&mut self, policy: Policy) {
+            self.service =
+                ApprovalService::new(store(&self.url, "host-a", Duration::from_secs(15)), policy);
+        }
+
+        /// Another host on the same database.
+        pub fn another_service(&self, policy: Policy) -> ApprovalService {
+            ApprovalService::new(store(&self.url, "host-b", Duration::from_secs(15)), policy)
+        }
+
+        pub fn events(&self, session: &str) -> Vec<(String, Value)> {
+            let bytes = self.service.store().read(session).unwrap();
+            super::events_in(&String::from_utf8(bytes).unwrap())
+        }
+
+        pub fn store(&self) -> Arc<dyn Store> {
+            self.service.store()
+        }
+    }
 }

@@ -7,7 +7,8 @@
 //! - [`checkpoint`]: signed checkpoints of a log's head, in a checkpoint log of their own.
 //! - [`log`]: one session's log as the host writes it (validation, chaining, group commit), and
 //!   `commit`: the shared threads that sync every open log.
-//! - [`store`]: where logs live (the directory store is the embedded default).
+//! - [`store`]: where logs live (the directory store is the embedded default); [`postgres`]: the
+//!   store several hosts share, with a lease per session.
 //! - [`subscribe`]: subscribers to durable events.
 //! - [`check`]: reading a log back for `approval-host log`; [`verify`]: checking chains, seq
 //!   continuity and pairing for `approval-host verify`.
@@ -19,6 +20,7 @@ pub(crate) mod commit;
 pub mod event;
 pub mod fold;
 pub mod log;
+pub mod postgres;
 pub mod store;
 pub mod subscribe;
 pub mod verify;

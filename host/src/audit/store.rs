@@ -86,6 +86,30 @@ pub trait Store: Send + Sync + 'static {
     fn log_len(&self, _session: &str) -> Result<Option<u64>, LogError> {
         Ok(None)
     }
+
+    /// The complete lines of `session`'s log as stored, without opening it for writing (readers
+    /// such as `log`, `verify` and `export` run beside the host that writes it). Empty when the
+    /// session has no log.
+    fn read(&self, session: &str) -> Result<Vec<u8>, LogError> {
+        Err(LogError::Io {
+            log: session.to_owned(),
+            source: Arc::new(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "this store cannot be read without opening a log",
+            )),
+        })
+    }
+
+    /// The logs the store holds (sessions and rules logs), in name order.
+    fn list(&self) -> Result<Vec<String>, LogError> {
+        Err(LogError::Io {
+            log: "store".to_owned(),
+            source: Arc::new(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "this store cannot list its logs",
+            )),
+        })
+    }
 }
 
 /// Longest session id accepted.
@@ -160,6 +184,41 @@ impl Store for DirStore {
         }
     }
 
+    fn read(&self, session: &str) -> Result<Vec<u8>, LogError> {
+        validate_session_id(session)?;
+        let path = self.session_path(session);
+        let mut bytes = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(io_err(&path, e)),
+        };
+        // A line still being written (or torn by a crash) is not part of the log yet.
+        let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        bytes.truncate(complete);
+        Ok(bytes)
+    }
+
+    fn list(&self) -> Result<Vec<String>, LogError> {
+        let dir = self.sessions_dir();
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io_err(&dir, e)),
+        };
+        let mut names = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| io_err(&dir, e))?;
+            let name = entry.file_name();
+            if let Some(session) = name.to_str().and_then(|n| n.strip_suffix(".jsonl"))
+                && validate_session_id(session).is_ok()
+            {
+                names.push(session.to_owned());
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+
     fn open(&self, session: &str) -> Result<OpenedLog, LogError> {
         validate_session_id(session)?;
         let dir = self.sessions_dir();
@@ -177,6 +236,7 @@ impl Store for DirStore {
             Err(fs::TryLockError::WouldBlock) => {
                 return Err(LogError::Locked {
                     log: path.display().to_string(),
+                    holder: None,
                 });
             }
             Err(fs::TryLockError::Error(e)) => return Err(io_err(&path, e)),

@@ -1,0 +1,13 @@
+//! The seam and rules suites again, on PostgreSQL: the same test files, with a `Host` over a
+//! fresh schema of the database `.ci/with-postgres` provides. Two hosts on one database stand
+//! where the directory suites have two processes on one state directory.
+
+mod support {
+    pub use crate::support::pg::PgHost as Host;
+    pub use crate::support::*;
+}
+
+#[path = "rules.rs"]
+mod rules;
+#[path = "seam.rs"]
+mod seam;
