@@ -18,6 +18,7 @@ mod on_postgres;
 mod plugin_api;
 mod plugins;
 mod policy;
+mod postgres_store;
 mod reload;
 mod rules;
 mod rules_cli;

@@ -134,6 +134,16 @@ pub enum DbError {
 /// The environment variable a command-line store URL's password comes from.
 pub const PASSWORD_ENV: &str = "APPROVAL_HOST_DB_PASSWORD";
 
+/// Checks a store URL given where it could be seen (a command line, a deployment file): it must
+/// parse and must not carry a password.
+pub fn check_url(url: &str) -> Result<(), DbError> {
+    let config = tokio_postgres::Config::from_str(url).map_err(|e| DbError::Url(e.to_string()))?;
+    if config.get_password().is_some() {
+        return Err(DbError::PasswordInUrl { env: PASSWORD_ENV });
+    }
+    Ok(())
+}
+
 /// A failure inside the store's runtime, before it becomes a [`LogError`] or a [`DbError`].
 #[derive(Debug)]
 enum Failure {
@@ -362,7 +372,24 @@ impl PgStore {
             .inner
             .block(async move {
                 let mut client = client(&inner.pool).await?;
-                client.batch_execute(schema::ENSURE_VERSION_TABLE).await?;
+                // `CREATE TABLE IF NOT EXISTS` is not safe against a concurrent twin: a host
+                // that loses the race sees a duplicate and finds the table there on the next try.
+                let mut tries = 0;
+                loop {
+                    match client.batch_execute(schema::ENSURE_VERSION_TABLE).await {
+                        Err(e)
+                            if tries < 5
+                                && e.code().is_some_and(|c| {
+                                    *c == SqlState::UNIQUE_VIOLATION
+                                        || *c == SqlState::DUPLICATE_TABLE
+                                        || *c == SqlState::DUPLICATE_OBJECT
+                                }) =>
+                        {
+                            tries += 1;
+                        }
+                        other => break other?,
+                    }
+                }
                 let mut first = None;
                 loop {
                     let tx = client.transaction().await?;

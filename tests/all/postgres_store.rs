@@ -1,0 +1,231 @@
+//! What the PostgreSQL store adds to the store contract: leases between hosts, fencing of a host
+//! that lost its lease, retried serialization failures, and a versioned schema.
+
+use std::time::Duration;
+
+use approval_host::event::Event;
+use approval_host::log::SessionLog;
+use approval_host::postgres::{DbError, PASSWORD_ENV, schema};
+use approval_host::{LogError, PgOptions, PgStore, Store};
+
+use crate::support::pg::{fresh_schema, sql, store};
+
+const LEASE: Duration = Duration::from_secs(15);
+
+#[tokio::test]
+async fn a_second_host_is_refused_an_owned_session_and_told_who_owns_it() {
+    let url = fresh_schema();
+    let a = store(&url, "host-a", LEASE);
+    let b = store(&url, "host-b", LEASE);
+    let log = SessionLog::open(&a, "s1").unwrap();
+    log.append(Event::TurnStart).await.unwrap();
+
+    let err = SessionLog::open(&b, "s1").unwrap_err();
+    let LogError::Locked { holder, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert!(holder.as_deref().unwrap().starts_with("host-a #"), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("session log postgres:s1 is in use by host-a #"),
+        "{err}"
+    );
+
+    // Closing the log releases the lease at once: the other host opens it and sees the record.
+    drop(log);
+    let log = SessionLog::open(&b, "s1").unwrap();
+    assert_eq!(log.len(), 1);
+}
+
+#[tokio::test]
+async fn an_expired_lease_is_taken_over_and_the_old_owner_can_no_longer_write() {
+    let url = fresh_schema();
+    let a = store(&url, "host-a", LEASE);
+    let b = store(&url, "host-b", LEASE);
+    let stale = SessionLog::open(&a, "s1").unwrap();
+    stale.append(Event::TurnStart).await.unwrap();
+    // Host A stalls past its lease (a long pause, a partition): the row says it expired.
+    sql(
+        &url,
+        "UPDATE approval_leases SET expires_at = now() - INTERVAL '1 second'",
+    );
+
+    let taken = SessionLog::open(&b, "s1").unwrap();
+    assert_eq!(taken.len(), 1);
+    taken.append(Event::TurnEnd).await.unwrap();
+
+    // A wakes up and writes: refused, naming the new owner, and nothing it sent is stored.
+    let err = stale.append(Event::TurnEnd).await.unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("the session's lease was taken over by host-b #"),
+        "{text}"
+    );
+    let lines = String::from_utf8(b.read("s1").unwrap()).unwrap();
+    let types: Vec<String> = lines
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["type"].to_string())
+        .collect();
+    assert_eq!(types, ["\"turn/start\"", "\"turn/end\""]);
+    // The stale log refuses everything from now on.
+    assert!(matches!(
+        stale.append(Event::TurnStart).await.unwrap_err(),
+        LogError::Poisoned { .. }
+    ));
+}
+
+#[tokio::test]
+async fn serialization_failures_are_retried_and_the_batch_commits_once() {
+    let url = fresh_schema();
+    let a = store(&url, "host-a", LEASE);
+    // The database itself fails the next two inserts with SQLSTATE 40001, as a distributed
+    // database does under contention (a sequence, so the count survives the rollbacks).
+    sql(
+        &url,
+        "CREATE SEQUENCE failures;
+         CREATE FUNCTION fail_twice() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF nextval('failures') <= 2 THEN
+                 RAISE EXCEPTION 'injected conflict' USING ERRCODE = '40001';
+             END IF;
+             RETURN NEW;
+         END $$;
+         CREATE TRIGGER fail_twice BEFORE INSERT ON approval_records
+             FOR EACH ROW EXECUTE FUNCTION fail_twice();",
+    );
+    let log = SessionLog::open(&a, "s1").unwrap();
+    log.append(Event::TurnStart).await.unwrap();
+    assert_eq!(a.retries(), 2);
+    drop(log);
+    assert_eq!(a.log_len("s1").unwrap(), Some(1));
+    assert_eq!(SessionLog::open(&a, "s1").unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn an_unrecoverable_database_error_stops_the_log_and_stores_nothing() {
+    let url = fresh_schema();
+    let a = store(&url, "host-a", LEASE);
+    sql(
+        &url,
+        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN RAISE EXCEPTION 'disk full (injected)' USING ERRCODE = '53100'; END $$;
+         CREATE TRIGGER refuse BEFORE INSERT ON approval_records
+             FOR EACH ROW EXECUTE FUNCTION refuse();",
+    );
+    let log = SessionLog::open(&a, "s1").unwrap();
+    let err = log.append(Event::TurnStart).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("disk full (injected) (SQLSTATE 53100)"),
+        "{err}"
+    );
+    assert_eq!(a.retries(), 0);
+    assert!(matches!(
+        log.append(Event::TurnStart).await.unwrap_err(),
+        LogError::Poisoned { .. }
+    ));
+    drop(log);
+    assert_eq!(a.log_len("s1").unwrap(), Some(0));
+}
+
+#[test]
+fn the_schema_is_created_by_migrate_and_refused_when_behind_or_ahead() {
+    let url = fresh_schema();
+    let mut options = PgOptions::new(&url);
+    options.host_label = "host-a".into();
+
+    // An empty database: refused until migrated, with the command to run.
+    let err = PgStore::connect(options.clone()).unwrap_err();
+    assert!(matches!(err, DbError::SchemaBehind { found: 0, .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "the database schema is at version 0, this host needs version {}: run `approval-host db migrate` (or start with --migrate)",
+            schema::CURRENT_VERSION
+        )
+    );
+
+    options.migrate = true;
+    let store = PgStore::connect(options.clone()).unwrap();
+    assert_eq!(store.schema_version().unwrap(), schema::CURRENT_VERSION);
+    // Migrating again changes nothing.
+    assert_eq!(
+        store.migrate().unwrap(),
+        (schema::CURRENT_VERSION, schema::CURRENT_VERSION)
+    );
+    drop(store);
+
+    // A schema from a newer host is never misread.
+    sql(
+        &url,
+        &format!(
+            "UPDATE approval_schema SET version = {}",
+            schema::CURRENT_VERSION + 1
+        ),
+    );
+    let err = PgStore::connect(options).unwrap_err();
+    assert!(matches!(err, DbError::SchemaAhead { .. }), "{err:?}");
+}
+
+#[test]
+fn two_hosts_migrating_at_once_both_end_on_the_current_version() {
+    let url = fresh_schema();
+    let hosts: Vec<_> = (0..4)
+        .map(|i| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let mut options = PgOptions::new(url);
+                options.host_label = format!("host-{i}");
+                options.migrate = true;
+                PgStore::connect(options).map(|s| s.schema_version().unwrap())
+            })
+        })
+        .collect();
+    for host in hosts {
+        assert_eq!(host.join().unwrap().unwrap(), schema::CURRENT_VERSION);
+    }
+}
+
+#[test]
+fn a_password_comes_from_the_options_never_the_url() {
+    assert_eq!(PASSWORD_ENV, "APPROVAL_HOST_DB_PASSWORD");
+    let err = approval_host::postgres::check_url("postgres://agent:hunter2@db.example/approvals")
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "store URL: a password in the URL is refused (it would show in process listings); set APPROVAL_HOST_DB_PASSWORD or the deployment's [store] password-file instead"
+    );
+    approval_host::postgres::check_url("postgres://agent@db.example/approvals").unwrap();
+    let err = approval_host::postgres::check_url("postgres://[::1").unwrap_err();
+    assert!(err.to_string().starts_with("store URL: "), "{err}");
+}
+
+#[tokio::test]
+async fn reading_listing_and_measuring_logs_never_takes_a_lease() {
+    let url = fresh_schema();
+    let a = store(&url, "host-a", LEASE);
+    let b = store(&url, "host-b", LEASE);
+    let log = SessionLog::open(&a, "s2").unwrap();
+    log.append(Event::TurnStart).await.unwrap();
+    log.append(Event::TurnEnd).await.unwrap();
+    SessionLog::open(&a, "s1")
+        .unwrap()
+        .append(Event::TurnStart)
+        .await
+        .unwrap();
+
+    assert_eq!(b.list().unwrap(), ["s1", "s2"]);
+    assert_eq!(b.log_len("s2").unwrap(), Some(2));
+    assert_eq!(b.log_len("nobody").unwrap(), Some(0));
+    assert!(b.read("nobody").unwrap().is_empty());
+    let text = String::from_utf8(b.read("s2").unwrap()).unwrap();
+    assert_eq!(text.lines().count(), 2);
+    // The exact lines: the chain verifies as it does on a file.
+    let report = approval_host::audit::verify::verify_reader(text.as_bytes(), "s2").unwrap();
+    assert!(report.intact(), "{report:?}");
+    // s2 is still open on host A.
+    assert!(matches!(
+        SessionLog::open(&b, "s2").unwrap_err(),
+        LogError::Locked { .. }
+    ));
+}
