@@ -47,6 +47,8 @@ fn options(dir: &Path) -> ServeOptions {
         config: dir.join("deploy.toml"),
         state_dir: dir.join("state"),
         quarantine: QuarantinePolicy::default(),
+        store_url: None,
+        migrate: false,
     }
 }
 

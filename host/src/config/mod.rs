@@ -11,6 +11,7 @@ use std::time::Duration;
 use toml::{Table, Value};
 
 mod locate;
+pub mod store;
 pub use locate::Location;
 
 use crate::policy::{POLICY_VOCABULARY_ERROR, Policy};
@@ -232,6 +233,9 @@ pub struct Deployment {
     pub rules: RulesConfig,
     /// `[claude-code]`: how the Claude Code hook answers calls nobody decided.
     pub claude_code: ClaudeCodeConfig,
+    /// `[store]`: a shared database for session logs and rules; the state directory when
+    /// omitted.
+    pub store: Option<store::StoreConfig>,
 }
 
 /// `[claude-code]`: `when-undecided = "ask" | "defer"`, `defer-in-modes = ["plan", ...]`.
@@ -478,6 +482,7 @@ impl Deployment {
             checkpoint_copy: None,
             rules: RulesConfig::default(),
             claude_code: ClaudeCodeConfig::default(),
+            store: None,
         }
     }
 
@@ -515,6 +520,7 @@ impl Deployment {
         let mut checkpoint_copy = None;
         let mut rules = RulesConfig::default();
         let mut claude_code = ClaudeCodeConfig::default();
+        let mut store = None;
         for (key, value) in &doc {
             match key.as_str() {
                 "approval" => {
@@ -580,6 +586,7 @@ impl Deployment {
                         }
                     }
                 }
+                "store" => store = Some(store::parse(&ctx, value)?),
                 "audit" => {
                     let table = value
                         .as_table()
@@ -755,7 +762,7 @@ impl Deployment {
                     return Err(ctx.err(
                         "top level",
                         format!(
-                            "unknown key {other:?} (expected [approval], [sandbox], [audit], [rules], [claude-code], [[plugin]], [[rule]] or [[hook]])"
+                            "unknown key {other:?} (expected [approval], [sandbox], [audit], [store], [rules], [claude-code], [[plugin]], [[rule]] or [[hook]])"
                         ),
                     ));
                 }
@@ -771,6 +778,7 @@ impl Deployment {
             checkpoint_copy,
             rules,
             claude_code,
+            store,
         })
     }
 }

@@ -57,6 +57,10 @@ pub struct ServeOptions {
     pub state_dir: PathBuf,
     /// When plugins are quarantined.
     pub quarantine: QuarantinePolicy,
+    /// A database URL for the session logs and rules (over the deployment's `[store] url`).
+    pub store_url: Option<String>,
+    /// Create or migrate the database schema when it is behind.
+    pub migrate: bool,
 }
 
 /// A server that could not start.
@@ -94,6 +98,15 @@ pub enum ServeError {
         /// Why.
         #[source]
         source: crate::audit::checkpoint::KeyError,
+    },
+    /// The store could not be opened.
+    #[error("{file}: store: {source}")]
+    Store {
+        /// The deployment file.
+        file: String,
+        /// Why.
+        #[source]
+        source: crate::postgres::DbError,
     },
 }
 
@@ -142,7 +155,24 @@ impl Server {
         sink: Arc<dyn LogSink>,
     ) -> Result<Server, ServeError> {
         let deployment = Deployment::load(&options.config)?;
-        let service = ApprovalService::open_dir(&options.state_dir, deployment.default_policy);
+        let store = {
+            let (deployment, options) = (deployment.clone(), options.clone());
+            tokio::task::spawn_blocking(move || {
+                crate::config::store::open(
+                    Some(&deployment),
+                    options.store_url.as_deref(),
+                    &options.state_dir,
+                    options.migrate,
+                )
+                .map_err(|source| ServeError::Store {
+                    file: options.config.display().to_string(),
+                    source,
+                })
+            })
+            .await
+            .expect("opening the store does not panic")?
+        };
+        let service = ApprovalService::with_store(store, deployment.default_policy);
         let checkpointer =
             crate::audit::checkpoint::for_deployment(&deployment, &options.state_dir).map_err(
                 |source| ServeError::SigningKey {

@@ -101,6 +101,9 @@ pub enum DbError {
         /// The environment variable to use instead.
         env: &'static str,
     },
+    /// The password file or variable could not be read.
+    #[error("store password: {0}")]
+    Password(String),
     /// The database could not be reached or refused a statement.
     #[error("database {what}: {reason}")]
     Database {

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use approval_host::claude_code::{self, HookInput, HookOptions, HookTurns, WhenUndecided, output};
 use approval_host::tools::texts;
-use approval_host::{ApprovalError, ApprovalService, Deployment, LogError};
+use approval_host::{ApprovalError, Deployment, LogError};
 use serde_json::{Value, json};
 
 /// How long to wait for a parallel hook holding the same session's log.
@@ -161,7 +161,7 @@ fn in_process(
 ) -> Result<Option<String>> {
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
-        let service = ApprovalService::open_dir(state_dir, deployment.default_policy);
+        let service = crate::store_cmd::service(state_dir, deployment)?;
         let _plugins = super::mount(&service, deployment, state_dir)?;
         let started = Instant::now();
         // Claude Code runs hooks of parallel tool calls at once; one process writes a log at a

@@ -14,10 +14,10 @@ mod init;
 mod new;
 mod progress;
 mod rules_cmd;
+mod store_cmd;
 mod test_cmd;
 
 use approval_host::acp::{AgentOptions, Script, ScriptedAgent};
-use approval_host::check::check_file;
 use approval_host::plugin::QuarantinePolicy;
 use approval_host::plugin::inspect::inspect_bytes;
 use approval_host::serve::{ServeError, ServeOptions, Server};
@@ -38,6 +38,12 @@ struct Cli {
     /// for `demo`, a fresh temporary directory].
     #[arg(long, global = true, value_name = "DIR")]
     state_dir: Option<PathBuf>,
+
+    /// Keep session logs and rules in this PostgreSQL database instead of the state directory
+    /// (`postgres://user@host/db`; the password from APPROVAL_HOST_DB_PASSWORD, never the URL);
+    /// over the deployment's `[store] url`.
+    #[arg(long, global = true, value_name = "URL")]
+    store: Option<String>,
 
     /// Log more on stderr (-v info, -vv debug, -vvv trace); over RUST_LOG.
     #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
@@ -119,6 +125,9 @@ enum Command {
         /// (No state directory: this command neither reads nor writes one.)
         #[arg(id = "state_dir", long = "state-dir", value_name = "DIR", hide = true)]
         no_state_dir: Option<PathBuf>,
+        /// (No store: this command opens no log.)
+        #[arg(id = "store", long = "store", value_name = "URL", hide = true)]
+        no_store: Option<String>,
     },
     /// Run conformance cases against a plugin.
     ///
@@ -190,6 +199,9 @@ enum Command {
         /// How long a quarantine lasts, in seconds (a reload ends it sooner).
         #[arg(long, value_name = "SECONDS", default_value_t = 30)]
         quarantine_backoff: u64,
+        /// Create or migrate the database schema first when it is behind (see `db migrate`).
+        #[arg(long)]
+        migrate: bool,
     },
     /// Adapters for agent harnesses.
     #[command(subcommand)]
@@ -259,6 +271,24 @@ enum Command {
         #[arg(long, value_name = "DIR", requires = "public_key")]
         checkpoints: Option<PathBuf>,
     },
+    /// Print session records as JSON lines, for another system to keep.
+    ///
+    /// Each line is `{"session": ID, "record": RECORD}`, the record exactly as stored (so its
+    /// hash chain still verifies); sessions in name order, records in order. Works on the state
+    /// directory or a database (--store).
+    ///
+    /// Example: `approval-host --store postgres://approvals@db/approvals export --since 2026-12-01T00:00:00Z > audit.jsonl`
+    Export {
+        /// Only these sessions (every session and rules log when none is named).
+        #[arg(long = "session", value_name = "S")]
+        sessions: Vec<String>,
+        /// Only records at or after this time (RFC 3339).
+        #[arg(long, value_name = "TIME")]
+        since: Option<String>,
+    },
+    /// The shared database: create or migrate its schema, import a state directory.
+    #[command(subcommand)]
+    Db(store_cmd::DbCommand),
     /// Set the host up for an agent harness.
     Init {
         /// The harness.
@@ -267,6 +297,9 @@ enum Command {
         /// (No state directory: this command neither reads nor writes one.)
         #[arg(id = "state_dir", long = "state-dir", value_name = "DIR", hide = true)]
         no_state_dir: Option<PathBuf>,
+        /// (No store: this command opens no log.)
+        #[arg(id = "store", long = "store", value_name = "URL", hide = true)]
+        no_store: Option<String>,
     },
     /// Standing rules: list, add, revoke, explain.
     #[command(subcommand)]
@@ -284,6 +317,9 @@ enum Command {
         /// (No state directory: this command neither reads nor writes one.)
         #[arg(id = "state_dir", long = "state-dir", value_name = "DIR", hide = true)]
         no_state_dir: Option<PathBuf>,
+        /// (No store: this command opens no log.)
+        #[arg(id = "store", long = "store", value_name = "URL", hide = true)]
+        no_store: Option<String>,
     },
 }
 
@@ -309,6 +345,9 @@ enum InitCommand {
         /// (No state directory: this command neither reads nor writes one.)
         #[arg(id = "state_dir", long = "state-dir", value_name = "DIR", hide = true)]
         no_state_dir: Option<PathBuf>,
+        /// (No store: this command opens no log.)
+        #[arg(id = "store", long = "store", value_name = "URL", hide = true)]
+        no_store: Option<String>,
     },
 }
 
@@ -400,6 +439,7 @@ fn main() -> ExitCode {
 const DEFAULT_STATE_DIR: &str = ".approval-host";
 
 fn run(cli: Cli) -> Result<ExitCode> {
+    store_cmd::set_url(cli.store.clone());
     let state_dir = cli
         .state_dir
         .clone()
@@ -455,13 +495,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Log { session: None } => list_sessions(&state_dir),
+        Command::Log { session: None } => store_cmd::list_sessions(&state_dir),
         Command::Log {
             session: Some(session),
-        } => {
-            validate_session_id(&session).map_err(|e| UsageError(e.to_string()))?;
-            print_log(&DirStore::new(&state_dir).session_path(&session))
-        }
+        } => store_cmd::print_log(&state_dir, &session),
+        Command::Export { sessions, since } => store_cmd::export(&state_dir, sessions, since),
+        Command::Db(command) => store_cmd::db(&state_dir, command),
         Command::Verify {
             sessions,
             all,
@@ -600,10 +639,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             quarantine_failures,
             quarantine_window,
             quarantine_backoff,
+            migrate,
         } => {
             let options = ServeOptions {
                 config,
                 state_dir,
+                store_url: cli.store.clone(),
+                migrate,
                 quarantine: QuarantinePolicy {
                     max_failures: quarantine_failures,
                     window: Duration::from_secs(quarantine_window),
@@ -663,7 +705,7 @@ async fn serve(options: ServeOptions, socket: Option<PathBuf>, watch: bool) -> R
 
 async fn acp(state_dir: &Path, deployment: &Deployment, script: Script) -> Result<()> {
     use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
-    let service = ApprovalService::open_dir(state_dir, deployment.default_policy);
+    let service = store_cmd::service(state_dir, deployment)?;
     let _plugins = mount(&service, deployment, state_dir)?;
     let agent = ScriptedAgent::new(service, script, AgentOptions::from_deployment(deployment));
     let transport = agent_client_protocol::ByteStreams::new(
@@ -691,14 +733,10 @@ pub(crate) fn cached_host(state_dir: &Path) -> Result<PluginHost> {
 /// Turns standing rules on when the deployment declares any (`[rules]`, `[[rule]]`) or the state
 /// directory holds user or project rules; otherwise a one-shot command does not open the rules
 /// logs at all.
-fn enable_rules(
-    service: &ApprovalService,
-    deployment: &Deployment,
-    state_dir: &Path,
-) -> Result<()> {
+fn enable_rules(service: &ApprovalService, deployment: &Deployment) -> Result<()> {
     use approval_host::rules;
-    let sessions = DirStore::new(state_dir);
-    let exists = |name: &str| sessions.session_path(name).exists();
+    let store = service.store();
+    let exists = |name: &str| store.log_len(name).ok().flatten() != Some(0);
     let project_log = rules::project_log(&rules::project_of(deployment));
     if !deployment.rules.declared && !exists(rules::USER_LOG) && !exists(&project_log) {
         return Ok(());
@@ -731,7 +769,7 @@ pub(crate) fn mount(
     state_dir: &Path,
 ) -> Result<Option<(PluginHost, Mounted)>> {
     service.set_checkpointer(checkpointer(deployment, state_dir)?);
-    enable_rules(service, deployment, state_dir)?;
+    enable_rules(service, deployment)?;
     if deployment.plugins.is_empty() {
         return Ok(None);
     }
@@ -888,7 +926,7 @@ async fn ask(
         reason,
         arguments,
     } = ask;
-    let service = ApprovalService::open_dir(state_dir, deployment.default_policy);
+    let service = store_cmd::service(state_dir, deployment)?;
     let _plugins = mount(&service, deployment, state_dir)?;
     let agent = service.agent(session, agent).await?;
     if service.turn_open(session).await? {
@@ -930,25 +968,15 @@ fn verify(
 ) -> Result<ExitCode> {
     use approval_host::audit::checkpoint::{checkpoints_in, read_checkpoints};
     let store = DirStore::new(state_dir);
+    // A database is read whole per session; the directory store streams each file.
+    let database = store_cmd::on_database(None)
+        .then(|| store_cmd::open(state_dir, None, false))
+        .transpose()?;
     let sessions = if all {
-        let dir = store.sessions_dir();
-        let mut found = Vec::new();
-        match std::fs::read_dir(&dir) {
-            Ok(entries) => {
-                for entry in entries {
-                    let name = entry
-                        .with_context(|| format!("reading {}", dir.display()))?
-                        .file_name();
-                    if let Some(session) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) {
-                        found.push(session.to_owned());
-                    }
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e).with_context(|| format!("reading {}", dir.display())),
+        match &database {
+            Some(db) => db.list()?,
+            None => approval_host::Store::list(&store)?,
         }
-        found.sort();
-        found
     } else if sessions.is_empty() {
         return Err(UsageError("name the sessions to verify, or --all".to_owned()).into());
     } else {
@@ -958,18 +986,36 @@ fn verify(
     for session in &sessions {
         validate_session_id(session).map_err(|e| UsageError(e.to_string()))?;
         let path = store.session_path(session);
-        if !path.exists() {
-            return Err(UsageError(format!("no session log at {}", path.display())).into());
-        }
+        let bytes = match &database {
+            Some(db) => {
+                let bytes = db.read(session)?;
+                if bytes.is_empty() {
+                    return Err(
+                        UsageError(format!("no session log postgres:{session}")).into()
+                    );
+                }
+                Some(bytes)
+            }
+            None if !path.exists() => {
+                return Err(UsageError(format!("no session log at {}", path.display())).into());
+            }
+            None => None,
+        };
         let checkpoints_file = checkpoints_in(checkpoints_dir, session);
         let checkpoints = read_checkpoints(&checkpoints_file)
             .with_context(|| format!("reading {}", checkpoints_file.display()))?;
-        let mut report = approval_host::audit::verify::verify_file_with(
-            &path,
-            session,
-            key.map(|k| (k, checkpoints.as_slice())),
-        )
+        let against = key.map(|k| (k, checkpoints.as_slice()));
+        let mut report = match &bytes {
+            Some(bytes) => {
+                approval_host::audit::verify::verify_reader_with(&bytes[..], session, against)
+            }
+            None => approval_host::audit::verify::verify_file_with(&path, session, against),
+        }
         .with_context(|| format!("reading {}", path.display()))?;
+        let path = match bytes {
+            Some(_) => PathBuf::from(format!("postgres:{session}")),
+            None => path,
+        };
         if key.is_none() && !checkpoints.is_empty() {
             report
                 .warnings
@@ -1013,98 +1059,3 @@ fn verify(
     })
 }
 
-/// `log` without a session: one line per session log in the state directory.
-fn list_sessions(state_dir: &Path) -> Result<ExitCode> {
-    let dir = state_dir.join("sessions");
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            println!("no sessions in {}", dir.display());
-            return Ok(ExitCode::SUCCESS);
-        }
-        Err(e) => return Err(e).with_context(|| format!("reading {}", dir.display())),
-    };
-    let mut rows = Vec::new();
-    for entry in entries {
-        let path = entry
-            .with_context(|| format!("reading {}", dir.display()))?
-            .path();
-        let Some(id) = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_suffix(".jsonl"))
-        else {
-            continue;
-        };
-        let checked = check_file(&path).with_context(|| format!("reading {}", path.display()))?;
-        let last = checked
-            .records
-            .last()
-            .map_or_else(|| "-".to_owned(), |r| r.ts.clone());
-        let mut open = false;
-        for r in &checked.records {
-            match r.event.kind() {
-                "turn/start" => open = true,
-                "turn/end" => open = false,
-                _ => {}
-            }
-        }
-        rows.push((
-            id.to_owned(),
-            checked.records.len(),
-            last,
-            open,
-            checked.problem.is_some(),
-        ));
-    }
-    if rows.is_empty() {
-        println!("no sessions in {}", dir.display());
-        return Ok(ExitCode::SUCCESS);
-    }
-    // Most recent first.
-    rows.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
-    println!(
-        "{:<40} {:>8}  {:<27} turn",
-        "session", "records", "last activity"
-    );
-    for (id, records, last, open, problem) in rows {
-        let turn = if open { "open" } else { "-" };
-        let flag = if problem {
-            "  (fails its check: `log` it)"
-        } else {
-            ""
-        };
-        println!("{id:<40} {records:>8}  {last:<27} {turn}{flag}");
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn print_log(path: &Path) -> Result<ExitCode> {
-    if !path.exists() {
-        return Err(UsageError(format!("no session log at {}", path.display())).into());
-    }
-    let checked = check_file(path).with_context(|| format!("reading {}", path.display()))?;
-    for r in &checked.records {
-        println!(
-            "{:>5}  {}  {:<17} {}",
-            r.seq,
-            r.ts,
-            r.event.kind(),
-            r.event.data()
-        );
-    }
-    match checked.problem {
-        Some(problem) => {
-            eprintln!("approval-host: {}: {problem}", path.display());
-            Ok(ExitCode::from(1))
-        }
-        None => {
-            let s = checked.summary;
-            println!(
-                "ok: {} records, {} turns, {} questions, each decided once inside its turn",
-                s.records, s.turns, s.questions
-            );
-            Ok(ExitCode::SUCCESS)
-        }
-    }
-}

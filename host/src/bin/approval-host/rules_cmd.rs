@@ -163,7 +163,7 @@ fn deployment(config: Option<&Path>) -> Result<Deployment> {
 /// A service over the state directory with the deployment's rules on (no plugins: rules
 /// commands never run a gate).
 fn open(state_dir: &Path, deployment: &Deployment) -> Result<(ApprovalService, Arc<RuleBook>)> {
-    let service = ApprovalService::open_dir(state_dir, deployment.default_policy);
+    let service = crate::store_cmd::service(state_dir, deployment)?;
     service.set_checkpointer(crate::checkpointer(deployment, state_dir)?);
     let book = rules::for_deployment(service.store(), deployment, rules::system_clock())
         .map_err(|e| anyhow::anyhow!("standing rules: {e}"))?;

@@ -1,0 +1,133 @@
+//! `[store]`: where a deployment's session logs and rules live when not in the state directory.
+//!
+//! ```toml
+//! [store]
+//! url = "postgres://approvals@db.internal/approvals"  # never with a password in it
+//! password-file = "/run/secrets/approvals-db"         # or password-env = "APPROVALS_DB_PASSWORD"
+//! lease-seconds = 15                                   # how soon another host takes over
+//! ```
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use toml::Value;
+
+use super::{ConfigError, Ctx, positive, string};
+
+/// The deployment's `[store]` table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// The database URL (no password).
+    pub url: String,
+    /// A file holding the password (relative to the deployment file), read at start.
+    pub password_file: Option<PathBuf>,
+    /// An environment variable holding the password.
+    pub password_env: Option<String>,
+    /// How long a session's lease lasts unless renewed.
+    pub lease: Duration,
+}
+
+impl StoreConfig {
+    /// The password, from the file or the variable the table names, or from
+    /// [`crate::postgres::PASSWORD_ENV`] when it names neither.
+    pub fn password(&self) -> Result<Option<String>, String> {
+        if let Some(file) = &self.password_file {
+            let text = std::fs::read_to_string(file)
+                .map_err(|e| format!("[store] password-file {}: {e}", file.display()))?;
+            return Ok(Some(text.trim_end_matches(['\n', '\r']).to_owned()));
+        }
+        let var = self
+            .password_env
+            .as_deref()
+            .unwrap_or(crate::postgres::PASSWORD_ENV);
+        match std::env::var(var) {
+            Ok(v) => Ok(Some(v)),
+            Err(std::env::VarError::NotPresent) if self.password_env.is_none() => Ok(None),
+            Err(e) => Err(format!("[store] password-env {var}: {e}")),
+        }
+    }
+}
+
+pub(super) fn parse(ctx: &Ctx, value: &Value) -> Result<StoreConfig, ConfigError> {
+    let table = value
+        .as_table()
+        .ok_or_else(|| ctx.err("[store]", "must be a table"))?;
+    let mut url = None;
+    let mut password_file = None;
+    let mut password_env = None;
+    let mut lease = crate::postgres::DEFAULT_LEASE;
+    for (k, v) in table {
+        match k.as_str() {
+            "url" => {
+                let u = string(ctx, "[store]", "url", v)?;
+                crate::postgres::check_url(u).map_err(|e| ctx.err("[store]", format!("url: {e}")))?;
+                url = Some(u.to_owned());
+            }
+            "password-file" => {
+                password_file = Some(ctx.resolve(string(ctx, "[store]", "password-file", v)?));
+            }
+            "password-env" => {
+                password_env = Some(string(ctx, "[store]", "password-env", v)?.to_owned());
+            }
+            "lease-seconds" => {
+                lease = Duration::from_secs(positive(ctx, "[store]", "lease-seconds", v, 3600)?);
+            }
+            other => {
+                return Err(ctx.err(
+                    "[store]",
+                    format!(
+                        "unknown key {other:?} (expected url, password-file, password-env or lease-seconds)"
+                    ),
+                ));
+            }
+        }
+    }
+    if password_file.is_some() && password_env.is_some() {
+        return Err(ctx.err(
+            "[store]",
+            "password-file and password-env: give one of them",
+        ));
+    }
+    let url = url.ok_or_else(|| ctx.err("[store]", "url is missing"))?;
+    Ok(StoreConfig {
+        url,
+        password_file,
+        password_env,
+        lease,
+    })
+}
+
+/// The store a command works on: `url` (a command line's `--store`) over the deployment's
+/// `[store] url` (keeping its password and lease settings), else the directory store under
+/// `state_dir`. `migrate` creates or migrates the database schema when it is behind.
+pub fn open(
+    deployment: Option<&super::Deployment>,
+    url: Option<&str>,
+    state_dir: &std::path::Path,
+    migrate: bool,
+) -> Result<std::sync::Arc<dyn crate::Store>, crate::postgres::DbError> {
+    let table = deployment.and_then(|d| d.store.as_ref());
+    let config = match (url, table) {
+        (None, None) => return Ok(std::sync::Arc::new(crate::DirStore::new(state_dir))),
+        (Some(url), table) => {
+            crate::postgres::check_url(url)?;
+            StoreConfig {
+                url: url.to_owned(),
+                ..table.cloned().unwrap_or(StoreConfig {
+                    url: String::new(),
+                    password_file: None,
+                    password_env: None,
+                    lease: crate::postgres::DEFAULT_LEASE,
+                })
+            }
+        }
+        (None, Some(table)) => table.clone(),
+    };
+    let mut options = crate::postgres::PgOptions::new(&config.url);
+    options.password = config
+        .password()
+        .map_err(crate::postgres::DbError::Password)?;
+    options.lease = config.lease;
+    options.migrate = migrate;
+    Ok(std::sync::Arc::new(crate::postgres::PgStore::connect(options)?))
+}
