@@ -12,6 +12,7 @@ mod crash;
 mod deployment;
 mod durable_commit;
 mod fixtures;
+mod fleet;
 mod hooks;
 mod init;
 mod on_postgres;

@@ -2,6 +2,9 @@
 //! fresh schema of the database `.ci/with-postgres` provides. Two hosts on one database stand
 //! where the directory suites have two processes on one state directory.
 
+// The same files as `crate::rules` and `crate::seam`, on purpose: one suite, two stores.
+#![allow(clippy::duplicate_mod)]
+
 mod support {
     pub use crate::support::pg::PgHost as Host;
     pub use crate::support::*;

@@ -136,7 +136,10 @@ fn the_schema_is_created_by_migrate_and_refused_when_behind_or_ahead() {
 
     // An empty database: refused until migrated, with the command to run.
     let err = PgStore::connect(options.clone()).unwrap_err();
-    assert!(matches!(err, DbError::SchemaBehind { found: 0, .. }), "{err:?}");
+    assert!(
+        matches!(err, DbError::SchemaBehind { found: 0, .. }),
+        "{err:?}"
+    );
     assert_eq!(
         err.to_string(),
         format!(

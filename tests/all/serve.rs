@@ -17,16 +17,16 @@ use crate::support::{events_at, log_path};
 /// A bound on waiting for one message, so a broken server fails the test instead of hanging it.
 const PATIENCE: Duration = Duration::from_secs(30);
 
-struct Client {
-    child: Child,
+pub(crate) struct Client {
+    pub(crate) child: Child,
     stdin: Option<ChildStdin>,
     incoming: Receiver<Value>,
-    stash: VecDeque<Value>,
+    pub(crate) stash: VecDeque<Value>,
     next_id: u64,
 }
 
 impl Client {
-    fn spawn(state: &Path, config: &Path, extra: &[&str]) -> Client {
+    pub(crate) fn spawn(state: &Path, config: &Path, extra: &[&str]) -> Client {
         let mut child = Command::new(env!("CARGO_BIN_EXE_approval-host"))
             .arg("--state-dir")
             .arg(state)
@@ -60,14 +60,14 @@ impl Client {
         }
     }
 
-    fn send_line(&mut self, line: &str) {
+    pub(crate) fn send_line(&mut self, line: &str) {
         let stdin = self.stdin.as_mut().unwrap();
         stdin.write_all(line.as_bytes()).unwrap();
         stdin.write_all(b"\n").unwrap();
         stdin.flush().unwrap();
     }
 
-    fn send(&mut self, method: &str, params: Value) -> u64 {
+    pub(crate) fn send(&mut self, method: &str, params: Value) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         self.send_line(
@@ -77,7 +77,7 @@ impl Client {
     }
 
     /// The next message matching `want`, keeping the others for later.
-    fn wait(&mut self, want: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) fn wait(&mut self, want: impl Fn(&Value) -> bool) -> Value {
         if let Some(i) = self.stash.iter().position(&want) {
             return self.stash.remove(i).unwrap();
         }
@@ -97,18 +97,18 @@ impl Client {
         }
     }
 
-    fn response(&mut self, id: u64) -> Value {
+    pub(crate) fn response(&mut self, id: u64) -> Value {
         self.wait(|v| v["id"] == id && v.get("method").is_none())
     }
 
-    fn call(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) fn call(&mut self, method: &str, params: Value) -> Value {
         let id = self.send(method, params);
         let r = self.response(id);
         assert!(r.get("error").is_none(), "{method}: {r}");
         r["result"].clone()
     }
 
-    fn error(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) fn error(&mut self, method: &str, params: Value) -> Value {
         let id = self.send(method, params);
         let r = self.response(id);
         r.get("error")
@@ -116,11 +116,11 @@ impl Client {
             .unwrap_or_else(|| panic!("{method} did not fail: {r}"))
     }
 
-    fn prompt(&mut self) -> Value {
+    pub(crate) fn prompt(&mut self) -> Value {
         self.wait(|v| v["method"] == "approval/prompt")
     }
 
-    fn reply(&mut self, prompt: &Value, answer: Value) {
+    pub(crate) fn reply(&mut self, prompt: &Value, answer: Value) {
         let id = prompt["id"].clone();
         let mut message = json!({"jsonrpc": "2.0", "id": id});
         match answer.get("error") {
@@ -130,7 +130,7 @@ impl Client {
         self.send_line(&message.to_string());
     }
 
-    fn close_input(&mut self) {
+    pub(crate) fn close_input(&mut self) {
         self.stdin.take();
     }
 }
@@ -142,7 +142,7 @@ impl Drop for Client {
     }
 }
 
-fn deployment(dir: &Path, gate: &[u8]) -> PathBuf {
+pub(crate) fn deployment(dir: &Path, gate: &[u8]) -> PathBuf {
     let plugin = dir.join("gate.wasm");
     std::fs::write(&plugin, gate).unwrap();
     let config = dir.join("deploy.toml");
@@ -154,7 +154,7 @@ fn deployment(dir: &Path, gate: &[u8]) -> PathBuf {
     config
 }
 
-fn open(client: &mut Client, session: &str) {
+pub(crate) fn open(client: &mut Client, session: &str) {
     client.call(
         "session/open",
         json!({"sessionId": session, "agentId": "a"}),
@@ -162,14 +162,14 @@ fn open(client: &mut Client, session: &str) {
     client.call("turn/start", json!({"sessionId": session}));
 }
 
-fn ask(client: &mut Client, session: &str, tool: &str) -> u64 {
+pub(crate) fn ask(client: &mut Client, session: &str, tool: &str) -> u64 {
     client.send(
         "approval/request",
         json!({"sessionId": session, "agentId": "a", "toolName": tool, "callId": "c1", "reason": "why"}),
     )
 }
 
-fn outcome(client: &mut Client, id: u64) -> String {
+pub(crate) fn outcome(client: &mut Client, id: u64) -> String {
     let r = client.response(id);
     r["result"]["outcome"]
         .as_str()

@@ -60,7 +60,8 @@ pub(super) fn parse(ctx: &Ctx, value: &Value) -> Result<StoreConfig, ConfigError
         match k.as_str() {
             "url" => {
                 let u = string(ctx, "[store]", "url", v)?;
-                crate::postgres::check_url(u).map_err(|e| ctx.err("[store]", format!("url: {e}")))?;
+                crate::postgres::check_url(u)
+                    .map_err(|e| ctx.err("[store]", format!("url: {e}")))?;
                 url = Some(u.to_owned());
             }
             "password-file" => {
@@ -129,5 +130,7 @@ pub fn open(
         .map_err(crate::postgres::DbError::Password)?;
     options.lease = config.lease;
     options.migrate = migrate;
-    Ok(std::sync::Arc::new(crate::postgres::PgStore::connect(options)?))
+    Ok(std::sync::Arc::new(crate::postgres::PgStore::connect(
+        options,
+    )?))
 }

@@ -486,7 +486,11 @@ async fn renew_leases(inner: Weak<Inner>, every: Duration) {
                         &[&owners, &inner.lease_ms],
                     )
                     .await?;
-                Ok::<_, Failure>(rows.len())
+                Ok::<_, Failure>(
+                    rows.iter()
+                        .map(|r| r.get::<_, String>(0))
+                        .collect::<HashSet<String>>(),
+                )
             }
             .await;
             match attempt {
@@ -495,11 +499,20 @@ async fn renew_leases(inner: Weak<Inner>, every: Duration) {
             }
         };
         match renewed {
-            Ok(n) if n < owners.len() => tracing::warn!(
-                lost = owners.len() - n,
-                "leases taken over by another host; their sessions accept no more events here"
-            ),
-            Ok(_) => {}
+            Ok(renewed) => {
+                // A lease released while this ran is not lost.
+                let held = inner.held.lock().unwrap_or_else(|p| p.into_inner());
+                let lost = owners
+                    .iter()
+                    .filter(|o| held.contains(*o) && !renewed.contains(*o))
+                    .count();
+                if lost > 0 {
+                    tracing::warn!(
+                        lost,
+                        "leases taken over by another host; their sessions accept no more events here"
+                    );
+                }
+            }
             Err(e) => tracing::warn!(error = %e, "could not renew session leases"),
         }
     }

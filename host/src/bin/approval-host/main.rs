@@ -990,9 +990,7 @@ fn verify(
             Some(db) => {
                 let bytes = db.read(session)?;
                 if bytes.is_empty() {
-                    return Err(
-                        UsageError(format!("no session log postgres:{session}")).into()
-                    );
+                    return Err(UsageError(format!("no session log postgres:{session}")).into());
                 }
                 Some(bytes)
             }
@@ -1058,4 +1056,3 @@ fn verify(
         ExitCode::SUCCESS
     })
 }
-

@@ -62,7 +62,10 @@ fn db_error(e: DbError) -> anyhow::Error {
 fn place(state_dir: &Path) -> String {
     match url() {
         Some(_) => "the database".to_owned(),
-        None => DirStore::new(state_dir).sessions_dir().display().to_string(),
+        None => DirStore::new(state_dir)
+            .sessions_dir()
+            .display()
+            .to_string(),
     }
 }
 
@@ -130,7 +133,9 @@ pub(crate) fn print_log(state_dir: &Path, session: &str) -> Result<ExitCode> {
     let store = open(state_dir, None, false)?;
     let name = log_name(state_dir, session);
     let bytes = store.read(session)?;
-    if bytes.is_empty() && url().is_none() && !DirStore::new(state_dir).session_path(session).exists()
+    if bytes.is_empty()
+        && url().is_none()
+        && !DirStore::new(state_dir).session_path(session).exists()
         || bytes.is_empty() && url().is_some()
     {
         return Err(UsageError(format!("no session log at {name}")).into());
