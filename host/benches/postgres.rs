@@ -175,7 +175,10 @@ fn main() {
             let two = runtime.block_on(rate(&hosts, askers, per_host_logs, seconds));
             println!(
                 "{:<44} {two:>12.0} {:>10.2}",
-                label("PostgreSQL, two hosts"),
+                format!(
+                    "{askers} askers, two hosts, {} logs each, PG",
+                    per_host_logs
+                ),
                 two / file
             );
         }

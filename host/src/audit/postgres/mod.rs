@@ -5,7 +5,9 @@
 //! file store's:
 //!
 //! - an append returns once its transaction has committed; the log's group commit hands a whole
-//!   batch to one transaction (one multi-row insert);
+//!   batch to one transaction (one multi-row insert, one round trip). As with the file store's
+//!   split write and sync, a question decided in process is committed together with its decision,
+//!   and one about to leave the process is committed first;
 //! - `seq` has no gaps and no duplicates: it is part of the primary key, and a batch either
 //!   commits whole or not at all, so torn state cannot exist;
 //! - one writer per session at a time, across hosts: a lease row (owner, expiry) taken with a
@@ -613,6 +615,7 @@ impl Store for PgStore {
             session: session.to_owned(),
             owner,
             next_seq: rows.len() as i64 + 1,
+            pending: Vec::new(),
             name: name.clone(),
         };
         let mut bytes = Vec::with_capacity(rows.iter().map(|(_, l)| l.len() + 1).sum());
@@ -709,89 +712,97 @@ async fn release(inner: &Inner, client: &Client, session: &str, owner: &str) {
     }
 }
 
-/// One open session's writer: each append is one transaction that checks the lease and inserts
-/// the batch.
+/// One open session's writer. Lines written are held in memory until the next sync, which
+/// commits them all in one statement (its own transaction) that also renews the lease and fails
+/// if another host owns it now: an in-process question and its decision cost one commit.
 struct PgJournal {
     inner: Arc<Inner>,
     session: String,
     owner: String,
+    /// The seq of the first pending line.
     next_seq: i64,
+    /// Lines written and not yet committed.
+    pending: Vec<String>,
     name: String,
 }
 
+/// The batch insert, fenced by the lease: the lease row is updated (and so locked until commit,
+/// so a takeover waits for this batch instead of reading past it) and the rows are inserted only
+/// if this owner still holds it. One statement, one round trip, one commit.
+const APPEND: &str = "WITH lease AS (
+        UPDATE approval_leases
+        SET expires_at = now() + $3::FLOAT8 * INTERVAL '1 millisecond'
+        WHERE session = $1 AND owner = $2
+        RETURNING owner
+    )
+    INSERT INTO approval_records (session, seq, line)
+    SELECT $1, s, l FROM unnest($4::INT8[], $5::TEXT[]) AS batch (s, l)
+    WHERE EXISTS (SELECT 1 FROM lease)";
+
 impl Journal for PgJournal {
     fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
-        let text = std::str::from_utf8(bytes).map_err(io::Error::other)?;
-        let lines: Vec<String> = text
-            .strip_suffix('\n')
-            .unwrap_or(text)
-            .split('\n')
-            .map(str::to_owned)
-            .collect();
-        let seqs: Vec<i64> = (0..lines.len() as i64).map(|i| self.next_seq + i).collect();
-        let inner = self.inner.clone();
-        let (session, owner) = (self.session.clone(), self.owner.clone());
-        let count = lines.len() as i64;
-        self.inner
-            .block(async move {
-                let mut client = client(&inner.pool).await?;
-                let mut tries = 0;
-                loop {
-                    match append_batch(&inner, &mut client, &session, &owner, &seqs, &lines).await {
-                        Err(e) if again(&inner, &e, &mut tries).await => {}
-                        other => return other,
-                    }
-                }
-            })
-            .map_err(|e| io::Error::other(format!("{}: {e}", self.name)))?;
-        self.next_seq += count;
-        Ok(())
+        self.write(bytes)?;
+        self.sync()
     }
 
     fn commit_mode(&self) -> CommitMode {
-        CommitMode::Blocking
+        CommitMode::Split
     }
-}
 
-/// One transaction: renew (and so check) the lease, insert the batch.
-async fn append_batch(
-    inner: &Inner,
-    client: &mut Client,
-    session: &str,
-    owner: &str,
-    seqs: &[i64],
-    lines: &[String],
-) -> Result<(), Failure> {
-    let tx = client.transaction().await?;
-    // Fences a host that lost its lease, and holds the lease row until commit so a takeover
-    // waits for this batch instead of reading past it.
-    let fenced = tx
-        .query_opt(
-            "UPDATE approval_leases
-             SET expires_at = now() + $3::FLOAT8 * INTERVAL '1 millisecond'
-             WHERE session = $1 AND owner = $2 RETURNING owner",
-            &[&session, &owner, &inner.lease_ms],
-        )
-        .await?;
-    if fenced.is_none() {
-        let now = tx
-            .query_opt(
-                "SELECT owner FROM approval_leases WHERE session = $1",
-                &[&session],
-            )
-            .await?;
-        return Err(Failure::LeaseLost {
-            owner: now.map(|r| r.get(0)),
-        });
+    fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let text = std::str::from_utf8(bytes).map_err(io::Error::other)?;
+        self.pending.extend(
+            text.strip_suffix('\n')
+                .unwrap_or(text)
+                .split('\n')
+                .map(str::to_owned),
+        );
+        Ok(())
     }
-    tx.execute(
-        "INSERT INTO approval_records (session, seq, line)
-         SELECT $1, s, l FROM unnest($2::INT8[], $3::TEXT[]) AS batch (s, l)",
-        &[&session, &seqs, &lines],
-    )
-    .await?;
-    tx.commit().await?;
-    Ok(())
+
+    fn sync(&mut self) -> io::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let lines = std::mem::take(&mut self.pending);
+        let count = lines.len() as i64;
+        let seqs: Vec<i64> = (0..count).map(|i| self.next_seq + i).collect();
+        let inner = self.inner.clone();
+        let (session, owner) = (self.session.clone(), self.owner.clone());
+        let committed = self.inner.block(async move {
+            let client = client(&inner.pool).await?;
+            let mut tries = 0;
+            loop {
+                let attempt = async {
+                    let inserted = client
+                        .execute(APPEND, &[&session, &owner, &inner.lease_ms, &seqs, &lines])
+                        .await?;
+                    if inserted == seqs.len() as u64 {
+                        return Ok(());
+                    }
+                    let now = client
+                        .query_opt(
+                            "SELECT owner FROM approval_leases WHERE session = $1",
+                            &[&session],
+                        )
+                        .await?;
+                    Err(Failure::LeaseLost {
+                        owner: now.map(|r| r.get(0)),
+                    })
+                }
+                .await;
+                match attempt {
+                    Err(e) if again(&inner, &e, &mut tries).await => {}
+                    other => return other,
+                }
+            }
+        });
+        // On failure the lines stay uncommitted and the log stops accepting events; reopening
+        // reads back what the database holds.
+        committed.map_err(|e| io::Error::other(format!("{}: {e}", self.name)))?;
+        self.next_seq += count;
+        Ok(())
+    }
 }
 
 impl Drop for PgJournal {
