@@ -26,6 +26,7 @@ mod rules_cli;
 mod sandbox;
 mod seam;
 mod serve;
+mod serve_network;
 mod session_log;
 mod subagent;
 mod subscribe;

@@ -12,6 +12,7 @@ use toml::{Table, Value};
 
 mod locate;
 pub mod store;
+pub mod token;
 pub use locate::Location;
 
 use crate::policy::{POLICY_VOCABULARY_ERROR, Policy};
@@ -236,6 +237,8 @@ pub struct Deployment {
     /// `[store]`: a shared database for session logs and rules; the state directory when
     /// omitted.
     pub store: Option<store::StoreConfig>,
+    /// `[[token]]`: who may connect to `serve` over a socket or the network.
+    pub tokens: Vec<token::TokenSpec>,
 }
 
 /// `[claude-code]`: `when-undecided = "ask" | "defer"`, `defer-in-modes = ["plan", ...]`.
@@ -483,6 +486,7 @@ impl Deployment {
             rules: RulesConfig::default(),
             claude_code: ClaudeCodeConfig::default(),
             store: None,
+            tokens: Vec::new(),
         }
     }
 
@@ -521,6 +525,7 @@ impl Deployment {
         let mut rules = RulesConfig::default();
         let mut claude_code = ClaudeCodeConfig::default();
         let mut store = None;
+        let mut tokens: Vec<token::TokenSpec> = Vec::new();
         for (key, value) in &doc {
             match key.as_str() {
                 "approval" => {
@@ -587,6 +592,21 @@ impl Deployment {
                     }
                 }
                 "store" => store = Some(store::parse(&ctx, value)?),
+                "token" => {
+                    let list = value
+                        .as_array()
+                        .ok_or_else(|| ctx.err("[[token]]", "must be an array of tables"))?;
+                    for (i, v) in list.iter().enumerate() {
+                        let spec = token::parse(&ctx, v, i + 1)?;
+                        if tokens.iter().any(|t| t.name == spec.name) {
+                            return Err(ctx.err(
+                                &format!("[[token]] #{}", i + 1),
+                                format!("name {:?} is used twice", spec.name),
+                            ));
+                        }
+                        tokens.push(spec);
+                    }
+                }
                 "audit" => {
                     let table = value
                         .as_table()
@@ -762,7 +782,7 @@ impl Deployment {
                     return Err(ctx.err(
                         "top level",
                         format!(
-                            "unknown key {other:?} (expected [approval], [sandbox], [audit], [store], [rules], [claude-code], [[plugin]], [[rule]] or [[hook]])"
+                            "unknown key {other:?} (expected [approval], [sandbox], [audit], [store], [rules], [claude-code], [[plugin]], [[rule]], [[hook]] or [[token]])"
                         ),
                     ));
                 }
@@ -779,6 +799,7 @@ impl Deployment {
             rules,
             claude_code,
             store,
+            tokens,
         })
     }
 }

@@ -8,9 +8,11 @@
 //! never grants, and an error reply or a closed connection settles `unavailable`. Nothing a client
 //! sends can crash the server: bad input gets a JSON-RPC error and the server keeps serving.
 
+pub mod auth;
 mod hook;
 pub mod rpc;
 mod rules;
+pub mod tls;
 mod watch;
 
 use std::collections::HashMap;
@@ -26,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
 use crate::answer::{Answer, Effect, RuleScope, clean_reason};
+use crate::config::token::TokenRole;
 use crate::config::{ConfigError, Deployment};
 use crate::outcome::{Decision, Failure, Outcome};
 use crate::plugin::cache::CompiledCache;
@@ -126,6 +129,8 @@ struct Inner {
     hook_options: Mutex<crate::claude_code::HookOptions>,
     /// The turns of Claude Code sessions asked through `hook/claude-code`.
     hook_turns: crate::claude_code::HookTurns,
+    /// The deployment's tokens and the failed attempts per peer.
+    gatekeeper: auth::Gatekeeper,
 }
 
 /// A running host.
@@ -193,6 +198,7 @@ impl Server {
         })?;
         service.set_rules(Some(book));
         let hook_options = crate::claude_code::HookOptions::from_deployment(&deployment, None);
+        let gatekeeper = auth::Gatekeeper::new(deployment.tokens.clone());
         let cache = CompiledCache::new(options.state_dir.join("cache"));
         let host = PluginHost::with_cache(sink, cache).map_err(|source| ServeError::Plugin {
             file: options.config.display().to_string(),
@@ -224,6 +230,7 @@ impl Server {
                 next_conn: AtomicU64::new(1),
                 hook_options: Mutex::new(hook_options),
                 hook_turns: crate::claude_code::HookTurns::default(),
+                gatekeeper,
             }),
         })
     }
@@ -243,6 +250,7 @@ impl Server {
             .lock()
             .unwrap_or_else(|p| p.into_inner()) =
             crate::claude_code::HookOptions::from_deployment(&deployment, None);
+        self.inner.gatekeeper.set_tokens(deployment.tokens.clone());
         if let Some(book) = self.inner.service.rules() {
             match crate::rules::statics_of(&deployment) {
                 Ok(statics) => {
@@ -296,6 +304,12 @@ impl Server {
         }
         let listener = tokio::net::UnixListener::bind(path)
             .map_err(|e| ServeError::Io(format!("{}: {e}", path.display())))?;
+        // Only the owner may connect; with tokens declared, each connection also authenticates.
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| ServeError::Io(format!("{}: {e}", path.display())))?;
+        }
         loop {
             let (stream, _) = listener
                 .accept()
@@ -304,13 +318,90 @@ impl Server {
             let server = self.clone();
             tokio::spawn(async move {
                 let (read, write) = stream.into_split();
-                server.connection(read, write).await;
+                let authenticate = server.inner.gatekeeper.has_tokens();
+                server
+                    .connection_as(read, write, "unix socket".to_owned(), authenticate)
+                    .await;
             });
         }
     }
 
-    /// Serves one client on a reader and writer of JSON lines.
-    pub async fn connection<R, W>(&self, reader: R, mut writer: W)
+    /// Serves many clients over TCP at `addr`, over TLS unless `tls` is `None` (plain TCP, which
+    /// the command line allows only with `--insecure-plaintext`). Every connection authenticates
+    /// with a token: the deployment must declare some. Returns the bound address through `bound`
+    /// (port 0 picks a free one).
+    pub async fn serve_tcp(
+        &self,
+        addr: &str,
+        tls: Option<tokio_rustls::TlsAcceptor>,
+        bound: Option<oneshot::Sender<std::net::SocketAddr>>,
+    ) -> Result<(), ServeError> {
+        if !self.inner.gatekeeper.has_tokens() {
+            return Err(ServeError::Io(format!(
+                "{}: serving over the network needs [[token]] entries: every connection must authenticate (approval-host token new --role agent --config FILE)",
+                self.inner.options.config.display()
+            )));
+        }
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| ServeError::Io(format!("{addr}: {e}")))?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| ServeError::Io(format!("{addr}: {e}")))?;
+        tracing::info!(%local, tls = tls.is_some(), "listening");
+        if let Some(bound) = bound {
+            let _ = bound.send(local);
+        }
+        loop {
+            let (stream, peer) = listener
+                .accept()
+                .await
+                .map_err(|e| ServeError::Io(format!("{addr}: {e}")))?;
+            let _ = stream.set_nodelay(true);
+            let server = self.clone();
+            let tls = tls.clone();
+            tokio::spawn(async move {
+                // Failures are counted per address, not per port: a client reconnects from a new
+                // port each time.
+                let peer_name = format!("tcp {}", peer.ip());
+                match tls {
+                    None => {
+                        let (read, write) = stream.into_split();
+                        server.connection_as(read, write, peer_name, true).await;
+                    }
+                    Some(acceptor) => {
+                        let handshake =
+                            tokio::time::timeout(tls::HANDSHAKE_TIMEOUT, acceptor.accept(stream))
+                                .await;
+                        match handshake {
+                            Ok(Ok(stream)) => {
+                                let (read, write) = tokio::io::split(stream);
+                                server.connection_as(read, write, peer_name, true).await;
+                            }
+                            Ok(Err(e)) => {
+                                tracing::warn!(peer = %peer, error = %e, "TLS handshake failed")
+                            }
+                            Err(_) => tracing::warn!(peer = %peer, "TLS handshake timed out"),
+                        }
+                    }
+                }
+            });
+        }
+    }
+
+    /// Serves one client on a reader and writer of JSON lines, as a local client (stdio) that
+    /// needs no token.
+    pub async fn connection<R, W>(&self, reader: R, writer: W)
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        self.connection_as(reader, writer, "stdio".to_owned(), false)
+            .await;
+    }
+
+    /// Serves one client from `peer`, which must first authenticate when `authenticate`.
+    async fn connection_as<R, W>(&self, reader: R, mut writer: W, peer: String, authenticate: bool)
     where
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
@@ -318,6 +409,9 @@ impl Server {
         let (tx, mut rx) = mpsc::unbounded_channel::<String>();
         let conn = Arc::new(Conn {
             id: self.inner.next_conn.fetch_add(1, Ordering::Relaxed),
+            peer,
+            grant: Mutex::new((!authenticate).then(auth::Grant::local)),
+            closing: CancellationToken::new(),
             out: tx,
             next_out: AtomicU64::new(1),
             prompts: Mutex::new(HashMap::new()),
@@ -365,7 +459,11 @@ impl Server {
         let mut reader = tokio::io::BufReader::new(reader);
         let mut line = Vec::new();
         loop {
-            match rpc::read_line(&mut reader, &mut line).await {
+            let read = tokio::select! {
+                read = rpc::read_line(&mut reader, &mut line) => read,
+                () = conn.closing.cancelled() => break,
+            };
+            match read {
                 Ok(rpc::Line::Text) => match std::str::from_utf8(&line) {
                     Ok(text) => self.handle_line(&conn, &calls, text),
                     Err(_) => conn.send(rpc::response(
@@ -478,6 +576,39 @@ impl Server {
         }
     }
 
+    /// Authenticates (`initialize` with a token) or checks that the connection's grant allows
+    /// `method`. A connection that fails to authenticate is closed after the error is sent.
+    fn admit(&self, conn: &Conn, method: &str, params: &Value) -> Result<auth::Grant, RpcError> {
+        let current = conn.grant.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let grant = match current {
+            Some(grant) => grant,
+            None if method == "initialize" => {
+                let token = params.get("token").and_then(Value::as_str);
+                match self.inner.gatekeeper.check(&conn.peer, token) {
+                    Ok(grant) => {
+                        *conn.grant.lock().unwrap_or_else(|p| p.into_inner()) = Some(grant.clone());
+                        grant
+                    }
+                    Err(text) => {
+                        conn.closing.cancel();
+                        return Err(RpcError::new(auth::UNAUTHENTICATED, text));
+                    }
+                }
+            }
+            None => {
+                conn.closing.cancel();
+                return Err(RpcError::new(
+                    auth::UNAUTHENTICATED,
+                    auth::NOT_AUTHENTICATED,
+                ));
+            }
+        };
+        match auth::role_for(method) {
+            Some(role) if !grant.has(role) => Err(forbidden(&grant, method, role)),
+            _ => Ok(grant),
+        }
+    }
+
     fn owned(&self, conn: &Conn, params: &Value) -> Result<(String, Agent), RpcError> {
         let session = str_param(params, "sessionId")?;
         let sessions = self.inner.lock_sessions();
@@ -502,9 +633,13 @@ impl Server {
         params: Value,
     ) -> Result<Value, RpcError> {
         let service = &self.inner.service;
+        let grant = self.admit(conn, method, &params)?;
         match method {
             "initialize" => {
                 if params.get("answerer").and_then(Value::as_bool) == Some(true) {
+                    if !grant.has(TokenRole::Answerer) {
+                        return Err(forbidden(&grant, "answer prompts", TokenRole::Answerer));
+                    }
                     let listener = ClientAnswerer {
                         server: Arc::downgrade(&self.inner),
                         conn: Arc::downgrade(conn),
@@ -525,6 +660,21 @@ impl Server {
             }
             "session/open" => {
                 let session = str_param(&params, "sessionId")?;
+                if !grant.may_open(session) {
+                    return Err(RpcError::new(
+                        auth::FORBIDDEN,
+                        format!(
+                            "token {:?} may not open session {session:?}: it may open sessions starting with {}",
+                            grant.name,
+                            grant
+                                .sessions
+                                .iter()
+                                .map(|p| format!("{p:?}"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    ));
+                }
                 let agent_id = str_param(&params, "agentId")?;
                 let parent_id = opt_str_param(&params, "parentAgentId")?;
                 if let Some(e) = self.inner.lock_sessions().get(session) {
@@ -671,6 +821,15 @@ impl Server {
                 }))
             }
             "hook/claude-code" => {
+                if !grant.sessions.is_empty() {
+                    return Err(RpcError::new(
+                        auth::FORBIDDEN,
+                        format!(
+                            "token {:?} is limited to some sessions and so may not ask for Claude Code's sessions",
+                            grant.name
+                        ),
+                    ));
+                }
                 let base = self
                     .inner
                     .hook_options
@@ -712,9 +871,26 @@ type PromptWaiter = oneshot::Sender<Result<Value, RpcError>>;
 /// A request waiting its turn: id, method, params.
 type Call = (Value, String, Value);
 
+/// The error for a call the token's roles do not allow.
+fn forbidden(grant: &auth::Grant, what: &str, role: TokenRole) -> RpcError {
+    RpcError::new(
+        auth::FORBIDDEN,
+        format!(
+            "token {:?} may not {what}: that needs the {role} role",
+            grant.name
+        ),
+    )
+}
+
 /// One client connection.
 struct Conn {
     id: u64,
+    /// Where it comes from, for logs and the failure count: `stdio`, `unix socket`, `tcp <ip>`.
+    peer: String,
+    /// What it may do; `None` until it has authenticated.
+    grant: Mutex<Option<auth::Grant>>,
+    /// Cancelled to close the connection (a failed authentication).
+    closing: CancellationToken,
     out: mpsc::UnboundedSender<String>,
     next_out: AtomicU64,
     prompts: Mutex<HashMap<u64, PromptWaiter>>,

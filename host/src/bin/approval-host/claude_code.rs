@@ -20,6 +20,9 @@ use serde_json::{Value, json};
 /// How long to wait for a parallel hook holding the same session's log.
 const LOCK_PATIENCE: Duration = Duration::from_secs(10);
 
+/// The environment variable holding the token `initialize` presents to a server that wants one.
+pub const TOKEN_ENV: &str = "APPROVAL_HOST_TOKEN";
+
 /// What to do when the server at `--socket` cannot answer.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fallback {
@@ -110,9 +113,18 @@ fn through_server(
     if let Some(w) = options.when_undecided {
         params["whenUndecided"] = json!(w.as_str());
     }
-    let mut line =
-        json!({"jsonrpc": "2.0", "id": 1, "method": "hook/claude-code", "params": params})
-            .to_string();
+    let mut line = String::new();
+    // A server whose deployment declares tokens wants one first.
+    if let Ok(token) = std::env::var(TOKEN_ENV) {
+        line = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                      "params": {"protocolVersion": "0.1", "token": token}})
+        .to_string();
+        line.push('\n');
+    }
+    line.push_str(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "hook/claude-code", "params": params})
+            .to_string(),
+    );
     line.push('\n');
     (&stream)
         .write_all(line.as_bytes())
@@ -134,6 +146,14 @@ fn through_server(
             return Err("the server closed the connection".to_owned());
         }
         let v: Value = serde_json::from_str(&reply).map_err(|e| format!("bad reply: {e}"))?;
+        if v.get("id") == Some(&json!(0))
+            && let Some(e) = v.get("error")
+        {
+            return Err(format!(
+                "error {}",
+                e.get("message").and_then(Value::as_str).unwrap_or("")
+            ));
+        }
         // Only the reply to our request counts (a server may also send notifications).
         if v.get("id") != Some(&json!(1)) {
             continue;

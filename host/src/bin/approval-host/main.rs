@@ -202,7 +202,28 @@ enum Command {
         /// Create or migrate the database schema first when it is behind (see `db migrate`).
         #[arg(long)]
         migrate: bool,
+        /// Also listen on TCP at this address (`host:port`), over TLS (--tls-cert and
+        /// --tls-key) unless --insecure-plaintext. Every connection authenticates with a token
+        /// (`[[token]]` in the deployment; see `token new`).
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<String>,
+        /// The server's certificate chain (PEM) for --listen.
+        #[arg(long, value_name = "FILE", requires = "listen")]
+        tls_cert: Option<PathBuf>,
+        /// The server's private key (PEM) for --listen.
+        #[arg(long, value_name = "FILE", requires = "listen")]
+        tls_key: Option<PathBuf>,
+        /// Require client certificates issued by these authorities (PEM).
+        #[arg(long, value_name = "FILE", requires = "tls_cert")]
+        tls_client_ca: Option<PathBuf>,
+        /// Listen without TLS: tokens and questions cross the network in the clear. Only for a
+        /// network you trust; a warning is logged at start.
+        #[arg(long, requires = "listen", conflicts_with_all = ["tls_cert", "tls_key"])]
+        insecure_plaintext: bool,
     },
+    /// Tokens for `serve` clients.
+    #[command(subcommand)]
+    Token(TokenCommand),
     /// Adapters for agent harnesses.
     #[command(subcommand)]
     Hook(HookCommand),
@@ -314,6 +335,37 @@ enum Command {
     Keygen {
         /// Where to write the signing key.
         file: PathBuf,
+        /// (No state directory: this command neither reads nor writes one.)
+        #[arg(id = "state_dir", long = "state-dir", value_name = "DIR", hide = true)]
+        no_state_dir: Option<PathBuf>,
+        /// (No store: this command opens no log.)
+        #[arg(id = "store", long = "store", value_name = "URL", hide = true)]
+        no_store: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum TokenCommand {
+    /// Make a token: print it once, and its `[[token]]` entry (only its SHA-256 is kept).
+    ///
+    /// With --config the entry is appended to that deployment file (a running `serve` picks it
+    /// up on reload). The client presents the token in `initialize` (`"token": "aht_…"`; the
+    /// Claude Code hook reads APPROVAL_HOST_TOKEN).
+    ///
+    /// Example: `approval-host token new --name ci --role agent --sessions ci- --config deploy.toml`
+    New {
+        /// Its name in logs and in the deployment file.
+        #[arg(long, value_name = "NAME")]
+        name: String,
+        /// What it may do (repeatable): agent, answerer, admin.
+        #[arg(long = "role", value_name = "ROLE", required = true)]
+        roles: Vec<String>,
+        /// Limit it to sessions whose id starts with PREFIX (repeatable).
+        #[arg(long = "sessions", value_name = "PREFIX")]
+        sessions: Vec<String>,
+        /// Append the entry to this deployment file.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
         /// (No state directory: this command neither reads nor writes one.)
         #[arg(id = "state_dir", long = "state-dir", value_name = "DIR", hide = true)]
         no_state_dir: Option<PathBuf>,
@@ -501,6 +553,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => store_cmd::print_log(&state_dir, &session),
         Command::Export { sessions, since } => store_cmd::export(&state_dir, sessions, since),
         Command::Db(command) => store_cmd::db(&state_dir, command),
+        Command::Token(TokenCommand::New {
+            name,
+            roles,
+            sessions,
+            config,
+            ..
+        }) => token_new(&name, &roles, &sessions, config.as_deref()),
         Command::Verify {
             sessions,
             all,
@@ -640,7 +699,33 @@ fn run(cli: Cli) -> Result<ExitCode> {
             quarantine_window,
             quarantine_backoff,
             migrate,
+            listen,
+            tls_cert,
+            tls_key,
+            tls_client_ca,
+            insecure_plaintext,
         } => {
+            let network = match (listen, tls_cert, tls_key, insecure_plaintext) {
+                (None, ..) => None,
+                (Some(addr), Some(cert), Some(key), false) => {
+                    let files = approval_host::serve::tls::TlsFiles {
+                        cert,
+                        key,
+                        client_ca: tls_client_ca,
+                    };
+                    let acceptor = approval_host::serve::tls::acceptor(&files)
+                        .map_err(|e| UsageError(format!("--listen: {e}")))?;
+                    Some((addr, Some(acceptor)))
+                }
+                (Some(addr), None, None, true) => Some((addr, None)),
+                (Some(_), ..) => {
+                    return Err(UsageError(
+                        "--listen needs --tls-cert and --tls-key (or, on a network you trust, --insecure-plaintext)"
+                            .to_owned(),
+                    )
+                    .into());
+                }
+            };
             let options = ServeOptions {
                 config,
                 state_dir,
@@ -653,7 +738,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 },
             };
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-            runtime.block_on(serve(options, socket, !no_watch))?;
+            runtime.block_on(serve(options, socket, network, !no_watch))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Acp { config, script } => {
@@ -679,7 +764,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-async fn serve(options: ServeOptions, socket: Option<PathBuf>, watch: bool) -> Result<()> {
+async fn serve(
+    options: ServeOptions,
+    socket: Option<PathBuf>,
+    network: Option<(String, Option<tokio_rustls::TlsAcceptor>)>,
+    watch: bool,
+) -> Result<()> {
     let server = Server::start(options).await.map_err(|e| match e {
         ServeError::Config(e) => anyhow::Error::new(e),
         other => anyhow::Error::new(UsageError(other.to_string())),
@@ -689,16 +779,38 @@ async fn serve(options: ServeOptions, socket: Option<PathBuf>, watch: bool) -> R
     } else {
         None
     };
-    match socket {
-        Some(path) => {
-            tokio::select! {
-                served = server.serve_unix(&path) => served?,
-                _ = tokio::signal::ctrl_c() => {
-                    let _ = std::fs::remove_file(&path);
+    if network.is_none() && socket.is_none() {
+        server.serve_stdio().await;
+        return Ok(());
+    }
+    let tcp = async {
+        match &network {
+            Some((addr, tls)) => {
+                if tls.is_none() {
+                    tracing::warn!(
+                        addr,
+                        "listening WITHOUT TLS (--insecure-plaintext): tokens and questions cross the network in the clear"
+                    );
                 }
+                server.serve_tcp(addr, tls.clone(), None).await
+            }
+            None => std::future::pending().await,
+        }
+    };
+    let unix = async {
+        match &socket {
+            Some(path) => server.serve_unix(path).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        served = tcp => served?,
+        served = unix => served?,
+        _ = tokio::signal::ctrl_c() => {
+            if let Some(path) = &socket {
+                let _ = std::fs::remove_file(path);
             }
         }
-        None => server.serve_stdio().await,
     }
     Ok(())
 }
@@ -1055,4 +1167,64 @@ fn verify(
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// `token new`: a fresh token, printed once, and its `[[token]]` entry.
+fn token_new(
+    name: &str,
+    roles: &[String],
+    sessions: &[String],
+    config: Option<&Path>,
+) -> Result<ExitCode> {
+    use approval_host::config::token::TokenRole;
+    use approval_host::serve::auth;
+    for role in roles {
+        if TokenRole::parse(role).is_none() {
+            return Err(
+                UsageError(format!("--role {role:?}: must be agent, answerer or admin")).into(),
+            );
+        }
+    }
+    let token = auth::new_token().context("reading random bytes")?;
+    let quoted = |list: &[String]| {
+        list.iter()
+            .map(|s| format!("{s:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut entry = format!(
+        "\n[[token]]\nname = {name:?}\nsha256 = \"{}\"\nroles = [{}]\n",
+        auth::token_hash(&token),
+        quoted(roles)
+    );
+    if !sessions.is_empty() {
+        entry.push_str(&format!("sessions = [{}]\n", quoted(sessions)));
+    }
+    if let Some(path) = config {
+        // The file must still load with the entry (a duplicate name, a bad prefix): check a copy
+        // first, then append; the original is never left half-written.
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let probe = tempfile::Builder::new()
+            .suffix(".toml")
+            .tempfile_in(dir)
+            .with_context(|| format!("writing beside {}", path.display()))?;
+        std::fs::write(probe.path(), format!("{text}{entry}"))?;
+        std::fs::set_permissions(probe.path(), std::fs::metadata(path)?.permissions())?;
+        Deployment::load(probe.path()).map_err(|e| {
+            UsageError(e.to_string().replace(
+                &probe.path().display().to_string(),
+                &path.display().to_string(),
+            ))
+        })?;
+        probe
+            .persist(path)
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!("token {name:?} added to {}", path.display());
+    } else {
+        print!("add to the deployment file:\n{entry}");
+    }
+    println!("\ntoken (shown once; the deployment keeps only its SHA-256):\n{token}");
+    Ok(ExitCode::SUCCESS)
 }

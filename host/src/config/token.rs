@@ -1,0 +1,151 @@
+//! `[[token]]`: who may connect to `serve` over a socket or the network, and what they may do.
+//!
+//! ```toml
+//! [[token]]
+//! name = "ci-runners"                  # appears in logs and in the audit of what it did
+//! sha256 = "9f2c…"                     # SHA-256 of the token (`approval-host token new` prints both)
+//! roles = ["agent"]                    # agent, answerer, admin
+//! sessions = ["ci-"]                   # optional: the session-id prefixes it may open
+//! ```
+//!
+//! Only the hash is kept: a token is 32 random bytes, so a plain SHA-256 of it cannot be
+//! reversed by guessing, and checking it costs one hash.
+
+use std::fmt;
+
+use toml::Value;
+
+use super::{ConfigError, Ctx, string};
+
+/// What a token's holder may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TokenRole {
+    /// Open sessions, record calls, ask.
+    Agent,
+    /// Answer prompts (`initialize` with `answerer: true`).
+    Answerer,
+    /// Standing rules, reload, plugins.
+    Admin,
+}
+
+impl TokenRole {
+    /// The name used in the deployment file and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenRole::Agent => "agent",
+            TokenRole::Answerer => "answerer",
+            TokenRole::Admin => "admin",
+        }
+    }
+
+    /// Parses `agent`, `answerer` or `admin`.
+    pub fn parse(s: &str) -> Option<TokenRole> {
+        match s {
+            "agent" => Some(TokenRole::Agent),
+            "answerer" => Some(TokenRole::Answerer),
+            "admin" => Some(TokenRole::Admin),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for TokenRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One `[[token]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenSpec {
+    /// Its name, unique in the file.
+    pub name: String,
+    /// The SHA-256 of the token, 64 lowercase hex digits.
+    pub sha256: String,
+    /// What it may do.
+    pub roles: Vec<TokenRole>,
+    /// The session-id prefixes it may open; empty: any session.
+    pub sessions: Vec<String>,
+}
+
+pub(super) fn parse(ctx: &Ctx, value: &Value, index: usize) -> Result<TokenSpec, ConfigError> {
+    let place = format!("[[token]] #{index}");
+    let table = value
+        .as_table()
+        .ok_or_else(|| ctx.err(&place, "must be a table"))?;
+    let mut name = None;
+    let mut sha256 = None;
+    let mut roles = Vec::new();
+    let mut sessions = Vec::new();
+    for (k, v) in table {
+        match k.as_str() {
+            "name" => name = Some(string(ctx, &place, "name", v)?.to_owned()),
+            "sha256" => {
+                let h = string(ctx, &place, "sha256", v)?;
+                if h.len() != 64
+                    || !h
+                        .bytes()
+                        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+                {
+                    return Err(ctx.err(
+                        &place,
+                        "sha256 must be 64 lowercase hex digits (the hash `approval-host token new` prints)",
+                    ));
+                }
+                sha256 = Some(h.to_owned());
+            }
+            "roles" => {
+                let list = v
+                    .as_array()
+                    .ok_or_else(|| ctx.err(&place, "roles must be a list"))?;
+                for r in list {
+                    let r = string(ctx, &place, "roles", r)?;
+                    let role = TokenRole::parse(r).ok_or_else(|| {
+                        ctx.err(
+                            &place,
+                            format!(
+                                "roles: {r:?} is not one of \"agent\", \"answerer\" or \"admin\""
+                            ),
+                        )
+                    })?;
+                    if !roles.contains(&role) {
+                        roles.push(role);
+                    }
+                }
+            }
+            "sessions" => {
+                let list = v.as_array().ok_or_else(|| {
+                    ctx.err(&place, "sessions must be a list of session-id prefixes")
+                })?;
+                for p in list {
+                    let p = string(ctx, &place, "sessions", p)?;
+                    if crate::store::validate_session_id(p).is_err() {
+                        return Err(ctx.err(
+                            &place,
+                            format!("sessions: {p:?} is not a session-id prefix (A-Z a-z 0-9 . _ -, not starting with a dot)"),
+                        ));
+                    }
+                    sessions.push(p.to_owned());
+                }
+            }
+            other => {
+                return Err(ctx.err(
+                    &place,
+                    format!("unknown key {other:?} (expected name, sha256, roles or sessions)"),
+                ));
+            }
+        }
+    }
+    let name = name.ok_or_else(|| ctx.err(&place, "name is missing"))?;
+    let sha256 = sha256.ok_or_else(|| ctx.err(&place, "sha256 is missing"))?;
+    if roles.is_empty() {
+        return Err(ctx.err(&place, "roles is missing or empty"));
+    }
+    roles.sort();
+    Ok(TokenSpec {
+        name,
+        sha256,
+        roles,
+        sessions,
+    })
+}

@@ -1,0 +1,211 @@
+//! Who a connection is: bearer tokens presented in `initialize`, their roles, the sessions they
+//! may open, and a limit on failed attempts.
+//!
+//! stdio is the parent process's own pipe and needs no token. A Unix socket (created 0600) needs
+//! one when the deployment declares any `[[token]]`; a network listener always does. Until a
+//! connection has authenticated, everything but `initialize` is refused and the connection is
+//! closed; a wrong or missing token closes it too. Each failure is logged with the peer, and a
+//! peer with [`MAX_FAILURES`] failures within [`FAILURE_WINDOW`] is refused without a check until
+//! the window has passed.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+
+use crate::config::token::{TokenRole, TokenSpec};
+
+/// Failed attempts a peer may make within [`FAILURE_WINDOW`].
+pub const MAX_FAILURES: u32 = 5;
+
+/// The window failed attempts are counted in.
+pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
+
+/// The error text for a request before `initialize` on a connection that must authenticate.
+pub const NOT_AUTHENTICATED: &str =
+    "not authenticated: send initialize with a token first; closing the connection";
+
+/// The error text for a wrong or missing token.
+pub const BAD_TOKEN: &str =
+    "authentication failed: the token is missing or not valid; closing the connection";
+
+/// The error text for a peer over its failure limit.
+pub const TOO_MANY_FAILURES: &str =
+    "authentication refused: too many failed attempts from this address; try again later";
+
+/// The JSON-RPC error code of an authentication failure.
+pub const UNAUTHENTICATED: i64 = -32001;
+
+/// The JSON-RPC error code of a method the token's roles do not allow.
+pub const FORBIDDEN: i64 = -32003;
+
+/// What an authenticated connection may do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// The token's name (or `local` for a connection that needs no token).
+    pub name: String,
+    /// Its roles.
+    pub roles: Vec<TokenRole>,
+    /// The session-id prefixes it may open; empty: any.
+    pub sessions: Vec<String>,
+}
+
+impl Grant {
+    /// Everything: stdio, and a Unix socket when the deployment declares no token.
+    pub fn local() -> Grant {
+        Grant {
+            name: "local".to_owned(),
+            roles: vec![TokenRole::Agent, TokenRole::Answerer, TokenRole::Admin],
+            sessions: Vec::new(),
+        }
+    }
+
+    /// Whether it has `role` (admin has every role).
+    pub fn has(&self, role: TokenRole) -> bool {
+        self.roles.contains(&role) || self.roles.contains(&TokenRole::Admin)
+    }
+
+    /// Whether it may open `session`.
+    pub fn may_open(&self, session: &str) -> bool {
+        self.sessions.is_empty() || self.sessions.iter().any(|p| session.starts_with(p))
+    }
+}
+
+/// The role a method needs; `None` for `initialize`, which is how one authenticates.
+pub fn role_for(method: &str) -> Option<TokenRole> {
+    match method {
+        "initialize" => None,
+        "rules/add" | "rules/revoke" | "plugins/reload" | "plugins/list" => Some(TokenRole::Admin),
+        _ => Some(TokenRole::Agent),
+    }
+}
+
+/// The hex SHA-256 of a token, as `[[token]] sha256` holds it.
+pub fn token_hash(token: &str) -> String {
+    crate::audit::chain::hex_of(&Sha256::digest(token.as_bytes()))
+}
+
+/// A new token: `aht_` and 32 random bytes in hex (the prefix lets secret scanners find one).
+pub fn new_token() -> Result<String, getrandom::Error> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)?;
+    Ok(format!("aht_{}", crate::audit::chain::hex_of(&bytes)))
+}
+
+/// Checks tokens against a deployment's `[[token]]` entries and counts failures per peer.
+#[derive(Debug, Default)]
+pub struct Gatekeeper {
+    tokens: Mutex<Vec<TokenSpec>>,
+    failures: Mutex<HashMap<String, (u32, Instant)>>,
+}
+
+impl Gatekeeper {
+    /// A gatekeeper for `tokens`.
+    pub fn new(tokens: Vec<TokenSpec>) -> Gatekeeper {
+        Gatekeeper {
+            tokens: Mutex::new(tokens),
+            failures: Mutex::default(),
+        }
+    }
+
+    /// Replaces the tokens (a reloaded deployment); connections already in keep their grant.
+    pub fn set_tokens(&self, tokens: Vec<TokenSpec>) {
+        *self.tokens.lock().unwrap_or_else(|p| p.into_inner()) = tokens;
+    }
+
+    /// Whether any token is declared.
+    pub fn has_tokens(&self) -> bool {
+        !self
+            .tokens
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
+    }
+
+    /// Checks `token` from `peer`; the error is the text to send before closing.
+    pub fn check(&self, peer: &str, token: Option<&str>) -> Result<Grant, &'static str> {
+        let now = Instant::now();
+        {
+            let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+            failures.retain(|_, (_, since)| now.duration_since(*since) < FAILURE_WINDOW);
+            if failures.get(peer).is_some_and(|(n, _)| *n >= MAX_FAILURES) {
+                tracing::warn!(peer, "authentication refused: too many failed attempts");
+                return Err(TOO_MANY_FAILURES);
+            }
+        }
+        let found = token.and_then(|token| {
+            let hash = token_hash(token);
+            self.tokens
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .find(|t| constant_time_eq(t.sha256.as_bytes(), hash.as_bytes()))
+                .cloned()
+        });
+        match found {
+            Some(spec) => {
+                tracing::info!(peer, token = spec.name, "authenticated");
+                Ok(Grant {
+                    name: spec.name,
+                    roles: spec.roles,
+                    sessions: spec.sessions,
+                })
+            }
+            None => {
+                let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+                let entry = failures.entry(peer.to_owned()).or_insert((0, now));
+                entry.0 += 1;
+                tracing::warn!(
+                    peer,
+                    presented = token.is_some(),
+                    failures = entry.0,
+                    "authentication failed"
+                );
+                Err(BAD_TOKEN)
+            }
+        }
+    }
+}
+
+/// Compares without stopping at the first difference, so timing tells nothing of a hash.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(token: &str) -> TokenSpec {
+        TokenSpec {
+            name: "ci".into(),
+            sha256: token_hash(token),
+            roles: vec![TokenRole::Agent],
+            sessions: vec!["ci-".into()],
+        }
+    }
+
+    #[test]
+    fn a_valid_token_gets_its_grant_and_failures_are_limited_per_peer() {
+        let token = new_token().unwrap();
+        assert!(token.starts_with("aht_") && token.len() == 68);
+        let gate = Gatekeeper::new(vec![spec(&token)]);
+        let grant = gate.check("tcp 10.0.0.1", Some(&token)).unwrap();
+        assert!(grant.has(TokenRole::Agent) && !grant.has(TokenRole::Admin));
+        assert!(grant.may_open("ci-7") && !grant.may_open("prod-1"));
+        for _ in 0..MAX_FAILURES {
+            assert_eq!(
+                gate.check("tcp 10.0.0.2", Some("aht_wrong")),
+                Err(BAD_TOKEN)
+            );
+        }
+        // Over the limit, even the right token is refused from that peer; others are not.
+        assert_eq!(
+            gate.check("tcp 10.0.0.2", Some(&token)),
+            Err(TOO_MANY_FAILURES)
+        );
+        assert!(gate.check("tcp 10.0.0.1", Some(&token)).is_ok());
+        assert_eq!(gate.check("tcp 10.0.0.3", None), Err(BAD_TOKEN));
+    }
+}

@@ -1,0 +1,92 @@
+//! TLS for `serve --listen`: the server's certificate and key from PEM files, and optionally the
+//! certificate authorities whose client certificates it requires.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::TlsAcceptor;
+
+/// How long a client has to finish the TLS handshake.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The files of a TLS listener.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    /// The server's certificate chain (PEM), leaf first.
+    pub cert: PathBuf,
+    /// Its private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+    /// Require client certificates issued by these authorities (PEM).
+    pub client_ca: Option<PathBuf>,
+}
+
+/// Why a TLS listener could not be set up; each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A file could not be read or holds no usable PEM item.
+    #[error("{path}: {reason}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// rustls refused the certificate and key (a key that does not match, say).
+    #[error("TLS set-up: {0}")]
+    Config(String),
+}
+
+fn file_err(path: &Path, reason: impl ToString) -> TlsError {
+    TlsError::File {
+        path: path.to_owned(),
+        reason: reason.to_string(),
+    }
+}
+
+fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| file_err(path, e))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| file_err(path, e))?;
+    if certs.is_empty() {
+        return Err(file_err(path, "no CERTIFICATE in the file"));
+    }
+    Ok(certs)
+}
+
+/// Builds the acceptor, refusing files that do not load.
+pub fn acceptor(files: &TlsFiles) -> Result<TlsAcceptor, TlsError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let chain = certs(&files.cert)?;
+    let key = PrivateKeyDer::from_pem_file(&files.key).map_err(|e| file_err(&files.key, e))?;
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError::Config(e.to_string()))?;
+    let builder = match &files.client_ca {
+        None => builder.with_no_client_auth(),
+        Some(path) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in certs(path)? {
+                roots.add(cert).map_err(|e| file_err(path, e))?;
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            .build()
+            .map_err(|e| file_err(path, e))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let config = builder.with_single_cert(chain, key).map_err(|e| {
+        TlsError::Config(format!(
+            "{} and {}: {e}",
+            files.cert.display(),
+            files.key.display()
+        ))
+    })?;
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
