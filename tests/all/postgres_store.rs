@@ -232,3 +232,65 @@ async fn reading_listing_and_measuring_logs_never_takes_a_lease() {
         LogError::Locked { .. }
     ));
 }
+
+#[tokio::test]
+async fn a_database_at_the_previous_schema_version_migrates_and_keeps_its_logs() {
+    let url = fresh_schema();
+    // A database as the previous version of the host left it: version 1, with a session log.
+    let (version, statements) = schema::MIGRATIONS[schema::MIGRATIONS.len() - 2];
+    sql(
+        &url,
+        &format!(
+            "{}{statements} UPDATE approval_schema SET version = {version};",
+            schema::ENSURE_VERSION_TABLE
+        ),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file_store = approval_host::DirStore::new(dir.path());
+    {
+        let log = SessionLog::open(&file_store, "s1").unwrap();
+        log.append(Event::TurnStart).await.unwrap();
+        log.append(Event::TurnEnd).await.unwrap();
+    }
+    let old_lines = String::from_utf8(file_store.read("s1").unwrap()).unwrap();
+    let mut inserts = String::new();
+    for (i, line) in old_lines.lines().enumerate() {
+        inserts.push_str(&format!(
+            "INSERT INTO approval_records (session, seq, line) VALUES ('s1', {}, '{}');",
+            i + 1,
+            line.replace('\'', "''")
+        ));
+    }
+    sql(&url, &inserts);
+
+    // The current host refuses it until migrated, then reads and extends the old log.
+    let mut options = PgOptions::new(&url);
+    options.host_label = "host-a".into();
+    let err = PgStore::connect(options.clone()).unwrap_err();
+    assert!(
+        matches!(err, DbError::SchemaBehind { found, .. } if found == version),
+        "{err:?}"
+    );
+    options.migrate = true;
+    let store = PgStore::connect(options).unwrap();
+    assert_eq!(store.schema_version().unwrap(), schema::CURRENT_VERSION);
+    let log = SessionLog::open(&store, "s1").unwrap();
+    assert_eq!(log.len(), 2);
+    log.append(Event::TurnStart).await.unwrap();
+    drop(log);
+    let text = String::from_utf8(store.read("s1").unwrap()).unwrap();
+    assert!(text.starts_with(&old_lines), "{text}");
+    let report = approval_host::audit::verify::verify_reader(text.as_bytes(), "s1").unwrap();
+    assert!(report.intact(), "{report:?}");
+    assert_eq!(report.records, 3);
+    // New rows name the host that wrote them; the old ones stay as they were.
+    sql(
+        &url,
+        "DO $$ BEGIN
+             IF (SELECT count(*) FROM approval_records WHERE written_by IS NULL) <> 2
+                OR (SELECT written_by FROM approval_records WHERE seq = 3) <> 'host-a' THEN
+                 RAISE EXCEPTION 'written_by is wrong';
+             END IF;
+         END $$;",
+    );
+}

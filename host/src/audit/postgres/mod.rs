@@ -735,8 +735,8 @@ const APPEND: &str = "WITH lease AS (
         WHERE session = $1 AND owner = $2
         RETURNING owner
     )
-    INSERT INTO approval_records (session, seq, line)
-    SELECT $1, s, l FROM unnest($4::INT8[], $5::TEXT[]) AS batch (s, l)
+    INSERT INTO approval_records (session, seq, line, written_by)
+    SELECT $1, s, l, $6 FROM unnest($4::INT8[], $5::TEXT[]) AS batch (s, l)
     WHERE EXISTS (SELECT 1 FROM lease)";
 
 impl Journal for PgJournal {
@@ -775,7 +775,17 @@ impl Journal for PgJournal {
             loop {
                 let attempt = async {
                     let inserted = client
-                        .execute(APPEND, &[&session, &owner, &inner.lease_ms, &seqs, &lines])
+                        .execute(
+                            APPEND,
+                            &[
+                                &session,
+                                &owner,
+                                &inner.lease_ms,
+                                &seqs,
+                                &lines,
+                                &inner.host_label,
+                            ],
+                        )
                         .await?;
                     if inserted == seqs.len() as u64 {
                         return Ok(());

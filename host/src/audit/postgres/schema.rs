@@ -10,9 +10,10 @@
 //! advisory locks, no LISTEN/NOTIFY, no extensions.
 
 /// Each step, in order: the version it brings the schema to, and its statements.
-pub(crate) const MIGRATIONS: &[(i32, &str)] = &[(
-    1,
-    "CREATE TABLE approval_records (
+pub const MIGRATIONS: &[(i32, &str)] = &[
+    (
+        1,
+        "CREATE TABLE approval_records (
         session   TEXT        NOT NULL,
         seq       BIGINT      NOT NULL,
         line      TEXT        NOT NULL,
@@ -24,26 +25,33 @@ pub(crate) const MIGRATIONS: &[(i32, &str)] = &[(
         owner      TEXT        NOT NULL,
         expires_at TIMESTAMPTZ NOT NULL
     );",
-)];
+    ),
+    // Which host wrote each record (the lease owner's label): who to ask when a fleet's audit
+    // shows something odd. Rows from version 1 have none.
+    (
+        2,
+        "ALTER TABLE approval_records ADD COLUMN written_by TEXT;",
+    ),
+];
 
 /// The version this host reads and writes.
 pub const CURRENT_VERSION: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
 
 /// Makes sure the version table and its one row exist (version 0 on an empty database).
-pub(crate) const ENSURE_VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS approval_schema (
+pub const ENSURE_VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS approval_schema (
         id      INT PRIMARY KEY,
         version INT NOT NULL
     );
     INSERT INTO approval_schema (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING;";
 
 /// Reads the version, locking its row for the rest of the transaction.
-pub(crate) const LOCK_VERSION: &str = "SELECT version FROM approval_schema WHERE id = 1 FOR UPDATE";
+pub const LOCK_VERSION: &str = "SELECT version FROM approval_schema WHERE id = 1 FOR UPDATE";
 
 /// Reads the version without creating anything.
-pub(crate) const READ_VERSION: &str = "SELECT version FROM approval_schema WHERE id = 1";
+pub const READ_VERSION: &str = "SELECT version FROM approval_schema WHERE id = 1";
 
 /// Moves the version.
-pub(crate) const SET_VERSION: &str = "UPDATE approval_schema SET version = $1 WHERE id = 1";
+pub const SET_VERSION: &str = "UPDATE approval_schema SET version = $1 WHERE id = 1";
 
 #[cfg(test)]
 mod tests {
