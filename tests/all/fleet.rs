@@ -13,6 +13,9 @@ use crate::serve::{Client, ask, open, outcome};
 use crate::support::pg::{fresh_schema, store};
 use crate::support::{events_in, log_path};
 
+/// How long a host may take to see what another did (leases of 1 s, rules refreshed every 250 ms).
+const PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
 fn cli(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_approval-host"))
         .arg("--state-dir")
@@ -80,7 +83,9 @@ fn a_killed_host_s_session_is_taken_over_after_its_lease_with_its_open_question_
 
     let mut b = answerer(dir_b.path(), &config, &[]);
     // Until A's lease runs out, B is told who holds the session.
+    let started = std::time::Instant::now();
     let opened = loop {
+        assert!(started.elapsed() < PATIENCE, "host B never got the session");
         let id = b.send("session/open", json!({"sessionId": "s1", "agentId": "a"}));
         let r = b.response(id);
         match r.get("error") {
@@ -149,7 +154,9 @@ fn a_rule_revoked_on_one_host_refuses_the_call_on_another() {
     };
     // Host B picks the rule up (within its refresh interval) and answers without a prompt.
     let mut n = 0;
+    let started = std::time::Instant::now();
     loop {
+        assert!(started.elapsed() < PATIENCE, "host B never saw the rule");
         n += 1;
         let id = make(&mut b, &format!("c{n}"));
         match b.wait(|v| v["id"] == id || v["method"] == "approval/prompt") {
@@ -164,7 +171,12 @@ fn a_rule_revoked_on_one_host_refuses_the_call_on_another() {
 
     a.call("rules/revoke", json!({"id": rule_id, "reason": "no more"}));
     // From when B has seen the revocation, the call goes to a person again (never the rule).
+    let started = std::time::Instant::now();
     loop {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "host B never saw the revocation"
+        );
         n += 1;
         let id = make(&mut b, &format!("c{n}"));
         let r = b.wait(|v| v["id"] == id || v["method"] == "approval/prompt");
