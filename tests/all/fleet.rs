@@ -78,25 +78,34 @@ fn a_killed_host_s_session_is_taken_over_after_its_lease_with_its_open_question_
     assert_eq!(outcome(&mut a, id), "allowed-once");
     ask(&mut a, "s1", "bash");
     a.prompt();
+
+    // While A lives, host B is told who holds the session.
+    let mut b = answerer(dir_b.path(), &config, &[]);
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let holder = format!(
+        "session log postgres:s1 is in use by {} pid {a_pid} #",
+        host.trim()
+    );
+    let open_s1 = |b: &mut Client| {
+        let id = b.send("session/open", json!({"sessionId": "s1", "agentId": "a"}));
+        b.response(id)
+    };
+    let refused = open_s1(&mut b);
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with(&holder), "{refused}");
+
     a.child.kill().unwrap(); // SIGKILL: no lease released, nothing settled.
     a.child.wait().unwrap();
-
-    let mut b = answerer(dir_b.path(), &config, &[]);
-    // Until A's lease runs out, B is told who holds the session.
+    // Once A's lease has run out, B gets the session.
     let started = std::time::Instant::now();
     let opened = loop {
         assert!(started.elapsed() < PATIENCE, "host B never got the session");
-        let id = b.send("session/open", json!({"sessionId": "s1", "agentId": "a"}));
-        let r = b.response(id);
+        let r = open_s1(&mut b);
         match r.get("error") {
             None => break r,
             Some(e) => {
                 let message = e["message"].as_str().unwrap();
-                assert!(
-                    message.contains("is in use by ")
-                        && message.contains(&format!("pid {a_pid} #")),
-                    "{message}"
-                );
+                assert!(message.starts_with(&holder), "{message}");
             }
         }
     };
