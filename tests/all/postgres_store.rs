@@ -294,3 +294,38 @@ async fn a_database_at_the_previous_schema_version_migrates_and_keeps_its_logs()
          END $$;",
     );
 }
+
+#[tokio::test]
+async fn tls_to_the_database_trusts_the_named_authority_and_no_other() {
+    let url = std::env::var("APPROVAL_HOST_TEST_POSTGRES_TLS")
+        .expect("run the tests through .ci/with-postgres (it serves TLS on a loopback port)");
+    let ca = std::env::var("APPROVAL_HOST_TEST_POSTGRES_CA").unwrap();
+    let schema = fresh_schema();
+    let search_path = schema.rsplit(' ').next().unwrap();
+    let url = format!("{url} {search_path}");
+
+    // sslmode=require: the connection is TLS or nothing, and the certificate must chain to ca.
+    let mut options = PgOptions::new(&url);
+    options.host_label = "host-a".into();
+    options.migrate = true;
+    options.ca_file = Some(ca.into());
+    let store = PgStore::connect(options.clone()).unwrap();
+    let log = SessionLog::open(&store, "s1").unwrap();
+    log.append(Event::TurnStart).await.unwrap();
+    drop(log);
+    assert_eq!(store.log_len("s1").unwrap(), Some(1));
+
+    // The system's authorities do not know the test's certificate: refused, never plaintext.
+    options.ca_file = None;
+    let err = PgStore::connect(options.clone()).unwrap_err();
+    assert!(err.to_string().contains("certificate"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.pem");
+    std::fs::write(&empty, "").unwrap();
+    options.ca_file = Some(empty.clone());
+    let err = PgStore::connect(options).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("store TLS: {}: no CERTIFICATE in the file", empty.display())
+    );
+}

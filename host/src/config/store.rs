@@ -5,6 +5,7 @@
 //! url = "postgres://approvals@db.internal/approvals"  # never with a password in it
 //! password-file = "/run/secrets/approvals-db"         # or password-env = "APPROVALS_DB_PASSWORD"
 //! lease-seconds = 15                                   # how soon another host takes over
+//! ca-file = "db-ca.pem"                                # TLS to the database: trust these CAs (default: the system's)
 //! ```
 
 use std::path::PathBuf;
@@ -25,6 +26,9 @@ pub struct StoreConfig {
     pub password_env: Option<String>,
     /// How long a session's lease lasts unless renewed.
     pub lease: Duration,
+    /// The certificate authorities (PEM) the database's TLS certificate must chain to (relative
+    /// to the deployment file); the system's when omitted.
+    pub ca_file: Option<PathBuf>,
 }
 
 impl StoreConfig {
@@ -56,6 +60,7 @@ pub(super) fn parse(ctx: &Ctx, value: &Value) -> Result<StoreConfig, ConfigError
     let mut password_file = None;
     let mut password_env = None;
     let mut lease = crate::postgres::DEFAULT_LEASE;
+    let mut ca_file = None;
     for (k, v) in table {
         match k.as_str() {
             "url" => {
@@ -70,6 +75,16 @@ pub(super) fn parse(ctx: &Ctx, value: &Value) -> Result<StoreConfig, ConfigError
             "password-env" => {
                 password_env = Some(string(ctx, "[store]", "password-env", v)?.to_owned());
             }
+            "ca-file" => {
+                let file = ctx.resolve(string(ctx, "[store]", "ca-file", v)?);
+                if !file.is_file() {
+                    return Err(ctx.err(
+                        "[store]",
+                        format!("ca-file {:?}: no such file", file.display().to_string()),
+                    ));
+                }
+                ca_file = Some(file);
+            }
             "lease-seconds" => {
                 lease = Duration::from_secs(positive(ctx, "[store]", "lease-seconds", v, 3600)?);
             }
@@ -77,7 +92,7 @@ pub(super) fn parse(ctx: &Ctx, value: &Value) -> Result<StoreConfig, ConfigError
                 return Err(ctx.err(
                     "[store]",
                     format!(
-                        "unknown key {other:?} (expected url, password-file, password-env or lease-seconds)"
+                        "unknown key {other:?} (expected url, password-file, password-env, lease-seconds or ca-file)"
                     ),
                 ));
             }
@@ -95,6 +110,7 @@ pub(super) fn parse(ctx: &Ctx, value: &Value) -> Result<StoreConfig, ConfigError
         password_file,
         password_env,
         lease,
+        ca_file,
     })
 }
 
@@ -119,6 +135,7 @@ pub fn open(
                     password_file: None,
                     password_env: None,
                     lease: crate::postgres::DEFAULT_LEASE,
+                    ca_file: None,
                 })
             }
         }
@@ -129,6 +146,7 @@ pub fn open(
         .password()
         .map_err(crate::postgres::DbError::Password)?;
     options.lease = config.lease;
+    options.ca_file = config.ca_file.clone();
     options.migrate = migrate;
     Ok(std::sync::Arc::new(crate::postgres::PgStore::connect(
         options,

@@ -34,8 +34,8 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
-use tokio_postgres::{Client, NoTls};
 
 use crate::error::LogError;
 use crate::store::{CommitMode, Journal, OpenedLog, Store, parse_lines};
@@ -65,6 +65,10 @@ pub struct PgOptions {
     pub migrate: bool,
     /// Most connections open at once.
     pub max_connections: usize,
+    /// The certificate authorities (PEM) a TLS connection's server certificate must chain to;
+    /// `None`: the system's. TLS is used as the URL's `sslmode` says (`prefer` by default,
+    /// `require` to refuse a server without it; a Unix socket never uses it).
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 impl PgOptions {
@@ -78,6 +82,7 @@ impl PgOptions {
             host_label: default_host_label(),
             migrate: false,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            ca_file: None,
         }
     }
 }
@@ -103,6 +108,9 @@ pub enum DbError {
         /// The environment variable to use instead.
         env: &'static str,
     },
+    /// The TLS settings for the database could not be used.
+    #[error("store TLS: {0}")]
+    Tls(String),
     /// The password file or variable could not be read.
     #[error("store password: {0}")]
     Password(String),
@@ -134,6 +142,44 @@ pub enum DbError {
         /// The newest version this host knows.
         known: i32,
     },
+}
+
+/// The TLS connector for database connections: the server's certificate must chain to the
+/// authorities in `ca_file`, or to the system's.
+fn tls_connector(
+    ca_file: Option<&std::path::Path>,
+) -> Result<tokio_postgres_rustls::MakeRustlsConnect, DbError> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    match ca_file {
+        Some(path) => {
+            let bad = |reason: String| DbError::Tls(format!("{}: {reason}", path.display()));
+            let certs = CertificateDer::pem_file_iter(path)
+                .map_err(|e| bad(e.to_string()))?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| bad(e.to_string()))?;
+            if certs.is_empty() {
+                return Err(bad("no CERTIFICATE in the file".to_owned()));
+            }
+            for cert in certs {
+                roots.add(cert).map_err(|e| bad(e.to_string()))?;
+            }
+        }
+        None => {
+            // Certificates the system store holds but rustls cannot use are skipped.
+            let found = rustls_native_certs::load_native_certs();
+            roots.add_parsable_certificates(found.certs);
+        }
+    }
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| DbError::Tls(e.to_string()))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
 }
 
 /// The environment variable a command-line store URL's password comes from.
@@ -218,7 +264,6 @@ impl std::fmt::Debug for PgStore {
 }
 
 struct Inner {
-    runtime: Option<tokio::runtime::Runtime>,
     handle: tokio::runtime::Handle,
     pool: Pool,
     host_label: String,
@@ -227,12 +272,18 @@ struct Inner {
     held: Mutex<HashSet<String>>,
     opened: AtomicU64,
     retries: AtomicU64,
+    /// Last: dropped after everything that runs on it.
+    _runtime: OwnedRuntime,
 }
 
-impl Drop for Inner {
+/// The store's runtime, shut down without waiting when dropped: dropping a runtime the usual way
+/// waits for its tasks, which tokio refuses inside another runtime (a store dropped, or one that
+/// failed to connect, on an async task).
+struct OwnedRuntime(Option<tokio::runtime::Runtime>);
+
+impl Drop for OwnedRuntime {
     fn drop(&mut self) {
-        // Dropping a runtime waits for its tasks, which is refused inside another runtime.
-        if let Some(runtime) = self.runtime.take() {
+        if let Some(runtime) = self.0.take() {
             runtime.shutdown_background();
         }
     }
@@ -266,7 +317,22 @@ async fn again(inner: &Inner, failure: &Failure, tries: &mut u32) -> bool {
 }
 
 async fn client(pool: &Pool) -> Result<deadpool_postgres::Object, Failure> {
-    pool.get().await.map_err(|e| Failure::Pool(e.to_string()))
+    pool.get().await.map_err(|e| Failure::Pool(with_causes(&e)))
+}
+
+/// An error and its causes, `: `-separated: a failed TLS handshake says why it failed.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = c.source();
+    }
+    text
 }
 
 impl PgStore {
@@ -281,6 +347,7 @@ impl PgStore {
         if config.get_application_name().is_none() {
             config.application_name("approval-host");
         }
+        let tls = tls_connector(options.ca_file.as_deref())?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("approval-db")
@@ -290,15 +357,17 @@ impl PgStore {
                 what: "runtime",
                 reason: e.to_string(),
             })?;
+        let runtime = OwnedRuntime(Some(runtime));
+        let handle = runtime.0.as_ref().expect("just built").handle().clone();
         let manager = Manager::from_config(
             config,
-            NoTls,
+            tls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
         );
         let pool = {
-            let _entered = runtime.enter();
+            let _entered = handle.enter();
             Pool::builder(manager)
                 .max_size(options.max_connections.max(1))
                 .runtime(deadpool_postgres::Runtime::Tokio1)
@@ -311,14 +380,14 @@ impl PgStore {
                 })?
         };
         let inner = Arc::new(Inner {
-            handle: runtime.handle().clone(),
-            runtime: Some(runtime),
+            handle,
             pool,
             host_label: options.host_label.clone(),
             lease_ms: options.lease.as_secs_f64() * 1000.0,
             held: Mutex::new(HashSet::new()),
             opened: AtomicU64::new(0),
             retries: AtomicU64::new(0),
+            _runtime: runtime,
         });
         let store = PgStore { inner };
         let found = store.schema_version()?;

@@ -283,6 +283,8 @@ pub(crate) fn db(state_dir: &Path, command: DbCommand) -> Result<ExitCode> {
             let mut options = approval_host::PgOptions::new(url);
             if let Some(t) = table {
                 options.password = t.password().map_err(UsageError)?;
+                options.ca_file = t.ca_file.clone();
+                options.lease = t.lease;
             } else {
                 options.password = std::env::var(approval_host::postgres::PASSWORD_ENV).ok();
             }
