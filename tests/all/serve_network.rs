@@ -431,3 +431,93 @@ fn token_new_prints_the_token_once_and_appends_only_its_hash() {
     );
     assert_eq!(std::fs::read_to_string(&config).unwrap(), file);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_client_ca_only_clients_holding_its_certificates_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(dir.path()).await;
+    let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let (cert, key, ca_file) = (
+        dir.path().join("cert.pem"),
+        dir.path().join("key.pem"),
+        dir.path().join("clients.pem"),
+    );
+    std::fs::write(&cert, made.cert.pem()).unwrap();
+    std::fs::write(&key, made.signing_key.serialize_pem()).unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, rcgen::KeyPair::generate().unwrap())
+        .unwrap();
+    std::fs::write(&ca_file, ca.pem()).unwrap();
+    let client_key = rcgen::KeyPair::generate().unwrap();
+    let client_cert = rcgen::CertificateParams::new(vec!["agent-runner".to_owned()])
+        .unwrap()
+        .signed_by(&client_key, &ca)
+        .unwrap();
+    let acceptor = approval_host::serve::tls::acceptor(&approval_host::serve::tls::TlsFiles {
+        cert,
+        key,
+        client_ca: Some(ca_file),
+    })
+    .unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let s = server.clone();
+    tokio::spawn(async move { s.serve_tcp("127.0.0.1:0", Some(acceptor), Some(tx)).await });
+    let addr = rx.await.unwrap();
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(made.cert.der().clone()).unwrap();
+    let builder = || {
+        rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots.clone())
+    };
+    let connect = |config: rustls::ClientConfig| async move {
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(
+                rustls::pki_types::ServerName::try_from("localhost").unwrap(),
+                tcp,
+            )
+            .await
+    };
+
+    // With a certificate from the clients' authority (and a token): served.
+    let with_cert = builder()
+        .with_client_auth_cert(
+            vec![client_cert.der().clone()],
+            rustls::pki_types::PrivatePkcs8KeyDer::from(client_key.serialize_der()).into(),
+        )
+        .unwrap();
+    let mut c = Client::new(connect(with_cert).await.unwrap());
+    ok(&c
+        .call(
+            "initialize",
+            json!({"protocolVersion": "0.1", "token": AGENT}),
+        )
+        .await);
+
+    // Without one, even a good token is never read: the handshake fails (TLS 1.3 may report it
+    // only at the first read).
+    match connect(builder().with_no_client_auth()).await {
+        Err(_) => {}
+        Ok(stream) => {
+            let mut c = Client::new(stream);
+            let line = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                              "params": {"protocolVersion": "0.1", "token": AGENT}})
+            .to_string()
+                + "\n";
+            let _ = c.stream.get_mut().write_all(line.as_bytes()).await;
+            let _ = c.stream.get_mut().flush().await;
+            let mut reply = String::new();
+            let read = c.stream.read_line(&mut reply).await;
+            assert!(
+                matches!(read, Ok(0) | Err(_)),
+                "served without a certificate: {reply}"
+            );
+        }
+    }
+}
