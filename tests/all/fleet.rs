@@ -137,6 +137,34 @@ fn a_killed_host_s_session_is_taken_over_after_its_lease_with_its_open_question_
 }
 
 #[test]
+fn a_host_stopped_with_sigterm_releases_its_sessions_at_once() {
+    let url = fresh_schema();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("gate.wasm"), bundled::ALLOW_TOOLS).unwrap();
+    let config = dir.path().join("deploy.toml");
+    // A lease far longer than the test: only a release lets the next host in.
+    std::fs::write(
+        &config,
+        format!("[store]\nurl = {url:?}\nlease-seconds = 600\n"),
+    )
+    .unwrap();
+    let mut a = answerer(dir.path(), &config, &["--migrate"]);
+    open(&mut a, "s1");
+    let pid = a.child.id();
+    let status = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(a.child.wait().unwrap().success());
+
+    let mut b = answerer(dir.path(), &config, &[]);
+    let id = b.send("session/open", json!({"sessionId": "s1", "agentId": "a"}));
+    let r = b.response(id);
+    assert!(r.get("error").is_none(), "{r}");
+}
+
+#[test]
 fn a_rule_revoked_on_one_host_refuses_the_call_on_another() {
     let url = fresh_schema();
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());

@@ -738,7 +738,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 },
             };
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-            runtime.block_on(serve(options, socket, network, !no_watch))?;
+            let served = runtime.block_on(serve(options, socket, network, !no_watch));
+            // The server and its sessions are gone by now (leases released); stdin's reader
+            // thread may still block on a client that keeps its end open: do not wait for it.
+            runtime.shutdown_timeout(Duration::from_millis(500));
+            served?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Acp { config, script } => {
@@ -779,10 +783,13 @@ async fn serve(
     } else {
         None
     };
-    if network.is_none() && socket.is_none() {
-        server.serve_stdio().await;
-        return Ok(());
-    }
+    let stdio = async {
+        if network.is_none() && socket.is_none() {
+            server.serve_stdio().await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
     let tcp = async {
         match &network {
             Some((addr, tls)) => {
@@ -803,14 +810,19 @@ async fn serve(
             None => std::future::pending().await,
         }
     };
+    // SIGTERM (a service manager's stop) ends the server as Ctrl-C does: sessions close, and on a
+    // database their leases are released at once rather than left to expire.
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("listening for SIGTERM")?;
     tokio::select! {
+        () = stdio => {}
         served = tcp => served?,
         served = unix => served?,
-        _ = tokio::signal::ctrl_c() => {
-            if let Some(path) = &socket {
-                let _ = std::fs::remove_file(path);
-            }
-        }
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+    if let Some(path) = &socket {
+        let _ = std::fs::remove_file(path);
     }
     Ok(())
 }
