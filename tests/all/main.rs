@@ -15,6 +15,7 @@ mod fixtures;
 mod fleet;
 mod hooks;
 mod init;
+mod log_contract;
 mod on_postgres;
 mod plugin_api;
 mod plugins;

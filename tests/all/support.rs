@@ -48,6 +48,33 @@ impl Host {
     }
 }
 
+/// A store for the log contract suite: the directory store over a fresh directory (and, in
+/// `on_postgres`, a fresh schema of the test database).
+pub struct LogFixture {
+    _dir: tempfile::TempDir,
+    store: Arc<dyn Store>,
+}
+
+impl LogFixture {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(DirStore::new(dir.path()));
+        LogFixture { _dir: dir, store }
+    }
+
+    pub fn store(&self) -> &dyn Store {
+        &*self.store
+    }
+
+    pub fn service(&self, policy: Policy) -> ApprovalService {
+        ApprovalService::with_store(self.store.clone(), policy)
+    }
+
+    pub fn events(&self, session: &str) -> Vec<(String, Value)> {
+        events_in(&String::from_utf8(self.store.read(session).unwrap()).unwrap())
+    }
+}
+
 pub fn log_path(state_dir: &Path, session: &str) -> PathBuf {
     DirStore::new(state_dir).session_path(session)
 }
@@ -384,6 +411,31 @@ pub mod pg {
         options.migrate = true;
         options.max_connections = 4;
         PgStore::connect(options).unwrap()
+    }
+
+    /// The log contract suite's store on PostgreSQL: a fresh schema.
+    pub struct PgLogFixture {
+        store: Arc<dyn Store>,
+    }
+
+    impl PgLogFixture {
+        pub fn new() -> Self {
+            PgLogFixture {
+                store: Arc::new(store(&fresh_schema(), "host-a", Duration::from_secs(15))),
+            }
+        }
+
+        pub fn store(&self) -> &dyn Store {
+            &*self.store
+        }
+
+        pub fn service(&self, policy: Policy) -> ApprovalService {
+            ApprovalService::with_store(self.store.clone(), policy)
+        }
+
+        pub fn events(&self, session: &str) -> Vec<(String, Value)> {
+            super::events_in(&String::from_utf8(self.store.read(session).unwrap()).unwrap())
+        }
     }
 
     /// The fixture of the shared suites on PostgreSQL: a service over a fresh schema.
