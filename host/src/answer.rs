@@ -147,6 +147,9 @@ pub struct Answer {
     pub proposal: Option<Proposal>,
     /// The standing rule that decided (only the rule gate sets it).
     pub rule: Option<RuleRef>,
+    /// Who answered, when one listener answers for several people (the web console:
+    /// `web:<token name>`): the audit's `answerer` names them instead of the listener.
+    pub by: Option<String>,
 }
 
 impl From<Decision> for Answer {
@@ -156,6 +159,7 @@ impl From<Decision> for Answer {
             reason: None,
             proposal: None,
             rule: None,
+            by: None,
         }
     }
 }
@@ -175,6 +179,7 @@ impl Answer {
             reason: clean_reason(reason.as_ref()),
             proposal: None,
             rule: None,
+            by: None,
         }
     }
 }

@@ -570,9 +570,10 @@ impl Waterfall {
                 })) => continue,
                 Ok(Ok(answer)) => {
                     let outcome = answer.decision.outcome().unwrap_or(Outcome::Unavailable);
-                    let answerer = match &answer.rule {
-                        Some(rule) => format!("rule:{}", rule.id),
-                        None => entry.name.clone(),
+                    let answerer = match (&answer.rule, &answer.by) {
+                        (Some(rule), _) => format!("rule:{}", rule.id),
+                        (None, Some(by)) => by.clone(),
+                        (None, None) => entry.name.clone(),
                     };
                     return Settled {
                         outcome,

@@ -152,6 +152,7 @@ async fn every_language_answers_every_case_like_the_reference() {
                     reason: reason.clone(),
                     proposal: None,
                     rule: None,
+                    by: None,
                 };
                 let listener = Explained(move |_q: Question| {
                     let answer = answer.clone();

@@ -8,6 +8,7 @@ mod claude_code_hook;
 mod cli;
 mod componentize;
 mod conformance;
+mod console;
 mod crash;
 mod deployment;
 mod durable_commit;

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use toml::{Table, Value};
 
+pub mod answerer;
 mod locate;
 pub mod store;
 pub mod token;
@@ -239,6 +240,8 @@ pub struct Deployment {
     pub store: Option<store::StoreConfig>,
     /// `[[token]]`: who may connect to `serve` over a socket or the network.
     pub tokens: Vec<token::TokenSpec>,
+    /// `[[answerer]] kind = "web"`: the web console as the last answerer.
+    pub web_answerer: Option<answerer::WebAnswererSpec>,
 }
 
 /// `[claude-code]`: `when-undecided = "ask" | "defer"`, `defer-in-modes = ["plan", ...]`.
@@ -487,6 +490,7 @@ impl Deployment {
             claude_code: ClaudeCodeConfig::default(),
             store: None,
             tokens: Vec::new(),
+            web_answerer: None,
         }
     }
 
@@ -526,6 +530,7 @@ impl Deployment {
         let mut claude_code = ClaudeCodeConfig::default();
         let mut store = None;
         let mut tokens: Vec<token::TokenSpec> = Vec::new();
+        let mut web_answerer = None;
         for (key, value) in &doc {
             match key.as_str() {
                 "approval" => {
@@ -592,6 +597,21 @@ impl Deployment {
                     }
                 }
                 "store" => store = Some(store::parse(&ctx, value)?),
+                "answerer" => {
+                    let list = value
+                        .as_array()
+                        .ok_or_else(|| ctx.err("[[answerer]]", "must be an array of tables"))?;
+                    for (i, v) in list.iter().enumerate() {
+                        let spec = answerer::parse(&ctx, v, i + 1)?;
+                        if web_answerer.is_some() {
+                            return Err(ctx.err(
+                                &format!("[[answerer]] #{}", i + 1),
+                                "a second kind = \"web\" answerer: the console answers once",
+                            ));
+                        }
+                        web_answerer = Some(spec);
+                    }
+                }
                 "token" => {
                     let list = value
                         .as_array()
@@ -782,7 +802,7 @@ impl Deployment {
                     return Err(ctx.err(
                         "top level",
                         format!(
-                            "unknown key {other:?} (expected [approval], [sandbox], [audit], [store], [rules], [claude-code], [[plugin]], [[rule]], [[hook]] or [[token]])"
+                            "unknown key {other:?} (expected [approval], [sandbox], [audit], [store], [rules], [claude-code], [[plugin]], [[answerer]], [[rule]], [[hook]] or [[token]])"
                         ),
                     ));
                 }
@@ -800,6 +820,7 @@ impl Deployment {
             claude_code,
             store,
             tokens,
+            web_answerer,
         })
     }
 }

@@ -169,6 +169,7 @@ fn answer(decision: types::Decision) -> Answer {
         reason: reason.as_deref().and_then(clean_reason),
         proposal,
         rule: None,
+        by: None,
     }
 }
 

@@ -965,6 +965,7 @@ impl RuleGate {
                         scope: rule.scope,
                         creator: rule.creator.clone(),
                     }),
+                    by: None,
                 }
             }
         }

@@ -9,6 +9,7 @@
 //! sends can crash the server: bad input gets a JSON-RPC error and the server keeps serving.
 
 pub mod auth;
+pub mod console;
 mod hook;
 pub mod rpc;
 mod rules;
@@ -130,7 +131,10 @@ struct Inner {
     /// The turns of Claude Code sessions asked through `hook/claude-code`.
     hook_turns: crate::claude_code::HookTurns,
     /// The deployment's tokens and the failed attempts per peer.
-    gatekeeper: auth::Gatekeeper,
+    gatekeeper: Arc<auth::Gatekeeper>,
+    /// The questions waiting on the web console, when the deployment has `[[answerer]] kind =
+    /// "web"`; its registration keeps it in the waterfall.
+    web: Option<(Arc<console::pending::Pending>, Registration)>,
 }
 
 /// A running host.
@@ -198,7 +202,20 @@ impl Server {
         })?;
         service.set_rules(Some(book));
         let hook_options = crate::claude_code::HookOptions::from_deployment(&deployment, None);
-        let gatekeeper = auth::Gatekeeper::new(deployment.tokens.clone());
+        let gatekeeper = Arc::new(auth::Gatekeeper::new(deployment.tokens.clone()));
+        let web = deployment.web_answerer.clone().map(|spec| {
+            let pending = Arc::new(console::pending::Pending::default());
+            let registration = service.register(
+                "web",
+                Scope::Global,
+                Position::Last,
+                console::pending::WebAnswerer {
+                    pending: pending.clone(),
+                    spec,
+                },
+            );
+            (pending, registration)
+        });
         let cache = CompiledCache::new(options.state_dir.join("cache"));
         let host = PluginHost::with_cache(sink, cache).map_err(|source| ServeError::Plugin {
             file: options.config.display().to_string(),
@@ -231,6 +248,7 @@ impl Server {
                 hook_options: Mutex::new(hook_options),
                 hook_turns: crate::claude_code::HookTurns::default(),
                 gatekeeper,
+                web,
             }),
         })
     }
@@ -324,6 +342,36 @@ impl Server {
                     .await;
             });
         }
+    }
+
+    /// Serves the web console on `listener` (over TLS when `tls` is given) until the task is
+    /// dropped. The deployment must have `[[answerer]] kind = "web"` (what the console answers)
+    /// and tokens (who may log in).
+    pub async fn serve_console(
+        &self,
+        listener: tokio::net::TcpListener,
+        tls: Option<tokio_rustls::TlsAcceptor>,
+    ) -> Result<(), ServeError> {
+        let file = self.inner.options.config.display().to_string();
+        let Some((pending, _)) = &self.inner.web else {
+            return Err(ServeError::Io(format!(
+                "{file}: the web console needs [[answerer]] kind = \"web\" in the deployment"
+            )));
+        };
+        if !self.inner.gatekeeper.has_tokens() {
+            return Err(ServeError::Io(format!(
+                "{file}: the web console needs [[token]] entries with the answerer role: people log in with them"
+            )));
+        }
+        let console = console::Console::new(
+            self.inner.gatekeeper.clone(),
+            pending.clone(),
+            tls.is_some(),
+        );
+        console
+            .serve(listener, tls)
+            .await
+            .map_err(|e| ServeError::Io(format!("web console: {e}")))
     }
 
     /// Serves many clients over TCP at `addr`, over TLS unless `tls` is `None` (plain TCP, which
@@ -1037,6 +1085,7 @@ impl Listener for ClientAnswerer {
                             reason,
                             proposal,
                             rule: None,
+                            by: None,
                         })
                     }
                     Ok(Err(e)) => Err(Failure::error(format!(

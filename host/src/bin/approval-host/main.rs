@@ -207,18 +207,23 @@ enum Command {
         /// (`[[token]]` in the deployment; see `token new`).
         #[arg(long, value_name = "ADDR")]
         listen: Option<String>,
-        /// The server's certificate chain (PEM) for --listen.
-        #[arg(long, value_name = "FILE", requires = "listen")]
+        /// Also serve the web console at this address (`host:port`): pending questions answered
+        /// from a browser. Needs `[[answerer]] kind = "web"` and tokens with the answerer role in
+        /// the deployment; TLS as for --listen.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
+        /// The server's certificate chain (PEM) for --listen and --http.
+        #[arg(long, value_name = "FILE")]
         tls_cert: Option<PathBuf>,
-        /// The server's private key (PEM) for --listen.
-        #[arg(long, value_name = "FILE", requires = "listen")]
+        /// The server's private key (PEM) for --listen and --http.
+        #[arg(long, value_name = "FILE")]
         tls_key: Option<PathBuf>,
         /// Require client certificates issued by these authorities (PEM).
         #[arg(long, value_name = "FILE", requires = "tls_cert")]
         tls_client_ca: Option<PathBuf>,
         /// Listen without TLS: tokens and questions cross the network in the clear. Only for a
         /// network you trust; a warning is logged at start.
-        #[arg(long, requires = "listen", conflicts_with_all = ["tls_cert", "tls_key"])]
+        #[arg(long, conflicts_with_all = ["tls_cert", "tls_key"])]
         insecure_plaintext: bool,
     },
     /// Tokens for `serve` clients.
@@ -700,32 +705,52 @@ fn run(cli: Cli) -> Result<ExitCode> {
             quarantine_backoff,
             migrate,
             listen,
+            http,
             tls_cert,
             tls_key,
             tls_client_ca,
             insecure_plaintext,
         } => {
-            let network = match (listen, tls_cert, tls_key, insecure_plaintext) {
-                (None, ..) => None,
-                (Some(addr), Some(cert), Some(key), false) => {
+            let flag = if listen.is_some() {
+                "--listen"
+            } else {
+                "--http"
+            };
+            let tls = match (
+                listen.is_some() || http.is_some(),
+                tls_cert,
+                tls_key,
+                insecure_plaintext,
+            ) {
+                (false, None, None, false) => None,
+                (false, ..) => {
+                    return Err(UsageError(
+                        "--tls-cert, --tls-key and --insecure-plaintext go with --listen or --http"
+                            .to_owned(),
+                    )
+                    .into());
+                }
+                (true, Some(cert), Some(key), false) => {
                     let files = approval_host::serve::tls::TlsFiles {
                         cert,
                         key,
                         client_ca: tls_client_ca,
                     };
-                    let acceptor = approval_host::serve::tls::acceptor(&files)
-                        .map_err(|e| UsageError(format!("--listen: {e}")))?;
-                    Some((addr, Some(acceptor)))
-                }
-                (Some(addr), None, None, true) => Some((addr, None)),
-                (Some(_), ..) => {
-                    return Err(UsageError(
-                        "--listen needs --tls-cert and --tls-key (or, on a network you trust, --insecure-plaintext)"
-                            .to_owned(),
+                    Some(
+                        approval_host::serve::tls::acceptor(&files)
+                            .map_err(|e| UsageError(format!("{flag}: {e}")))?,
                     )
+                }
+                (true, None, None, true) => None,
+                (true, ..) => {
+                    return Err(UsageError(format!(
+                        "{flag} needs --tls-cert and --tls-key (or, on a network you trust, --insecure-plaintext)"
+                    ))
                     .into());
                 }
             };
+            let network = listen.map(|addr| (addr, tls.clone()));
+            let console = http.map(|addr| (addr, tls));
             let options = ServeOptions {
                 config,
                 state_dir,
@@ -738,7 +763,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 },
             };
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-            let served = runtime.block_on(serve(options, socket, network, !no_watch));
+            let served = runtime.block_on(serve(options, socket, network, console, !no_watch));
             // The server and its sessions are gone by now (leases released); stdin's reader
             // thread may still block on a client that keeps its end open: do not wait for it.
             runtime.shutdown_timeout(Duration::from_millis(500));
@@ -772,6 +797,7 @@ async fn serve(
     options: ServeOptions,
     socket: Option<PathBuf>,
     network: Option<(String, Option<tokio_rustls::TlsAcceptor>)>,
+    console: Option<(String, Option<tokio_rustls::TlsAcceptor>)>,
     watch: bool,
 ) -> Result<()> {
     let server = Server::start(options).await.map_err(|e| match e {
@@ -783,8 +809,26 @@ async fn serve(
     } else {
         None
     };
+    let web = async {
+        match &console {
+            Some((addr, tls)) => {
+                if tls.is_none() {
+                    tracing::warn!(
+                        addr,
+                        "web console WITHOUT TLS (--insecure-plaintext): tokens and cookies cross the network in the clear"
+                    );
+                }
+                let listener = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| approval_host::serve::ServeError::Io(format!("{addr}: {e}")))?;
+                tracing::info!(addr, "web console listening");
+                server.serve_console(listener, tls.clone()).await
+            }
+            None => std::future::pending().await,
+        }
+    };
     let stdio = async {
-        if network.is_none() && socket.is_none() {
+        if network.is_none() && socket.is_none() && console.is_none() {
             server.serve_stdio().await;
         } else {
             std::future::pending::<()>().await;
@@ -818,6 +862,7 @@ async fn serve(
         () = stdio => {}
         served = tcp => served?,
         served = unix => served?,
+        served = web => served?,
         _ = tokio::signal::ctrl_c() => {}
         _ = terminate.recv() => {}
     }

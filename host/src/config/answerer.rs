@@ -1,0 +1,71 @@
+//! `[[answerer]]`: answerers that are not plugins. `kind = "web"` puts the web console in the
+//! waterfall: a question that reaches it waits for a person to click, up to `timeout_s`.
+//!
+//! ```toml
+//! [[answerer]]
+//! kind = "web"
+//! timeout_s = 300          # then the question settles `unavailable` (never a grant)
+//! sessions = ["ci-"]       # optional: the session-id prefixes it answers for
+//! ```
+
+use std::time::Duration;
+
+use toml::Value;
+
+use super::{ConfigError, Ctx, positive, string};
+
+/// How long a question waits on the console unless the file says otherwise.
+pub const DEFAULT_WEB_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// One `[[answerer]]` entry of kind `web`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebAnswererSpec {
+    /// How long a question waits for a click.
+    pub timeout: Duration,
+    /// The session-id prefixes it answers for; empty: every session.
+    pub sessions: Vec<String>,
+}
+
+pub(super) fn parse(
+    ctx: &Ctx,
+    value: &Value,
+    index: usize,
+) -> Result<WebAnswererSpec, ConfigError> {
+    let place = format!("[[answerer]] #{index}");
+    let table = value
+        .as_table()
+        .ok_or_else(|| ctx.err(&place, "must be a table"))?;
+    let mut kind = None;
+    let mut timeout = DEFAULT_WEB_TIMEOUT;
+    let mut sessions = Vec::new();
+    for (k, v) in table {
+        match k.as_str() {
+            "kind" => kind = Some(string(ctx, &place, "kind", v)?.to_owned()),
+            "timeout_s" => {
+                timeout = Duration::from_secs(positive(ctx, &place, "timeout_s", v, 86_400)?)
+            }
+            "sessions" => {
+                let list = v.as_array().ok_or_else(|| {
+                    ctx.err(&place, "sessions must be a list of session-id prefixes")
+                })?;
+                for p in list {
+                    sessions.push(string(ctx, &place, "sessions", p)?.to_owned());
+                }
+            }
+            other => {
+                return Err(ctx.err(
+                    &place,
+                    format!("unknown key {other:?} (expected kind, timeout_s or sessions)"),
+                ));
+            }
+        }
+    }
+    match kind.as_deref() {
+        Some("web") => Ok(WebAnswererSpec { timeout, sessions }),
+        Some(other) => Err(ctx.err(
+            &place,
+            format!("kind = {other:?}: the only kind is \"web\""),
+        )),
+        None => Err(ctx.err(&place, "kind is missing (kind = \"web\")")),
+    }
+}
