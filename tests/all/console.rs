@@ -395,3 +395,65 @@ async fn a_question_nobody_answers_times_out_unavailable_and_a_cancelled_one_lea
     assert_eq!(asking.await.unwrap().outcome, Outcome::Cancelled);
     page_until(addr, &cookie, "web_fetch", false).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_tls_the_login_cookie_is_secure() {
+    use std::sync::Arc;
+    use tokio_rustls::rustls;
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _) = server(dir.path(), 60).await;
+    let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert, made.cert.pem()).unwrap();
+    std::fs::write(&key, made.signing_key.serialize_pem()).unwrap();
+    let acceptor = approval_host::serve::tls::acceptor(&approval_host::serve::tls::TlsFiles {
+        cert,
+        key,
+        client_ca: None,
+    })
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { server.serve_console(listener, Some(acceptor)).await });
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(made.cert.der().clone()).unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut stream = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(
+            rustls::pki_types::ServerName::try_from("localhost").unwrap(),
+            tcp,
+        )
+        .await
+        .unwrap();
+    let body = format!("token={ANSWERER}");
+    stream
+        .write_all(
+            format!(
+                "POST /login HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut raw = String::new();
+    // A TLS peer may close without close_notify after `Connection: close`: keep what was read.
+    let _ = stream.read_to_string(&mut raw).await;
+    assert!(raw.starts_with("HTTP/1.1 303"), "{raw}");
+    let cookie = raw
+        .lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("set-cookie:"))
+        .unwrap();
+    assert!(
+        cookie.ends_with("; HttpOnly; SameSite=Strict; Path=/; Max-Age=43200; Secure"),
+        "{cookie}"
+    );
+}
