@@ -13,12 +13,13 @@ use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio_util::sync::CancellationToken;
 
-const ANSWERER: &str = "aht_console_token_for_tests_0000000000000000000000000000000000000000";
+pub(crate) const ANSWERER: &str =
+    "aht_console_token_for_tests_0000000000000000000000000000000000000000";
 const AGENT: &str = "aht_agent_only_token_for_tests_00000000000000000000000000000000000000";
 
 const PATIENCE: Duration = Duration::from_secs(20);
 
-async fn server(dir: &Path, timeout_s: u64) -> (Server, std::net::SocketAddr) {
+pub(crate) async fn server(dir: &Path, timeout_s: u64) -> (Server, std::net::SocketAddr) {
     let config = dir.join("deploy.toml");
     std::fs::write(
         &config,

@@ -9,6 +9,7 @@ mod cli;
 mod componentize;
 mod conformance;
 mod console;
+mod console_browser;
 mod crash;
 mod deployment;
 mod durable_commit;

@@ -300,9 +300,11 @@ async fn events(State(console): State<Arc<Console>>, headers: HeaderMap) -> Resp
     let mut changes = console.pending.subscribe();
     let stream = async_stream(move |tx| async move {
         while changes.changed().await.is_ok() {
+            // Browsers drop an event whose data is empty: send the change count.
+            let n = *changes.borrow_and_update();
             if tx
                 .send(Ok::<_, Infallible>(
-                    Event::default().event("changed").data(""),
+                    Event::default().event("changed").data(n.to_string()),
                 ))
                 .await
                 .is_err()
