@@ -126,6 +126,50 @@ fn encode(v: &str) -> String {
         .collect()
 }
 
+/// Session `s1` opens a turn and asks about a `bash` call whose recorded argument is a script,
+/// in the background; returns the service, the agent and the pending verdict.
+pub(crate) async fn ask_script_call(
+    server: &Server,
+    reason: Option<&str>,
+) -> (
+    approval_host::ApprovalService,
+    approval_host::Agent,
+    tokio::task::JoinHandle<approval_host::Verdict>,
+) {
+    let service = server.service().clone();
+    let agent = service.agent("s1", "a").await.unwrap();
+    service.start_turn("s1").await.unwrap();
+    service
+        .record_tool_call(
+            &agent,
+            "c1",
+            "bash",
+            json!({"command": "<script>alert(1)</script>"}),
+        )
+        .await
+        .unwrap();
+    let mut request = ApprovalRequest::new(&agent, "bash").call_id("c1");
+    if let Some(r) = reason {
+        request = request.reason(r);
+    }
+    let asking = tokio::spawn({
+        let service = service.clone();
+        async move { service.ask(request).await.unwrap() }
+    });
+    (service, agent, asking)
+}
+
+/// The value of the first form field `name` on a page.
+fn field(page: &str, name: &str) -> String {
+    page.split(&format!("name=\"{name}\" value=\""))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no field {name}: {page}"))
+        .split('"')
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
 /// Logs in and returns the cookie pair and the page's CSRF token.
 async fn log_in(addr: std::net::SocketAddr) -> (String, String) {
     let reply = http(addr, "POST", "/login", None, Some(&[("token", ANSWERER)])).await;
@@ -133,15 +177,7 @@ async fn log_in(addr: std::net::SocketAddr) -> (String, String) {
     let set = reply.header("set-cookie").unwrap().to_owned();
     let cookie = set.split(';').next().unwrap().to_owned();
     let page = http(addr, "GET", "/", Some(&cookie), None).await;
-    let csrf = page
-        .body
-        .split("name=\"csrf\" value=\"")
-        .nth(1)
-        .unwrap()
-        .split('"')
-        .next()
-        .unwrap()
-        .to_owned();
+    let csrf = field(&page.body, "csrf");
     (cookie, csrf)
 }
 
@@ -204,31 +240,7 @@ async fn a_question_shows_escaped_and_a_click_decides_it_in_the_audit() {
     let dir = tempfile::tempdir().unwrap();
     let (server, addr) = server(dir.path(), 60).await;
     let (cookie, csrf) = log_in(addr).await;
-    let service = server.service().clone();
-    let agent = service.agent("s1", "a").await.unwrap();
-    service.start_turn("s1").await.unwrap();
-    service
-        .record_tool_call(
-            &agent,
-            "c1",
-            "bash",
-            json!({"command": "<script>alert(1)</script>"}),
-        )
-        .await
-        .unwrap();
-    let asking = tokio::spawn({
-        let (service, agent) = (service.clone(), agent.clone());
-        async move {
-            service
-                .ask(
-                    ApprovalRequest::new(&agent, "bash")
-                        .call_id("c1")
-                        .reason("<b>why</b>"),
-                )
-                .await
-                .unwrap()
-        }
-    });
+    let (service, agent, asking) = ask_script_call(&server, Some("<b>why</b>")).await;
     let page = page_until(addr, &cookie, "alert(1)", true).await;
     assert!(
         page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
@@ -236,14 +248,7 @@ async fn a_question_shows_escaped_and_a_click_decides_it_in_the_audit() {
     );
     assert!(!page.contains("<script>alert(1)"), "{page}");
     assert!(page.contains("&lt;b&gt;why&lt;/b&gt;"), "{page}");
-    let id = page
-        .split("name=\"id\" value=\"")
-        .nth(1)
-        .unwrap()
-        .split('"')
-        .next()
-        .unwrap()
-        .to_owned();
+    let id = field(&page, "id");
 
     // Without the CSRF token: refused, still waiting.
     let reply = http(
@@ -294,14 +299,7 @@ async fn a_question_shows_escaped_and_a_click_decides_it_in_the_audit() {
         }
     });
     let page = page_until(addr, &cookie, "name=\"id\"", true).await;
-    let id = page
-        .split("name=\"id\" value=\"")
-        .nth(1)
-        .unwrap()
-        .split('"')
-        .next()
-        .unwrap()
-        .to_owned();
+    let id = field(&page, "id");
     http(
         addr,
         "POST",

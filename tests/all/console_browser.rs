@@ -4,7 +4,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use approval_host::{ApprovalRequest, Outcome};
+use approval_host::Outcome;
 use fantoccini::{ClientBuilder, Locator};
 use serde_json::json;
 
@@ -88,27 +88,7 @@ async fn in_a_browser_a_question_appears_live_shows_as_text_and_a_click_allows_i
         .unwrap();
 
     // An agent asks: the open page shows the question without a manual reload.
-    let service = server.service().clone();
-    let agent = service.agent("s1", "a").await.unwrap();
-    service.start_turn("s1").await.unwrap();
-    service
-        .record_tool_call(
-            &agent,
-            "c1",
-            "bash",
-            json!({"command": "<script>alert(1)</script>"}),
-        )
-        .await
-        .unwrap();
-    let asking = tokio::spawn({
-        let (service, agent) = (service.clone(), agent.clone());
-        async move {
-            service
-                .ask(ApprovalRequest::new(&agent, "bash").call_id("c1"))
-                .await
-                .unwrap()
-        }
-    });
+    let (_service, _agent, asking) = crate::console::ask_script_call(&server, None).await;
     let arguments = browser
         .wait()
         .at_most(PATIENCE)

@@ -114,18 +114,16 @@ pub(super) fn parse(ctx: &Ctx, value: &Value) -> Result<StoreConfig, ConfigError
     })
 }
 
-/// The store a command works on: `url` (a command line's `--store`) over the deployment's
-/// `[store] url` (keeping its password and lease settings), else the directory store under
-/// `state_dir`. `migrate` creates or migrates the database schema when it is behind.
-pub fn open(
+/// The database a command works on, if any: `url` (a command line's `--store`) over the
+/// deployment's `[store] url`, keeping the table's password, lease and CA settings; `None` when
+/// neither names one (the state directory then holds the logs).
+pub fn options(
     deployment: Option<&super::Deployment>,
     url: Option<&str>,
-    state_dir: &std::path::Path,
-    migrate: bool,
-) -> Result<std::sync::Arc<dyn crate::Store>, crate::postgres::DbError> {
+) -> Result<Option<crate::postgres::PgOptions>, crate::postgres::DbError> {
     let table = deployment.and_then(|d| d.store.as_ref());
     let config = match (url, table) {
-        (None, None) => return Ok(std::sync::Arc::new(crate::DirStore::new(state_dir))),
+        (None, None) => return Ok(None),
         (Some(url), table) => {
             crate::postgres::check_url(url)?;
             StoreConfig {
@@ -147,8 +145,24 @@ pub fn open(
         .map_err(crate::postgres::DbError::Password)?;
     options.lease = config.lease;
     options.ca_file = config.ca_file.clone();
-    options.migrate = migrate;
-    Ok(std::sync::Arc::new(crate::postgres::PgStore::connect(
-        options,
-    )?))
+    Ok(Some(options))
+}
+
+/// The store a command works on: the database [`options`] names, else the directory store under
+/// `state_dir`. `migrate` creates or migrates the database schema when it is behind.
+pub fn open(
+    deployment: Option<&super::Deployment>,
+    url: Option<&str>,
+    state_dir: &std::path::Path,
+    migrate: bool,
+) -> Result<std::sync::Arc<dyn crate::Store>, crate::postgres::DbError> {
+    match options(deployment, url)? {
+        None => Ok(std::sync::Arc::new(crate::DirStore::new(state_dir))),
+        Some(mut options) => {
+            options.migrate = migrate;
+            Ok(std::sync::Arc::new(crate::postgres::PgStore::connect(
+                options,
+            )?))
+        }
+    }
 }

@@ -46,7 +46,9 @@ fn file_err(path: &Path, reason: impl ToString) -> TlsError {
     }
 }
 
-fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+/// The certificates of a PEM file, refusing a file that holds none (also the database's
+/// `[store] ca-file`).
+pub fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let certs = CertificateDer::pem_file_iter(path)
         .map_err(|e| file_err(path, e))?
         .collect::<Result<Vec<_>, _>>()

@@ -149,21 +149,14 @@ pub enum DbError {
 fn tls_connector(
     ca_file: Option<&std::path::Path>,
 ) -> Result<tokio_postgres_rustls::MakeRustlsConnect, DbError> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
     match ca_file {
         Some(path) => {
-            let bad = |reason: String| DbError::Tls(format!("{}: {reason}", path.display()));
-            let certs = CertificateDer::pem_file_iter(path)
-                .map_err(|e| bad(e.to_string()))?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| bad(e.to_string()))?;
-            if certs.is_empty() {
-                return Err(bad("no CERTIFICATE in the file".to_owned()));
-            }
+            let certs = crate::serve::tls::certs(path).map_err(|e| DbError::Tls(e.to_string()))?;
             for cert in certs {
-                roots.add(cert).map_err(|e| bad(e.to_string()))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| DbError::Tls(format!("{}: {e}", path.display())))?;
             }
         }
         None => {

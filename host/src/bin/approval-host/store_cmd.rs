@@ -133,11 +133,9 @@ pub(crate) fn print_log(state_dir: &Path, session: &str) -> Result<ExitCode> {
     let store = open(state_dir, None, false)?;
     let name = log_name(state_dir, session);
     let bytes = store.read(session)?;
-    if bytes.is_empty()
-        && url().is_none()
-        && !DirStore::new(state_dir).session_path(session).exists()
-        || bytes.is_empty() && url().is_some()
-    {
+    // An empty database log is no log; an empty file is still one.
+    let exists = url().is_none() && DirStore::new(state_dir).session_path(session).exists();
+    if bytes.is_empty() && !exists {
         return Err(UsageError(format!("no session log at {name}")).into());
     }
     let checked = check_bytes(&bytes);
@@ -252,14 +250,18 @@ pub(crate) enum DbCommand {
     },
 }
 
+fn no_database() -> anyhow::Error {
+    UsageError(
+        "no database: give --store postgres://... or a deployment (--config) with [store] url"
+            .to_owned(),
+    )
+    .into()
+}
+
 fn database(state_dir: &Path, config: Option<&Path>, migrate: bool) -> Result<Arc<dyn Store>> {
     let deployment = config.map(Deployment::load).transpose()?;
     if !on_database(deployment.as_ref()) {
-        return Err(UsageError(
-            "no database: give --store postgres://... or a deployment (--config) with [store] url"
-                .to_owned(),
-        )
-        .into());
+        return Err(no_database());
     }
     open(state_dir, deployment.as_ref(), migrate)
 }
@@ -268,44 +270,29 @@ pub(crate) fn db(state_dir: &Path, command: DbCommand) -> Result<ExitCode> {
     match command {
         DbCommand::Migrate { config } => {
             let deployment = config.as_deref().map(Deployment::load).transpose()?;
-            if !on_database(deployment.as_ref()) {
-                return Err(UsageError(
-                    "no database: give --store postgres://... or a deployment (--config) with [store] url"
-                        .to_owned(),
-                )
-                .into());
-            }
-            let table = deployment.as_ref().and_then(|d| d.store.as_ref());
-            let url = url()
-                .map(str::to_owned)
-                .or_else(|| table.map(|t| t.url.clone()))
-                .unwrap_or_default();
-            let mut options = approval_host::PgOptions::new(url);
-            if let Some(t) = table {
-                options.password = t.password().map_err(UsageError)?;
-                options.ca_file = t.ca_file.clone();
-                options.lease = t.lease;
-            } else {
-                options.password = std::env::var(approval_host::postgres::PASSWORD_ENV).ok();
-            }
-            options.migrate = true;
-            let before = {
-                // Read the version first without migrating, to report where it started.
-                let mut probe = options.clone();
-                probe.migrate = false;
-                match approval_host::PgStore::connect(probe) {
-                    Ok(store) => store.schema_version().map_err(db_error)?,
-                    Err(DbError::SchemaBehind { found, .. }) => found,
-                    Err(e) => return Err(db_error(e)),
-                }
+            let Some(mut options) =
+                approval_host::config::store::options(deployment.as_ref(), url())
+                    .map_err(db_error)?
+            else {
+                return Err(no_database());
             };
+            // Connect without migrating first, to report where the schema started.
+            options.migrate = false;
+            let before = match approval_host::PgStore::connect(options.clone()) {
+                Ok(store) => {
+                    println!(
+                        "schema at version {}: up to date",
+                        store.schema_version().map_err(db_error)?
+                    );
+                    return Ok(ExitCode::SUCCESS);
+                }
+                Err(DbError::SchemaBehind { found, .. }) => found,
+                Err(e) => return Err(db_error(e)),
+            };
+            options.migrate = true;
             let store = approval_host::PgStore::connect(options).map_err(db_error)?;
             let after = store.schema_version().map_err(db_error)?;
-            if before == after {
-                println!("schema at version {after}: up to date");
-            } else {
-                println!("schema migrated from version {before} to {after}");
-            }
+            println!("schema migrated from version {before} to {after}");
             Ok(ExitCode::SUCCESS)
         }
         DbCommand::Import { dir, config } => {
