@@ -482,23 +482,6 @@ impl PgStore {
         Ok((from, to))
     }
 
-    /// Every session (and rules log) with at least one record, in name order.
-    pub fn sessions(&self) -> Result<Vec<String>, LogError> {
-        let pool = self.inner.pool.clone();
-        self.inner
-            .block(async move {
-                let rows = client(&pool)
-                    .await?
-                    .query(
-                        "SELECT DISTINCT session FROM approval_records ORDER BY session",
-                        &[],
-                    )
-                    .await?;
-                Ok(rows.iter().map(|r| r.get(0)).collect())
-            })
-            .map_err(|e| log_error("postgres", e))
-    }
-
     /// How many transactions were retried after a serialization failure or deadlock.
     pub fn retries(&self) -> u64 {
         self.inner.retries.load(Ordering::Relaxed)
@@ -752,8 +735,21 @@ impl Store for PgStore {
         Ok(bytes)
     }
 
+    /// Every session (and rules log) with at least one record, in name order.
     fn list(&self) -> Result<Vec<String>, LogError> {
-        self.sessions()
+        let pool = self.inner.pool.clone();
+        self.inner
+            .block(async move {
+                let rows = client(&pool)
+                    .await?
+                    .query(
+                        "SELECT DISTINCT session FROM approval_records ORDER BY session",
+                        &[],
+                    )
+                    .await?;
+                Ok(rows.iter().map(|r| r.get(0)).collect())
+            })
+            .map_err(|e| log_error("postgres", e))
     }
 }
 
