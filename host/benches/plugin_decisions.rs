@@ -292,6 +292,7 @@ fn main() {
         println!();
         println!("raw baselines, same guest and run (plain wasmtime, no seam, no sandbox set-up):");
         println!("  component call                 {:>8.2} µs", micros(raw.call));
+        println!("  component call, host's engine  {:>8.2} µs  (bounds checked in code, epochs on)", micros(raw.call_checked));
         println!("  instantiate + drop (on demand) {:>8.2} µs", micros(raw.instantiate));
         println!("  instantiate + drop (pooling)   {:>8.2} µs", micros(raw.instantiate_pooled));
         let native_call = native_call_ns();

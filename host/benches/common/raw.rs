@@ -107,13 +107,25 @@ impl WasiView for State {
 /// Median per-call and per-instantiation (create and drop) times of the raw guest.
 pub struct RawFigures {
     pub call: Duration,
+    /// The call on an engine set up as the host's is: bounds checked in code (no guard pages or
+    /// signal handler) and epoch interruption on.
+    pub call_checked: Duration,
     pub instantiate: Duration,
     pub instantiate_pooled: Duration,
 }
 
 fn engine(pooling: bool) -> Engine {
+    engine_with(pooling, false)
+}
+
+fn engine_with(pooling: bool, checked: bool) -> Engine {
     let mut config = Config::new();
     config.wasm_component_model(true);
+    if checked {
+        config.signals_based_traps(false);
+        config.memory_guard_size(0);
+        config.epoch_interruption(true);
+    }
     if pooling {
         config.allocation_strategy(InstanceAllocationStrategy::pooling());
     }
@@ -187,22 +199,30 @@ pub fn measure(guest: &[u8], samples: usize) -> RawFigures {
     };
     let (_, _, instantiate_pooled) = instantiate(true);
     let (engine, pre, instantiate) = instantiate(false);
-    let mut store = store(&engine);
-    let instance = pre.instantiate(&mut store).unwrap();
-    let decide = instance
-        .get_typed_func::<(Request,), (Decision,)>(&mut store, "decide")
-        .unwrap();
-    let mut times = Vec::with_capacity(samples);
-    for i in 0..samples + samples / 10 {
-        let start = Instant::now();
-        let (decision,) = decide.call(&mut store, (request(),)).unwrap();
-        if i >= samples / 10 {
-            times.push(start.elapsed());
+    let call = |engine: &Engine, pre: &wasmtime::component::InstancePre<State>| {
+        let mut store = store(engine);
+        store.set_epoch_deadline(u64::MAX / 2);
+        let instance = pre.instantiate(&mut store).unwrap();
+        let decide = instance
+            .get_typed_func::<(Request,), (Decision,)>(&mut store, "decide")
+            .unwrap();
+        let mut times = Vec::with_capacity(samples);
+        for i in 0..samples + samples / 10 {
+            let start = Instant::now();
+            let (decision,) = decide.call(&mut store, (request(),)).unwrap();
+            if i >= samples / 10 {
+                times.push(start.elapsed());
+            }
+            assert_eq!(decision, Decision::AllowOnce);
         }
-        assert_eq!(decision, Decision::AllowOnce);
-    }
+        median(times)
+    };
+    let checked = engine_with(false, true);
+    let call_checked = call(&checked, &setup(&checked, guest));
+    let call = call(&engine, &pre);
     RawFigures {
-        call: median(times),
+        call,
+        call_checked,
         instantiate,
         instantiate_pooled,
     }
