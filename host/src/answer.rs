@@ -78,6 +78,21 @@ pub struct Proposal {
     pub scope: RuleScope,
 }
 
+/// A rule's text, `Tool(pattern)`, or `Tool` for every call of the tool.
+pub fn rule_text(tool: &str, pattern: Option<&str>) -> String {
+    match pattern {
+        Some(p) => format!("{tool}({p})"),
+        None => tool.to_owned(),
+    }
+}
+
+impl Proposal {
+    /// The proposed rule's text, `Tool(pattern)`.
+    pub fn text(&self) -> String {
+        rule_text(&self.tool, self.pattern.as_deref())
+    }
+}
+
 /// Why a proposed rule was refused. The call still gets the one-shot decision it implies.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProposalError {

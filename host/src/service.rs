@@ -482,10 +482,7 @@ impl ApprovalService {
             );
             return Err(rules::declined_for_plugins(proposal.scope));
         }
-        let rule = match &proposal.pattern {
-            Some(p) => format!("{}({p})", proposal.tool),
-            None => proposal.tool.clone(),
-        };
+        let rule = proposal.text();
         let creator = if settled.answered_outside {
             format!("answerer:{by}")
         } else {
@@ -507,6 +504,24 @@ impl ApprovalService {
                 Err(rules::declined_unsaved(&e))
             }
         }
+    }
+
+    /// The sessions open in this service (an agent or a request holds them), each with the ids
+    /// of the agents handed out for it.
+    pub async fn open_sessions(&self) -> HashMap<String, Vec<String>> {
+        let sessions = self.inner.sessions.lock().await;
+        sessions
+            .iter()
+            .filter_map(|(id, (weak, _))| {
+                let session = weak.upgrade()?;
+                let agents = session
+                    .agents
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone();
+                Some((id.clone(), agents))
+            })
+            .collect()
     }
 
     /// A new handle for agent `agent_id` of session `session_id`, opening (or creating) the

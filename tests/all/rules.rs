@@ -653,3 +653,73 @@ async fn another_process_s_rules_and_revocations_take_effect_within_the_refresh_
         Outcome::Unavailable
     );
 }
+
+/// A store whose `log_len` waits while held: a store that is slow to answer (a database across a
+/// network, say).
+struct SlowLens {
+    inner: approval_host::DirStore,
+    held: Mutex<bool>,
+    changed: std::sync::Condvar,
+    waiting: AtomicUsize,
+}
+
+impl approval_host::Store for SlowLens {
+    fn open(&self, session: &str) -> Result<approval_host::OpenedLog, approval_host::LogError> {
+        self.inner.open(session)
+    }
+
+    fn log_len(&self, session: &str) -> Result<Option<u64>, approval_host::LogError> {
+        let mut held = self.held.lock().unwrap();
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        self.changed.notify_all();
+        while *held {
+            held = self.changed.wait(held).unwrap();
+        }
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        self.inner.log_len(session)
+    }
+
+    fn read(&self, session: &str) -> Result<Vec<u8>, approval_host::LogError> {
+        self.inner.read(session)
+    }
+}
+
+#[test]
+fn a_decision_never_waits_for_the_store_to_say_whether_other_processes_changed_the_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SlowLens {
+        inner: approval_host::DirStore::new(dir.path()),
+        held: Mutex::new(false),
+        changed: std::sync::Condvar::new(),
+        waiting: AtomicUsize::new(0),
+    });
+    let book = RuleBook::open(
+        store.clone(),
+        "test-project",
+        vec![],
+        vec![],
+        rules::system_clock(),
+    )
+    .unwrap();
+    *store.held.lock().unwrap() = true;
+    // The book's next refresh gets stuck in the store...
+    {
+        let held = store.held.lock().unwrap();
+        let (held, waited) = store
+            .changed
+            .wait_timeout_while(held, Duration::from_secs(10), |_| {
+                store.waiting.load(Ordering::SeqCst) == 0
+            })
+            .unwrap();
+        assert!(!waited.timed_out(), "the book never refreshed");
+        assert!(*held);
+    }
+    // ...and the book still answers, at once, from what it holds.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let b = book.clone();
+    std::thread::spawn(move || tx.send(b.list(None).len()).unwrap());
+    let listed = rx.recv_timeout(Duration::from_secs(10));
+    *store.held.lock().unwrap() = false;
+    store.changed.notify_all();
+    assert_eq!(listed, Ok(0), "listing waited for the store");
+}

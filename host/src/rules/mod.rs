@@ -16,7 +16,8 @@
 //! `next`. A revoked rule leaves the index before its revocation is written, so no decision that
 //! starts after [`RuleBook::revoke`] begins can use it; an expired rule never matches. Another
 //! process's changes (the CLI's `rules add`, another `serve`) are picked up within
-//! [`REFRESH_EVERY`].
+//! [`REFRESH_EVERY`], by a thread of the book's own: a decision never waits on the store to learn
+//! of them (on a database that is two round trips).
 
 pub mod pattern;
 pub mod shell;
@@ -201,10 +202,7 @@ pub struct RuleView {
 
 impl Rule {
     fn from_event(added: &RuleAdded, session: Option<&str>) -> Result<Rule, String> {
-        let text = match &added.pattern {
-            Some(p) => format!("{}({p})", added.tool),
-            None => added.tool.clone(),
-        };
+        let text = crate::answer::rule_text(&added.tool, added.pattern.as_deref());
         let spec = pattern::parse(&text).map_err(|e| e.to_string())?;
         let expires = match &added.expires_at {
             Some(t) => {
@@ -307,6 +305,9 @@ pub enum RuleError {
     /// A task failed unexpectedly (a bug); nothing was changed.
     #[error("rules: {0}")]
     Internal(String),
+    /// The thread that picks up other processes' changes could not be started.
+    #[error("rules: starting the refresh thread: {0}")]
+    Refresh(String),
     /// A rules log holds a rule this host cannot read.
     #[error("{log}: {reason}")]
     Corrupt {
@@ -414,7 +415,6 @@ pub struct RuleBook {
     clock: Clock,
     /// Scopes a plugin's proposal may create.
     plugins_may_create: RwLock<Vec<RuleScope>>,
-    next_refresh: Mutex<Instant>,
     seen: Mutex<HashMap<String, Seen>>,
     /// Signs each rules log's head after every rule added or revoked.
     checkpointer: RwLock<Option<Arc<Checkpointer>>>,
@@ -455,7 +455,6 @@ impl RuleBook {
             index: RwLock::new(Index::default()),
             clock,
             plugins_may_create: RwLock::new(plugins_may_create),
-            next_refresh: Mutex::new(Instant::now() + REFRESH_EVERY),
             seen: Mutex::new(HashMap::new()),
             checkpointer: RwLock::new(None),
         });
@@ -468,6 +467,18 @@ impl RuleBook {
         for log in [USER_LOG.to_owned(), book.project_log.clone()] {
             book.reload(&log)?;
         }
+        let weak = Arc::downgrade(&book);
+        std::thread::Builder::new()
+            .name("rules-refresh".to_owned())
+            .spawn(move || {
+                // Ends within one interval of the book going away.
+                loop {
+                    std::thread::sleep(REFRESH_EVERY);
+                    let Some(book) = weak.upgrade() else { break };
+                    book.refresh();
+                }
+            })
+            .map_err(|e| RuleError::Refresh(e.to_string()))?;
         Ok(book)
     }
 
@@ -598,16 +609,9 @@ impl RuleBook {
         Ok(())
     }
 
-    /// Picks up what another process wrote to the rules logs, at most every [`REFRESH_EVERY`].
-    fn refresh_if_due(&self) {
-        {
-            let mut next = self.next_refresh.lock().unwrap_or_else(|p| p.into_inner());
-            let now = Instant::now();
-            if now < *next {
-                return;
-            }
-            *next = now + REFRESH_EVERY;
-        }
+    /// Picks up what another process wrote to the rules logs (every [`REFRESH_EVERY`], on the
+    /// book's refresh thread).
+    fn refresh(&self) {
         for name in [USER_LOG, self.project_log.as_str()] {
             let len = self.store.log_len(name).ok().flatten();
             let changed = {
@@ -656,7 +660,6 @@ impl RuleBook {
     }
 
     fn find(&self, call: &Call<'_>, session: &str) -> Option<(Arc<Rule>, Effect)> {
-        self.refresh_if_due();
         let now = (self.clock)();
         let index = self.read();
         let live = |r: &&Arc<Rule>| r.live(now, session);
@@ -751,7 +754,6 @@ impl RuleBook {
 
     /// The live rules, in id order, optionally of one scope.
     pub fn list(&self, scope: Option<RuleScope>) -> Vec<RuleView> {
-        self.refresh_if_due();
         let now = (self.clock)();
         let index = self.read();
         let mut rules: Vec<RuleView> = index
