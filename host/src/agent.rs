@@ -24,6 +24,12 @@ pub struct Agent {
 
 impl Agent {
     pub(crate) fn new(id: String, session: Arc<Session>, parent: Option<String>) -> Self {
+        {
+            let mut agents = session.agents.lock().unwrap_or_else(|p| p.into_inner());
+            if !agents.contains(&id) {
+                agents.push(id.clone());
+            }
+        }
         Agent {
             inner: Arc::new(AgentInner {
                 id,

@@ -25,6 +25,9 @@
 //!   sync.
 //! - [`subscribe`]: subscribers to sessions' durable events (what `serve` notifications and a
 //!   console follow).
+//! - [`serve`]: the host as a process: JSON-RPC clients over stdio, a Unix socket or TCP with TLS
+//!   and tokens ([`serve::auth`]), and the web console ([`serve::console`]), whose people answer
+//!   as the last listener of the waterfall and see sessions, rules and plugins.
 //! - [`policy`]: `ask | never` per session, folded from the log over the deployment default, and
 //!   the exact texts an agent sees.
 //! - [`config`]: the deployment file. [`check`]: reading a log back for the `log` command.

@@ -33,6 +33,8 @@ pub(crate) struct Session {
     pub(crate) policy_lock: tokio::sync::Mutex<()>,
     /// The seq and time of the last checkpoint taken (or of the open, for the first).
     pub(crate) checkpointed: Mutex<(u64, std::time::Instant)>,
+    /// The ids of the agents handed out for this session, in order (what a console lists).
+    pub(crate) agents: Mutex<Vec<String>>,
 }
 
 /// Whether a session's log is closed: the last handle to a session can be dropped on another
@@ -106,6 +108,7 @@ impl Session {
             idle: Notify::new(),
             policy_lock: tokio::sync::Mutex::new(()),
             checkpointed: Mutex::new((records, std::time::Instant::now())),
+            agents: Mutex::default(),
         }
     }
 

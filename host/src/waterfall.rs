@@ -113,6 +113,9 @@ struct QuestionInner {
     /// The asked-about call's arguments as JSON text, serialized once for every plugin that
     /// reads them.
     arguments_json: std::sync::OnceLock<Option<String>>,
+    /// The listeners that said `next` before the question reached one outside the process
+    /// (filled only then: a person may want to know which gates passed it on).
+    passed: std::sync::Mutex<Vec<String>>,
 }
 
 /// What a listener is asked: the request's identity, without tool arguments. Cheap to clone.
@@ -146,6 +149,7 @@ impl Question {
                 cancel,
                 caller,
                 arguments_json: std::sync::OnceLock::new(),
+                passed: std::sync::Mutex::default(),
             }),
         }
     }
@@ -204,6 +208,17 @@ impl Question {
     /// `tool/call` event, or `None`.
     pub fn call_arguments(&self, call_id: &str) -> Option<serde_json::Value> {
         self.inner.agent.call_arguments(call_id)
+    }
+
+    /// The listeners that said `next` before a listener that [leaves the
+    /// process](Listener::leaves_process) got the question, in order; empty for a question that
+    /// never reached one.
+    pub fn passed(&self) -> Vec<String> {
+        self.inner
+            .passed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Waits until the question's `approval/asked` record is durable. The waterfall does this
@@ -523,7 +538,16 @@ impl Waterfall {
                 .cloned()
                 .collect()
         };
-        for entry in snapshot {
+        for (i, entry) in snapshot.iter().enumerate() {
+            if entry.listener.leaves_process() {
+                // Every listener before this one said `next` (any other answer returned).
+                *question
+                    .inner
+                    .passed
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()) =
+                    snapshot[..i].iter().map(|e| e.name.clone()).collect();
+            }
             if entry.listener.leaves_process()
                 && let Err(e) = question.ensure_durable().await
             {

@@ -1,12 +1,15 @@
-//! The web console over HTTP: logins, pending questions answered from the page, CSRF, escaping,
-//! security headers, timeouts and cancellations, live updates. (Driving it from a real browser
-//! is the next step; these tests speak HTTP/1.1 to the real server.)
+//! The web console over HTTP: logins, pending questions answered from the page (once, or always
+//! with a rule), CSRF, escaping, security headers, timeouts and cancellations, live updates, the
+//! Sessions, Rules and Plugins pages and who may see them. These tests speak HTTP/1.1 to the
+//! real server; `console_browser` drives the same pages from a real browser.
 
 use std::path::Path;
 use std::time::Duration;
 
 use approval_host::plugin::QuarantinePolicy;
-use approval_host::serve::console::{CSP, LOGIN_FAILED};
+use approval_host::serve::console::pending::{ENDED_CANCELLED, ENDED_TIMED_OUT};
+use approval_host::serve::console::questions::ALREADY_SETTLED;
+use approval_host::serve::console::{BAD_FORM, CSP, LOGIN_FAILED, NEEDS_ADMIN};
 use approval_host::serve::{ServeOptions, Server, auth};
 use approval_host::{ApprovalRequest, Outcome};
 use serde_json::json;
@@ -16,19 +19,38 @@ use tokio_util::sync::CancellationToken;
 pub(crate) const ANSWERER: &str =
     "aht_console_token_for_tests_0000000000000000000000000000000000000000";
 const AGENT: &str = "aht_agent_only_token_for_tests_00000000000000000000000000000000000000";
+pub(crate) const ADMIN: &str = "aht_admin_token_for_tests_0000000000000000000000000000000000000000";
+/// An answerer limited to sessions starting with `team-`.
+const TEAM: &str = "aht_team_answerer_token_for_tests_00000000000000000000000000000000000";
 
 const PATIENCE: Duration = Duration::from_secs(20);
 
 pub(crate) async fn server(dir: &Path, timeout_s: u64) -> (Server, std::net::SocketAddr) {
+    server_on(dir, timeout_s, None).await
+}
+
+/// [`server`] on the store at `store_url` (PostgreSQL), or the state directory's files.
+async fn server_on(
+    dir: &Path,
+    timeout_s: u64,
+    store_url: Option<String>,
+) -> (Server, std::net::SocketAddr) {
     let config = dir.join("deploy.toml");
+    std::fs::write(dir.join("deny.wasm"), approval_host::bundled::DENY_COMMANDS).unwrap();
     std::fs::write(
         &config,
         format!(
-            "[[answerer]]\nkind = \"web\"\ntimeout_s = {timeout_s}\n\n\
+            "[[plugin]]\nname = \"deny-commands\"\npath = \"deny.wasm\"\nrole = \"gate\"\n\
+             [plugin.config]\npatterns = \"rm -rf\"\n\n\
+             [[answerer]]\nkind = \"web\"\ntimeout_s = {timeout_s}\n\n\
              [[token]]\nname = \"console\"\nsha256 = \"{}\"\nroles = [\"answerer\"]\n\n\
-             [[token]]\nname = \"ci\"\nsha256 = \"{}\"\nroles = [\"agent\"]\n",
+             [[token]]\nname = \"ci\"\nsha256 = \"{}\"\nroles = [\"agent\"]\n\n\
+             [[token]]\nname = \"root\"\nsha256 = \"{}\"\nroles = [\"admin\"]\n\n\
+             [[token]]\nname = \"team\"\nsha256 = \"{}\"\nroles = [\"answerer\"]\nsessions = [\"team-\"]\n",
             auth::token_hash(ANSWERER),
-            auth::token_hash(AGENT)
+            auth::token_hash(AGENT),
+            auth::token_hash(ADMIN),
+            auth::token_hash(TEAM)
         ),
     )
     .unwrap();
@@ -36,8 +58,8 @@ pub(crate) async fn server(dir: &Path, timeout_s: u64) -> (Server, std::net::Soc
         config,
         state_dir: dir.join("state"),
         quarantine: QuarantinePolicy::default(),
-        store_url: None,
-        migrate: false,
+        migrate: store_url.is_some(),
+        store_url,
     })
     .await
     .unwrap();
@@ -139,24 +161,38 @@ pub(crate) async fn ask_script_call(
     let service = server.service().clone();
     let agent = service.agent("s1", "a").await.unwrap();
     service.start_turn("s1").await.unwrap();
+    let asking = ask_call(
+        &service,
+        &agent,
+        "c1",
+        json!({"command": "<script>alert(1)</script>"}),
+        reason,
+    )
+    .await;
+    (service, agent, asking)
+}
+
+/// `agent` records a `bash` call `call_id` with `arguments` and asks about it in the
+/// background (its turn already open).
+pub(crate) async fn ask_call(
+    service: &approval_host::ApprovalService,
+    agent: &approval_host::Agent,
+    call_id: &str,
+    arguments: serde_json::Value,
+    reason: Option<&str>,
+) -> tokio::task::JoinHandle<approval_host::Verdict> {
     service
-        .record_tool_call(
-            &agent,
-            "c1",
-            "bash",
-            json!({"command": "<script>alert(1)</script>"}),
-        )
+        .record_tool_call(agent, call_id, "bash", arguments)
         .await
         .unwrap();
-    let mut request = ApprovalRequest::new(&agent, "bash").call_id("c1");
+    let mut request = ApprovalRequest::new(agent, "bash").call_id(call_id);
     if let Some(r) = reason {
         request = request.reason(r);
     }
-    let asking = tokio::spawn({
+    tokio::spawn({
         let service = service.clone();
         async move { service.ask(request).await.unwrap() }
-    });
-    (service, agent, asking)
+    })
 }
 
 /// The value of the first form field `name` on a page.
@@ -170,9 +206,14 @@ fn field(page: &str, name: &str) -> String {
         .to_owned()
 }
 
-/// Logs in and returns the cookie pair and the page's CSRF token.
+/// Logs in with the answerer token and returns the cookie pair and the page's CSRF token.
 async fn log_in(addr: std::net::SocketAddr) -> (String, String) {
-    let reply = http(addr, "POST", "/login", None, Some(&[("token", ANSWERER)])).await;
+    log_in_as(addr, ANSWERER).await
+}
+
+/// Logs in with `token`.
+async fn log_in_as(addr: std::net::SocketAddr, token: &str) -> (String, String) {
+    let reply = http(addr, "POST", "/login", None, Some(&[("token", token)])).await;
     assert_eq!(reply.status, 303, "{}", reply.body);
     let set = reply.header("set-cookie").unwrap().to_owned();
     let cookie = set.split(';').next().unwrap().to_owned();
@@ -248,6 +289,11 @@ async fn a_question_shows_escaped_and_a_click_decides_it_in_the_audit() {
     );
     assert!(!page.contains("<script>alert(1)"), "{page}");
     assert!(page.contains("&lt;b&gt;why&lt;/b&gt;"), "{page}");
+    // The gates that passed it on.
+    assert!(
+        page.contains("<dd class=\"passed\">rules, deny-commands (each said next)</dd>"),
+        "{page}"
+    );
     let id = field(&page, "id");
 
     // Without the CSRF token: refused, still waiting.
@@ -274,7 +320,24 @@ async fn a_question_shows_escaped_and_a_click_decides_it_in_the_audit() {
     let verdict = asking.await.unwrap();
     assert_eq!(verdict.outcome, Outcome::AllowedOnce);
     assert_eq!(verdict.answerer.as_deref(), Some("web:console"));
-    page_until(addr, &cookie, &id, false).await;
+    page_until(addr, &cookie, &format!("id=\"q-{id}\""), false).await;
+    // A second click (another tab, another person) finds it settled, and is told how.
+    let reply = http(
+        addr,
+        "POST",
+        "/answer",
+        Some(&cookie),
+        Some(&[("csrf", &csrf), ("id", &id), ("decision", "reject")]),
+    )
+    .await;
+    assert_eq!(reply.status, 409);
+    assert!(
+        reply.body.contains(&format!(
+            "<p class=\"error\" role=\"alert\">{ALREADY_SETTLED}: allowed-once by web:console.</p>"
+        )),
+        "{}",
+        reply.body
+    );
     service.end_turn("s1").await.unwrap();
     let log = std::fs::read_to_string(
         approval_host::DirStore::new(dir.path().join("state")).session_path("s1"),
@@ -345,7 +408,11 @@ async fn a_question_nobody_answers_times_out_unavailable_and_a_cancelled_one_lea
         .unwrap();
     assert_eq!(verdict.outcome, Outcome::Unavailable);
     assert_eq!(verdict.to_json()["failure"]["kind"], "timeout");
-    page_until(addr, &cookie, "No question is waiting.", true).await;
+    let page = page_until(addr, &cookie, "No question is waiting.", true).await;
+    assert!(
+        page.contains(&format!("): {ENDED_TIMED_OUT}</li>")),
+        "{page}"
+    );
 
     // A live stream sees the next question arrive; cancelling it takes it off the page.
     let mut events = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -368,6 +435,27 @@ async fn a_question_nobody_answers_times_out_unavailable_and_a_cancelled_one_lea
             break;
         }
     }
+    // It opens with the version of the waiting set, which a page rendered now shows too.
+    let version = page
+        .split("data-version=\"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .to_owned();
+    let mut hello = Vec::new();
+    while hello.len() < 2 {
+        line.clear();
+        events.read_line(&mut line).await.unwrap();
+        if line.starts_with("event: ") || line.starts_with("data: ") {
+            hello.push(line.trim().to_owned());
+        }
+    }
+    assert_eq!(
+        hello,
+        ["event: hello".to_owned(), format!("data: {version}")]
+    );
     let cancel = CancellationToken::new();
     let asking = tokio::spawn({
         let (service, agent, cancel) = (service.clone(), agent.clone(), cancel.clone());
@@ -382,17 +470,49 @@ async fn a_question_nobody_answers_times_out_unavailable_and_a_cancelled_one_lea
         loop {
             line.clear();
             events.read_line(&mut line).await.unwrap();
-            if line.contains("event: changed") {
+            if line.contains("event: arrived") {
                 break;
             }
         }
     })
     .await;
-    assert!(changed.is_ok(), "no change event");
-    page_until(addr, &cookie, "web_fetch", true).await;
+    assert!(changed.is_ok(), "no arrival event");
+    let page = page_until(addr, &cookie, "<code>web_fetch</code></h2>", true).await;
+    let id = field(&page, "id");
     cancel.cancel();
     assert_eq!(asking.await.unwrap().outcome, Outcome::Cancelled);
-    page_until(addr, &cookie, "web_fetch", false).await;
+    // The stream says it left, and how; the page no longer offers it, and lists it as settled.
+    let left = tokio::time::timeout(PATIENCE, async {
+        let mut event = String::new();
+        loop {
+            line.clear();
+            events.read_line(&mut line).await.unwrap();
+            if line.starts_with("event: ") {
+                event = line.trim().to_owned();
+            }
+            if event == "event: left" && line.starts_with("data: ") {
+                return line.trim().to_owned();
+            }
+        }
+    })
+    .await
+    .expect("no departure event");
+    assert_eq!(
+        left,
+        format!(
+            "data: {}",
+            json!({"id": id, "session": "s1", "tool": "web_fetch", "ending": ENDED_CANCELLED})
+        )
+    );
+    let page = page_until(addr, &cookie, "<code>web_fetch</code></h2>", false).await;
+    assert!(
+        page.contains("<code>web_fetch</code> (<a href=\"/sessions/s1#q-"),
+        "{page}"
+    );
+    assert!(
+        page.contains(&format!("): {ENDED_CANCELLED}</li>")),
+        "{page}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -454,5 +574,599 @@ async fn over_tls_the_login_cookie_is_secure() {
     assert!(
         cookie.ends_with("; HttpOnly; SameSite=Strict; Path=/; Max-Age=43200; Secure"),
         "{cookie}"
+    );
+}
+
+/// Posts an answer form for question `id`.
+async fn answer(addr: std::net::SocketAddr, cookie: &str, fields: &[(&str, &str)]) -> Reply {
+    http(addr, "POST", "/answer", Some(cookie), Some(fields)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_allow_keeps_the_rule_as_edited_and_it_decides_the_next_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, addr) = server(dir.path(), 60).await;
+    let (cookie, csrf) = log_in(addr).await;
+    let service = server.service().clone();
+    let agent = service.agent("s1", "a").await.unwrap();
+    service.start_turn("s1").await.unwrap();
+    let asking = ask_call(
+        &service,
+        &agent,
+        "c1",
+        json!({"command": "npm run test --watch"}),
+        None,
+    )
+    .await;
+    let page = page_until(addr, &cookie, "name=\"rule\"", true).await;
+    // The narrowest rule that also covers the next call of the kind is offered, editable.
+    assert_eq!(field(&page, "rule"), "bash(npm run test:*)");
+    let id = field(&page, "id");
+
+    // A rule that does not parse is refused with why; the question keeps waiting.
+    let reply = answer(
+        addr,
+        &cookie,
+        &[
+            ("csrf", &csrf),
+            ("id", &id),
+            ("decision", "allow-always"),
+            ("rule", "bash(npm run"),
+            ("scope", "project"),
+        ],
+    )
+    .await;
+    assert_eq!(reply.status, 400);
+    assert!(
+        reply
+            .body
+            .contains("<p class=\"error\" role=\"alert\">rule: "),
+        "{}",
+        reply.body
+    );
+    assert!(
+        reply.body.contains(&format!("id=\"q-{id}\"")),
+        "{}",
+        reply.body
+    );
+    assert!(!asking.is_finished());
+
+    // Widened by the person before saving.
+    let reply = answer(
+        addr,
+        &cookie,
+        &[
+            ("csrf", &csrf),
+            ("id", &id),
+            ("decision", "allow-always"),
+            ("rule", "bash(npm run:*)"),
+            ("scope", "project"),
+        ],
+    )
+    .await;
+    assert_eq!(reply.status, 303, "{}", reply.body);
+    let verdict = asking.await.unwrap();
+    assert_eq!(verdict.outcome, Outcome::AllowedOnce);
+    assert_eq!(verdict.answerer.as_deref(), Some("web:console"));
+    let rules = service.rules().unwrap().list(None);
+    assert_eq!(rules.len(), 1, "{rules:?}");
+    assert_eq!(rules[0].rule, "bash(npm run:*)");
+    assert_eq!(rules[0].creator, "answerer:web:console");
+    let page = http(addr, "GET", "/", Some(&cookie), None).await.body;
+    assert!(
+        page.contains("): allowed-once by web:console, always: allow bash(npm run:*)</li>"),
+        "{page}"
+    );
+
+    // The next call of the kind is decided by the rule, without a person.
+    let verdict = ask_call(
+        &service,
+        &agent,
+        "c2",
+        json!({"command": "npm run lint"}),
+        None,
+    )
+    .await
+    .await
+    .unwrap();
+    assert_eq!(verdict.outcome, Outcome::AllowedOnce);
+    assert_eq!(
+        verdict.answerer.as_deref(),
+        Some(format!("rule:{}", rules[0].id).as_str())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sessions_pages_summarise_each_session_and_filter_its_timeline() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, addr) = server(dir.path(), 60).await;
+    let (cookie, csrf) = log_in(addr).await;
+    let service = server.service().clone();
+    let agent = service.agent("s1", "a").await.unwrap();
+    service.start_turn("s1").await.unwrap();
+    let mut ids = Vec::new();
+    for (call, decision, reason) in [("c1", "allow-once", ""), ("c2", "reject", "not on main")] {
+        let asking = ask_call(&service, &agent, call, json!({"command": "make"}), None).await;
+        let page = page_until(addr, &cookie, "name=\"id\"", true).await;
+        let id = field(&page, "id");
+        let reply = answer(
+            addr,
+            &cookie,
+            &[
+                ("csrf", &csrf),
+                ("id", &id),
+                ("decision", decision),
+                ("reason", reason),
+            ],
+        )
+        .await;
+        assert_eq!(reply.status, 303);
+        asking.await.unwrap();
+        ids.push(id);
+    }
+    let team = service.agent("team-1", "b").await.unwrap();
+    service.start_turn("team-1").await.unwrap();
+    let cancel = CancellationToken::new();
+    let asking = tokio::spawn({
+        let (service, team, cancel) = (service.clone(), team.clone(), cancel.clone());
+        async move {
+            service
+                .ask(ApprovalRequest::new(&team, "web_fetch").cancel(cancel))
+                .await
+                .unwrap()
+        }
+    });
+    page_until(addr, &cookie, "web_fetch", true).await;
+    // A token limited to team- sessions sees only their questions.
+    let (team_cookie, team_csrf) = log_in_as(addr, TEAM).await;
+    cancel.cancel();
+    assert_eq!(asking.await.unwrap().outcome, Outcome::Cancelled);
+
+    let list = http(addr, "GET", "/sessions", Some(&cookie), None)
+        .await
+        .body;
+    let row = |page: &str, session: &str| {
+        page.split(&format!("<tr id=\"s-{session}\">"))
+            .nth(1)
+            .map(|r| r.split("</tr>").next().unwrap().to_owned())
+    };
+    let s1 = row(&list, "s1").unwrap_or_else(|| panic!("no s1 row: {list}"));
+    assert!(s1.contains("<td>open</td>"), "{s1}");
+    assert!(s1.contains("<td>a</td>"), "the open session's agent: {s1}");
+    assert!(s1.contains("<td>ask (default)</td>"), "{s1}");
+    for (outcome, n) in [
+        ("allowed-once", 1),
+        ("rejected", 1),
+        ("cancelled", 0),
+        ("unavailable", 0),
+    ] {
+        assert!(
+            s1.contains(&format!("<td class=\"num outcome-{outcome}\">{n}</td>")),
+            "{outcome}: {s1}"
+        );
+    }
+    let t1 = row(&list, "team-1").unwrap();
+    assert!(
+        t1.contains("<td class=\"num outcome-cancelled\">1</td>"),
+        "{t1}"
+    );
+    // Filtered by outcome: only the sessions with such a question.
+    let rejected = http(
+        addr,
+        "GET",
+        "/sessions?outcome=rejected",
+        Some(&cookie),
+        None,
+    )
+    .await
+    .body;
+    assert!(
+        row(&rejected, "s1").is_some() && row(&rejected, "team-1").is_none(),
+        "{rejected}"
+    );
+    let bad = http(addr, "GET", "/sessions?outcome=maybe", Some(&cookie), None).await;
+    assert_eq!(bad.status, 400);
+    assert!(
+        bad.body.contains("unknown outcome \"maybe\""),
+        "{}",
+        bad.body
+    );
+
+    // The timeline: each question with its decision, linkable; filtered by outcome.
+    let timeline = http(addr, "GET", "/sessions/s1", Some(&cookie), None)
+        .await
+        .body;
+    for id in &ids {
+        assert!(
+            timeline.contains(&format!("<li class=\"question\" id=\"q-{id}\">")),
+            "{timeline}"
+        );
+    }
+    assert!(
+        timeline.contains(
+            "<b class=\"outcome-allowed-once\">allowed-once</b> by <code>web:console</code>"
+        ),
+        "{timeline}"
+    );
+    assert!(
+        timeline.contains("reason: <q>not on main</q>"),
+        "{timeline}"
+    );
+    assert!(
+        timeline.contains(" tool call <code>bash</code> (call c1)"),
+        "{timeline}"
+    );
+    let only = http(
+        addr,
+        "GET",
+        "/sessions/s1?outcome=rejected",
+        Some(&cookie),
+        None,
+    )
+    .await
+    .body;
+    assert!(only.contains(&format!("id=\"q-{}\"", ids[1])), "{only}");
+    assert!(!only.contains(&format!("id=\"q-{}\"", ids[0])), "{only}");
+    assert!(!only.contains("turn started"), "{only}");
+    assert_eq!(
+        http(addr, "GET", "/sessions/nope", Some(&cookie), None)
+            .await
+            .status,
+        404
+    );
+    assert_eq!(
+        http(addr, "GET", "/sessions/..", Some(&cookie), None)
+            .await
+            .status,
+        400
+    );
+
+    // The team token: its sessions only, on every page.
+    let list = http(addr, "GET", "/sessions", Some(&team_cookie), None)
+        .await
+        .body;
+    assert!(
+        row(&list, "team-1").is_some() && row(&list, "s1").is_none(),
+        "{list}"
+    );
+    let reply = http(addr, "GET", "/sessions/s1", Some(&team_cookie), None).await;
+    assert_eq!(reply.status, 403);
+    let asking = ask_call(&service, &agent, "c3", json!({"command": "make"}), None).await;
+    let page = page_until(addr, &cookie, "name=\"id\"", true).await;
+    let id = field(&page, "id");
+    let team_page = http(addr, "GET", "/", Some(&team_cookie), None).await.body;
+    assert!(!team_page.contains(&id), "{team_page}");
+    let reply = answer(
+        addr,
+        &team_cookie,
+        &[
+            ("csrf", &team_csrf),
+            ("id", &id),
+            ("decision", "allow-once"),
+        ],
+    )
+    .await;
+    assert_eq!(reply.status, 403);
+    assert!(!asking.is_finished());
+    answer(
+        addr,
+        &cookie,
+        &[("csrf", &csrf), ("id", &id), ("decision", "reject")],
+    )
+    .await;
+    assert_eq!(asking.await.unwrap().outcome, Outcome::Rejected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_and_plugins_are_for_admins_who_add_revoke_and_reload_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, addr) = server(dir.path(), 60).await;
+    let (cookie, _) = log_in(addr).await;
+    for page in ["/rules", "/plugins"] {
+        let reply = http(addr, "GET", page, Some(&cookie), None).await;
+        assert_eq!(reply.status, 403, "{page}");
+        assert_eq!(reply.body, NEEDS_ADMIN);
+    }
+    let page = http(addr, "GET", "/", Some(&cookie), None).await.body;
+    assert!(!page.contains("href=\"/rules\""), "{page}");
+
+    let (admin, csrf) = log_in_as(addr, ADMIN).await;
+    let page = http(addr, "GET", "/rules", Some(&admin), None).await.body;
+    assert!(page.contains("No standing rule is active."), "{page}");
+    let add = |fields: Vec<(&'static str, String)>| {
+        let admin = admin.clone();
+        async move {
+            let fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            http(addr, "POST", "/rules/add", Some(&admin), Some(&fields)).await
+        }
+    };
+    let reply = add(vec![
+        ("csrf", "forged".into()),
+        ("rule", "bash(git status)".into()),
+    ])
+    .await;
+    assert_eq!((reply.status, reply.body.as_str()), (403, BAD_FORM));
+    let reply = add(vec![
+        ("csrf", csrf.clone()),
+        ("rule", "bash(git status)".into()),
+        ("for", "soon".into()),
+    ])
+    .await;
+    assert_eq!(reply.status, 400);
+    assert!(
+        reply
+            .body
+            .contains("<p class=\"error\" role=\"alert\">for &quot;soon&quot;: "),
+        "{}",
+        reply.body
+    );
+    // What was typed stays in the form.
+    assert!(
+        reply.body.contains("value=\"bash(git status)\""),
+        "{}",
+        reply.body
+    );
+    let reply = add(vec![("csrf", csrf.clone()), ("rule", "bash(".into())]).await;
+    assert_eq!(reply.status, 400);
+    let reply = add(vec![
+        ("csrf", csrf.clone()),
+        ("rule", "bash(git status)".into()),
+        ("effect", "allow".into()),
+        ("scope", "project".into()),
+        ("for", "8h".into()),
+        ("reason", "read-only".into()),
+    ])
+    .await;
+    assert_eq!(reply.status, 303, "{}", reply.body);
+    let rules = server.service().rules().unwrap().list(None);
+    assert_eq!(rules.len(), 1);
+    assert_eq!(rules[0].creator, "web:root");
+    assert!(rules[0].expires_at.is_some());
+
+    // The rule decides at once; the page counts its use.
+    let service = server.service().clone();
+    let agent = service.agent("s1", "a").await.unwrap();
+    service.start_turn("s1").await.unwrap();
+    let verdict = ask_call(
+        &service,
+        &agent,
+        "c1",
+        json!({"command": "git status"}),
+        None,
+    )
+    .await
+    .await
+    .unwrap();
+    assert_eq!(
+        verdict.answerer.as_deref(),
+        Some(format!("rule:{}", rules[0].id).as_str())
+    );
+    let page = http(addr, "GET", "/rules", Some(&admin), None).await.body;
+    let row = page
+        .split(&format!("<tr id=\"r-{}\">", rules[0].id))
+        .nth(1)
+        .unwrap_or_else(|| panic!("{page}"))
+        .split("</tr>")
+        .next()
+        .unwrap()
+        .to_owned();
+    assert!(
+        row.contains("<code>bash(git status)</code><br><q>read-only</q>"),
+        "{row}"
+    );
+    assert!(
+        row.contains("<td>web:root</td><td class=\"num\">1</td>"),
+        "{row}"
+    );
+
+    let reply = http(
+        addr,
+        "POST",
+        "/rules/revoke",
+        Some(&admin),
+        Some(&[("csrf", &csrf), ("id", &rules[0].id)]),
+    )
+    .await;
+    assert_eq!(reply.status, 303);
+    assert!(server.service().rules().unwrap().list(None).is_empty());
+    let reply = http(
+        addr,
+        "POST",
+        "/rules/revoke",
+        Some(&admin),
+        Some(&[("csrf", &csrf), ("id", &rules[0].id)]),
+    )
+    .await;
+    assert_eq!(reply.status, 400, "revoking twice names the unknown rule");
+
+    // Plugins: state, API version, counters; a reload that fails keeps the old version serving
+    // and says why.
+    let verdict = ask_call(&service, &agent, "c2", json!({"command": "rm -rf /"}), None)
+        .await
+        .await
+        .unwrap();
+    assert_eq!(verdict.answerer.as_deref(), Some("deny-commands"));
+    let page = http(addr, "GET", "/plugins", Some(&admin), None).await.body;
+    let row = page
+        .split("<tr id=\"p-deny-commands\">")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{page}"));
+    assert!(
+        row.contains("<td class=\"state-loaded\">loaded</td><td>0.2.0</td>"),
+        "{row}"
+    );
+    assert!(
+        row.contains("<td class=\"num\">1</td>"),
+        "one decision counted: {row}"
+    );
+    std::fs::write(dir.path().join("deny.wasm"), b"not a component").unwrap();
+    let reply = http(
+        addr,
+        "POST",
+        "/plugins/reload",
+        Some(&admin),
+        Some(&[("csrf", &csrf)]),
+    )
+    .await;
+    assert_eq!(reply.status, 200);
+    assert!(
+        reply
+            .body
+            .contains("<span class=\"error\">deny-commands failed to load: "),
+        "{}",
+        reply.body
+    );
+    assert!(
+        reply
+            .body
+            .contains("<td class=\"state-failed\">failed<br><span class=\"error\">"),
+        "{}",
+        reply.body
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_arguments_are_folded_and_short_ones_open() {
+    use approval_host::serve::console::questions::FOLD_ABOVE;
+    let dir = tempfile::tempdir().unwrap();
+    let (server, addr) = server(dir.path(), 60).await;
+    let (cookie, csrf) = log_in(addr).await;
+    let service = server.service().clone();
+    let agent = service.agent("s1", "a").await.unwrap();
+    service.start_turn("s1").await.unwrap();
+    let long = "x".repeat(FOLD_ABOVE);
+    let long_args = json!({ "content": long });
+    let folded = format!(
+        "<details><summary>arguments ({} bytes)</summary><pre class=\"arguments\">",
+        serde_json::to_string_pretty(&long_args).unwrap().len()
+    );
+    let open = "<details open><summary>arguments</summary>".to_owned();
+    for (call, arguments, shown) in [
+        ("c1", long_args, folded),
+        ("c2", json!({"command": "ls"}), open),
+    ] {
+        let asking = ask_call(&service, &agent, call, arguments, None).await;
+        let page = page_until(addr, &cookie, "name=\"id\"", true).await;
+        assert!(page.contains(&shown), "{page}");
+        let id = field(&page, "id");
+        answer(
+            addr,
+            &cookie,
+            &[("csrf", &csrf), ("id", &id), ("decision", "reject")],
+        )
+        .await;
+        asking.await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_the_sessions_pages_read_the_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = crate::support::pg::fresh_schema();
+    let (server, addr) = server_on(dir.path(), 60, Some(url)).await;
+    let (cookie, csrf) = log_in(addr).await;
+    let service = server.service().clone();
+    let agent = service.agent("pg-1", "a").await.unwrap();
+    service.start_turn("pg-1").await.unwrap();
+    let asking = ask_call(&service, &agent, "c1", json!({"command": "make"}), None).await;
+    let page = page_until(addr, &cookie, "name=\"id\"", true).await;
+    let id = field(&page, "id");
+    let reply = answer(
+        addr,
+        &cookie,
+        &[("csrf", &csrf), ("id", &id), ("decision", "allow-once")],
+    )
+    .await;
+    assert_eq!(reply.status, 303);
+    asking.await.unwrap();
+    service.end_turn("pg-1").await.unwrap();
+    // Nothing in the state directory: the page read the rows.
+    assert!(
+        !approval_host::DirStore::new(dir.path().join("state"))
+            .session_path("pg-1")
+            .exists()
+    );
+    let list = http(addr, "GET", "/sessions", Some(&cookie), None)
+        .await
+        .body;
+    let row = list
+        .split("<tr id=\"s-pg-1\">")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{list}"));
+    assert!(
+        row.contains("<td class=\"num outcome-allowed-once\">1</td>"),
+        "{row}"
+    );
+    assert!(row.contains("<td>-</td>"), "the turn is closed: {row}");
+    // A log that grew is read again (an unchanged one is kept): the count follows.
+    service.start_turn("pg-1").await.unwrap();
+    let asking = ask_call(&service, &agent, "c2", json!({"command": "make"}), None).await;
+    let page = page_until(addr, &cookie, "name=\"id\"", true).await;
+    let second = field(&page, "id");
+    answer(
+        addr,
+        &cookie,
+        &[("csrf", &csrf), ("id", &second), ("decision", "allow-once")],
+    )
+    .await;
+    asking.await.unwrap();
+    let list = http(addr, "GET", "/sessions", Some(&cookie), None)
+        .await
+        .body;
+    assert!(
+        list.contains("<td class=\"num outcome-allowed-once\">2</td>"),
+        "{list}"
+    );
+    let timeline = http(addr, "GET", "/sessions/pg-1", Some(&cookie), None)
+        .await
+        .body;
+    assert!(
+        timeline.contains(&format!("<li class=\"question\" id=\"q-{id}\">")),
+        "{timeline}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_session_shows_its_latest_entries_and_all_on_request() {
+    use approval_host::serve::console::sessions::TIMELINE_LIMIT;
+    let dir = tempfile::tempdir().unwrap();
+    let (server, addr) = server(dir.path(), 60).await;
+    let (cookie, _) = log_in(addr).await;
+    let service = server.service().clone();
+    let agent = service.agent("long", "a").await.unwrap();
+    service.start_turn("long").await.unwrap();
+    let calls = TIMELINE_LIMIT + 100;
+    for i in 0..calls {
+        service
+            .record_tool_call(&agent, &format!("c{i}"), "bash", json!({"command": "ls"}))
+            .await
+            .unwrap();
+    }
+    let page = http(addr, "GET", "/sessions/long", Some(&cookie), None)
+        .await
+        .body;
+    assert_eq!(page.matches("<li class=\"call\"").count(), TIMELINE_LIMIT);
+    assert!(
+        page.contains(&format!(
+            "The last {TIMELINE_LIMIT} of {} entries are shown: <a href=\"/sessions/long?all=1\">show all</a>",
+            calls + 1
+        )),
+        "{page}"
+    );
+    // The latest are the ones shown.
+    assert!(page.contains(&format!("id=\"c-c{}\"", calls - 1)));
+    assert!(!page.contains("id=\"c-c0\""));
+    let all = http(addr, "GET", "/sessions/long?all=1", Some(&cookie), None)
+        .await
+        .body;
+    assert_eq!(all.matches("<li class=\"call\"").count(), calls);
+    assert!(all.contains("turn started"));
+    // Filters are kept in the link.
+    let filtered = http(addr, "GET", "/sessions/long?tool=bash", Some(&cookie), None)
+        .await
+        .body;
+    assert!(
+        filtered.contains("<a href=\"/sessions/long?tool=bash&amp;all=1\">show all</a>"),
+        "{filtered}"
     );
 }

@@ -1,12 +1,19 @@
 //! The web console in a real browser: Debian's chromium, driven through chromedriver
-//! (WebDriver) against the real server.
+//! (WebDriver) against the real server. With `APPROVAL_HOST_SCREENSHOTS=DIR` the page tour also
+//! saves a screenshot of each of the four pages there (what `docs/console-*.png` are).
 
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use approval_host::Outcome;
-use fantoccini::{ClientBuilder, Locator};
+use approval_host::serve::console::pending::{ENDED_CANCELLED, ENDED_TIMED_OUT};
+use fantoccini::actions::{InputSource, KeyAction, KeyActions};
+use fantoccini::elements::Element;
+use fantoccini::key::Key;
+use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 const PATIENCE: Duration = Duration::from_secs(30);
 
@@ -18,7 +25,12 @@ struct Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        // chromedriver and the chromium it started share a process group: a test that failed
+        // before closing its browser leaves no chromium behind.
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            // SAFETY: signals a process group this test started; no memory is touched.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+        }
         let _ = self.child.wait();
     }
 }
@@ -31,6 +43,7 @@ async fn driver() -> Driver {
         .port();
     let child = Command::new("chromedriver")
         .arg(format!("--port={port}"))
+        .process_group(0)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -49,52 +62,117 @@ async fn driver() -> Driver {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn in_a_browser_a_question_appears_live_shows_as_text_and_a_click_allows_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let (server, addr) = crate::console::server(dir.path(), 60).await;
+/// A headless chromium, with the driver that runs it (dropped after the client).
+async fn browser() -> (Client, Driver) {
     let driver = driver().await;
     let mut caps = serde_json::Map::new();
     caps.insert(
         "goog:chromeOptions".into(),
-        json!({"args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]}),
+        json!({"args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1100,900"]}),
     );
-    let browser = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+    let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
         .capabilities(caps)
         .connect(&driver.url)
         .await
         .unwrap();
+    (client, driver)
+}
 
+/// Logs in on the form with `token`, then waits for the Pending page.
+async fn log_in(browser: &Client, addr: std::net::SocketAddr, token: &str) {
     browser.goto(&format!("http://{addr}/login")).await.unwrap();
     browser
         .find(Locator::Css("#token"))
         .await
         .unwrap()
-        .send_keys(crate::console::ANSWERER)
+        .send_keys(token)
         .await
         .unwrap();
+    click(browser, Locator::Css("button[type=submit]")).await;
+    live(browser).await;
+}
+
+/// Waits until the Pending page is live: its stream is open and it has missed nothing.
+async fn live(browser: &Client) {
+    wait_for(browser, "section#pending[data-ready]").await;
+}
+
+async fn wait_for(browser: &Client, css: &str) -> Element {
     browser
-        .find(Locator::Css("button[type=submit]"))
+        .wait()
+        .at_most(PATIENCE)
+        .for_element(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css} never showed: {e}"))
+}
+
+/// Waits until nothing matches `css` (without reloading the page).
+async fn wait_gone(browser: &Client, css: &str) {
+    let started = std::time::Instant::now();
+    while !browser
+        .find_all(Locator::Css(css))
         .await
         .unwrap()
+        .is_empty()
+    {
+        assert!(started.elapsed() < PATIENCE, "{css} never left the page");
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Clicks the element `locator` finds.
+async fn click(browser: &Client, locator: Locator<'_>) {
+    browser
+        .find(locator)
+        .await
+        .unwrap_or_else(|e| panic!("{locator:?}: {e}"))
         .click()
         .await
         .unwrap();
-    browser
-        .wait()
-        .at_most(PATIENCE)
-        .for_element(Locator::Css("p.empty"))
+}
+
+/// Types `text` into the field `css` finds inside `form`.
+async fn type_into(form: &Element, css: &str, text: &str) {
+    form.find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .send_keys(text)
         .await
         .unwrap();
+}
+
+/// Presses `key` on the page (not in a field).
+async fn press(browser: &Client, key: char) {
+    browser
+        .perform_actions(
+            KeyActions::new("keyboard".to_owned())
+                .then(KeyAction::Down { value: key })
+                .then(KeyAction::Up { value: key }),
+        )
+        .await
+        .unwrap();
+}
+
+async fn verdict_of(
+    asking: tokio::task::JoinHandle<approval_host::Verdict>,
+) -> approval_host::Verdict {
+    tokio::time::timeout(PATIENCE, asking)
+        .await
+        .expect("the question was not settled")
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_browser_a_question_appears_live_shows_as_text_and_a_click_allows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, addr) = crate::console::server(dir.path(), 60).await;
+    let (browser, _driver) = browser().await;
+    log_in(&browser, addr, crate::console::ANSWERER).await;
+    wait_for(&browser, "p.empty").await;
 
     // An agent asks: the open page shows the question without a manual reload.
     let (_service, _agent, asking) = crate::console::ask_script_call(&server, None).await;
-    let arguments = browser
-        .wait()
-        .at_most(PATIENCE)
-        .for_element(Locator::Css("pre.arguments"))
-        .await
-        .unwrap();
+    let arguments = wait_for(&browser, "pre.arguments").await;
     // The script is text on the page, never run.
     assert!(
         arguments
@@ -105,24 +183,319 @@ async fn in_a_browser_a_question_appears_live_shows_as_text_and_a_click_allows_i
     );
     assert!(browser.get_alert_text().await.is_err(), "an alert opened");
 
+    click(&browser, Locator::Css("button.allow")).await;
+    let verdict = verdict_of(asking).await;
+    assert_eq!(verdict.outcome, Outcome::AllowedOnce);
+    assert_eq!(verdict.answerer.as_deref(), Some("web:console"));
+    // The audit names who clicked.
+    let log = std::fs::read_to_string(
+        approval_host::DirStore::new(dir.path().join("state")).session_path("s1"),
+    )
+    .unwrap();
+    let decided = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|r| r["type"] == "approval/decided")
+        .expect("a decided event");
+    assert_eq!(decided["data"]["outcome"], "allowed-once");
+    assert_eq!(decided["data"]["answerer"], "web:console");
+    wait_for(&browser, "p.empty").await;
+    browser.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_browser_keys_reject_with_a_reason_always_allow_saves_the_edited_rule_and_a_cancelled_question_leaves()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, addr) = crate::console::server(dir.path(), 60).await;
+    let (browser, _driver) = browser().await;
+    log_in(&browser, addr, crate::console::ANSWERER).await;
+    let service = server.service().clone();
+    let agent = service.agent("s1", "a").await.unwrap();
+    service.start_turn("s1").await.unwrap();
+
+    // `r`, a reason, Enter: rejected, and the model gets the reason.
+    let asking = crate::console::ask_call(
+        &service,
+        &agent,
+        "c1",
+        json!({"command": "make deploy"}),
+        None,
+    )
+    .await;
+    wait_for(&browser, "article.question.selected").await;
+    live(&browser).await;
+    press(&browser, 'r').await;
     browser
+        .active_element()
+        .await
+        .unwrap()
+        .send_keys(&format!("not before the review{}", char::from(Key::Enter)))
+        .await
+        .unwrap();
+    let verdict = verdict_of(asking).await;
+    assert_eq!(verdict.outcome, Outcome::Rejected);
+    assert_eq!(verdict.reason.as_deref(), Some("not before the review"));
+    assert_eq!(verdict.answerer.as_deref(), Some("web:console"));
+
+    // Two questions: `j` selects the second, `a` allows it; the first keeps waiting.
+    let first = crate::console::ask_call(
+        &service,
+        &agent,
+        "c2",
+        json!({"command": "ls -la src"}),
+        None,
+    )
+    .await;
+    wait_for(&browser, "article.question").await;
+    let second =
+        crate::console::ask_call(&service, &agent, "c3", json!({"command": "pwd"}), None).await;
+    let started = std::time::Instant::now();
+    while browser
+        .find_all(Locator::Css("article.question"))
+        .await
+        .unwrap()
+        .len()
+        < 2
+    {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the second question never showed"
+        );
+        tokio::task::yield_now().await;
+    }
+    live(&browser).await;
+    press(&browser, 'j').await;
+    press(&browser, 'a').await;
+    let verdict = verdict_of(second).await;
+    assert_eq!(verdict.outcome, Outcome::AllowedOnce);
+    assert!(!first.is_finished());
+
+    // Always allow, with the offered rule narrowed first.
+    let always = wait_for(&browser, "article.question details.always").await;
+    always
+        .find(Locator::Css("summary"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let rule = always
+        .find(Locator::Css("form.always input[name=rule]"))
+        .await
+        .unwrap();
+    assert_eq!(
+        rule.prop("value").await.unwrap().as_deref(),
+        Some("bash(ls:*)")
+    );
+    rule.clear().await.unwrap();
+    rule.send_keys("bash(ls -la:*)").await.unwrap();
+    always
         .find(Locator::Css("button.allow"))
         .await
         .unwrap()
         .click()
         .await
         .unwrap();
-    let verdict = tokio::time::timeout(PATIENCE, asking)
+    let verdict = verdict_of(first).await;
+    assert_eq!(verdict.outcome, Outcome::AllowedOnce);
+    let rules = service.rules().unwrap().list(None);
+    assert_eq!(
+        rules.iter().map(|r| r.rule.as_str()).collect::<Vec<_>>(),
+        ["bash(ls -la:*)"]
+    );
+
+    // A question cancelled by its asker leaves the open page at once, saying so.
+    let cancel = CancellationToken::new();
+    let asking = tokio::spawn({
+        let (service, agent, cancel) = (service.clone(), agent.clone(), cancel.clone());
+        async move {
+            service
+                .ask(approval_host::ApprovalRequest::new(&agent, "web_fetch").cancel(cancel))
+                .await
+                .unwrap()
+        }
+    });
+    wait_for(&browser, "article.question").await;
+    live(&browser).await;
+    cancel.cancel();
+    assert_eq!(verdict_of(asking).await.outcome, Outcome::Cancelled);
+    wait_gone(&browser, "article.question").await;
+    let settled = wait_for(&browser, "#recent li").await.text().await.unwrap();
+    assert!(
+        settled.starts_with("web_fetch (s1): ") && settled.ends_with(ENDED_CANCELLED),
+        "{settled}"
+    );
+    browser.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_browser_nothing_shows_without_a_login_and_a_question_nobody_answers_times_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, addr) = crate::console::server(dir.path(), 1).await;
+    let (browser, _driver) = browser().await;
+    for page in ["/", "/sessions", "/rules", "/plugins", "/sessions/s1"] {
+        browser.goto(&format!("http://{addr}{page}")).await.unwrap();
+        wait_for(&browser, "#token").await;
+        assert_eq!(
+            browser.current_url().await.unwrap().path(),
+            "/login",
+            "{page}"
+        );
+    }
+    log_in(&browser, addr, crate::console::ANSWERER).await;
+    let service = server.service().clone();
+    let agent = service.agent("s1", "a").await.unwrap();
+    service.start_turn("s1").await.unwrap();
+    let asking =
+        crate::console::ask_call(&service, &agent, "c1", json!({"command": "make"}), None).await;
+    let verdict = verdict_of(asking).await;
+    assert_eq!(verdict.outcome, Outcome::Unavailable);
+    assert_eq!(verdict.to_json()["failure"]["kind"], "timeout");
+    // Whether the page saw it arrive or not, it ends with the question settled and said so.
+    let started = std::time::Instant::now();
+    loop {
+        let settled = browser.find_all(Locator::Css("#recent li")).await.unwrap();
+        if let Some(li) = settled.first()
+            && li.text().await.unwrap().ends_with(ENDED_TIMED_OUT)
+        {
+            break;
+        }
+        assert!(started.elapsed() < PATIENCE, "the timeout never showed");
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        browser
+            .find_all(Locator::Css("article.question"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    browser.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_browser_an_admin_tours_the_four_pages_adds_a_rule_and_reloads() {
+    let shots = std::env::var_os("APPROVAL_HOST_SCREENSHOTS").map(std::path::PathBuf::from);
+    let shoot = async |browser: &Client, name: &str| {
+        if let Some(dir) = &shots {
+            std::fs::create_dir_all(dir).unwrap();
+            let png = browser.screenshot().await.unwrap();
+            std::fs::write(dir.join(format!("console-{name}.png")), png).unwrap();
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (server, addr) = crate::console::server(dir.path(), 60).await;
+    let (browser, _driver) = browser().await;
+    log_in(&browser, addr, crate::console::ADMIN).await;
+    let service = server.service().clone();
+    let agent = service.agent("feature-login", "claude").await.unwrap();
+    service.start_turn("feature-login").await.unwrap();
+    let done = crate::console::ask_call(
+        &service,
+        &agent,
+        "c1",
+        json!({"command": "rm -rf build"}),
+        None,
+    )
+    .await;
+    assert_eq!(verdict_of(done).await.outcome, Outcome::Rejected);
+    let asking = crate::console::ask_call(
+        &service,
+        &agent,
+        "c2",
+        json!({"command": "npm run test -- --watch=false", "description": "Run the unit tests"}),
+        Some("the tests must pass before the commit"),
+    )
+    .await;
+    wait_for(&browser, "article.question details.always summary")
+        .await
+        .click()
+        .await
+        .unwrap();
+    shoot(&browser, "pending").await;
+
+    // Rules: add one through the form; it shows with its creator.
+    click(&browser, Locator::LinkText("Rules")).await;
+    let form = wait_for(&browser, "form.add-rule").await;
+    type_into(&form, "input[name=rule]", "bash(git status)").await;
+    type_into(&form, "input[name=for]", "8h").await;
+    type_into(&form, "input[name=reason]", "read-only").await;
+    form.find(Locator::Css("button"))
         .await
         .unwrap()
-        .unwrap();
-    assert_eq!(verdict.outcome, Outcome::AllowedOnce);
-    assert_eq!(verdict.answerer.as_deref(), Some("web:console"));
-    browser
-        .wait()
-        .at_most(PATIENCE)
-        .for_element(Locator::Css("p.empty"))
+        .click()
         .await
         .unwrap();
+    // The form posts and the page comes back listing the rule.
+    let row = wait_for(&browser, "table.rules tbody tr").await;
+    let rules = service.rules().unwrap().list(None);
+    assert_eq!(rules.len(), 1);
+    assert_eq!(
+        row.attr("id").await.unwrap(),
+        Some(format!("r-{}", rules[0].id))
+    );
+    assert!(row.text().await.unwrap().contains("web:root"));
+    shoot(&browser, "rules").await;
+
+    // Plugins: a reload reports what it did.
+    click(&browser, Locator::LinkText("Plugins")).await;
+    wait_for(&browser, "tr#p-deny-commands").await;
+    click(
+        &browser,
+        Locator::Css("form[action='/plugins/reload'] button"),
+    )
+    .await;
+    let report = wait_for(&browser, "p.reloaded").await.text().await.unwrap();
+    assert!(
+        report.starts_with("Reloaded. Added: none; swapped: none; removed: none."),
+        "{report}"
+    );
+    shoot(&browser, "plugins").await;
+
+    // Sessions: the list, then the session's timeline.
+    click(&browser, Locator::LinkText("Sessions")).await;
+    wait_for(&browser, "tr#s-feature-login").await;
+    click(&browser, Locator::LinkText("feature-login")).await;
+    let rejected = wait_for(&browser, "li.question b.outcome-rejected").await;
+    assert_eq!(rejected.text().await.unwrap(), "rejected");
+    // The question still waiting is the session's live state, not a fault of its log.
+    assert!(
+        browser
+            .find_all(Locator::Css("main p.error"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    shoot(&browser, "sessions").await;
+
+    // On a phone's screen every page fits its width (no sideways scrolling).
+    browser.set_window_size(390, 844).await.unwrap();
+    for page in [
+        "/",
+        "/sessions",
+        "/sessions/feature-login",
+        "/rules",
+        "/plugins",
+    ] {
+        browser.goto(&format!("http://{addr}{page}")).await.unwrap();
+        wait_for(&browser, "main").await;
+        let overflow = browser
+            .execute(
+                "return document.documentElement.scrollWidth - document.documentElement.clientWidth;",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(overflow, json!(0), "{page} is wider than a phone");
+    }
+
+    browser.goto(&format!("http://{addr}/")).await.unwrap();
+    wait_for(&browser, "button.allow")
+        .await
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(verdict_of(asking).await.outcome, Outcome::AllowedOnce);
     browser.close().await.unwrap();
 }

@@ -216,9 +216,17 @@ async fn quarantine_trips_and_recovers_on_reload() {
     );
     assert_eq!(status.counters.quarantined, 1);
     assert_eq!(status.counters.failures, 3);
+    // How long it stays out, as `plugins/list` and the console show it (seconds, rounded up).
+    let left = status.quarantined_for_s.expect("seconds left");
+    assert!((3590..=3600).contains(&left), "{left}");
+    assert_eq!(
+        serde_json::to_value(status).unwrap()["quarantinedForS"],
+        left
+    );
 
     mounted.release_all();
     assert_eq!(mounted.status()[0].state, SlotState::Loaded);
+    assert_eq!(mounted.status()[0].quarantined_for_s, None);
     assert_eq!(ask().await.unwrap(), Outcome::Unavailable);
     assert_eq!(decided(&host).pop().unwrap()["failure"]["kind"], "trap");
     // A good answer still comes through once it serves again: "ok" makes the fixture behave.

@@ -38,6 +38,9 @@ pub struct Checked {
     pub summary: Summary,
     /// The first problem found.
     pub problem: Option<Problem>,
+    /// The problem is only a question still waiting for its decision, in an otherwise sound
+    /// log: a fault in a log at rest, the normal state of a session being asked right now.
+    pub undecided: bool,
 }
 
 /// Reads and checks the log at `path`.
@@ -53,6 +56,7 @@ pub fn check_bytes(bytes: &[u8]) -> Checked {
     let mut fold = SessionFold::new();
     let mut asked_lines = std::collections::HashMap::new();
     let mut problem = None;
+    let mut undecided = false;
     let mut rest = bytes;
     let mut line_no = 0;
     while !rest.is_empty() {
@@ -108,10 +112,12 @@ pub fn check_bytes(bytes: &[u8]) -> Checked {
             line: q.seq as usize,
             message: format!("approval/asked {:?} has no approval/decided", q.id),
         });
+        undecided = true;
     }
     Checked {
         records,
         summary,
         problem,
+        undecided,
     }
 }

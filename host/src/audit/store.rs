@@ -100,6 +100,17 @@ pub trait Store: Send + Sync + 'static {
         })
     }
 
+    /// [`Store::list`], each log with its [`Store::log_len`]. A database answers in one query.
+    fn list_lens(&self) -> Result<LogLens, LogError> {
+        self.list()?
+            .into_iter()
+            .map(|name| {
+                let len = self.log_len(&name)?;
+                Ok((name, len))
+            })
+            .collect()
+    }
+
     /// The logs the store holds (sessions and rules logs), in name order.
     fn list(&self) -> Result<Vec<String>, LogError> {
         Err(LogError::Io {
@@ -111,6 +122,12 @@ pub trait Store: Send + Sync + 'static {
         })
     }
 }
+
+/// The logs a store holds with what [`Store::log_len`] says of each, in name order: a reader that
+/// keeps summaries (the console's Sessions page) rereads only the logs that changed. The default
+/// asks [`Store::log_len`] once per log; a store that can tell all at once overrides
+/// [`Store::list_lens`].
+pub type LogLens = Vec<(String, Option<u64>)>;
 
 /// Longest session id accepted.
 pub const MAX_SESSION_ID_LEN: usize = 128;

@@ -35,6 +35,9 @@ pub struct PluginStatus {
     pub error: Option<String>,
     /// Counters.
     pub counters: Counters,
+    /// While quarantined: how many seconds are left before it runs again (rounded up).
+    #[serde(rename = "quarantinedForS", skip_serializing_if = "Option::is_none")]
+    pub quarantined_for_s: Option<u64>,
 }
 
 /// What [`Mounted::apply`] did.
@@ -166,6 +169,9 @@ impl Mounted {
             .iter()
             .map(|(spec, slot)| {
                 let (state, error, counters) = slot.status();
+                let quarantined_for_s = slot
+                    .quarantine_left()
+                    .map(|d| d.as_millis().div_ceil(1000) as u64);
                 let plugin = slot.plugin();
                 PluginStatus {
                     name: spec.name.clone(),
@@ -175,6 +181,7 @@ impl Mounted {
                     state,
                     error,
                     counters,
+                    quarantined_for_s,
                 }
             })
             .collect();
@@ -186,6 +193,7 @@ impl Mounted {
             state: SlotState::Failed,
             error: Some(error.clone()),
             counters: Counters::default(),
+            quarantined_for_s: None,
         }));
         out
     }

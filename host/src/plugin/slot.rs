@@ -51,6 +51,17 @@ pub enum SlotState {
     Quarantined,
 }
 
+impl SlotState {
+    /// The spelling `plugins/list` uses: `loaded`, `failed`, `quarantined`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SlotState::Loaded => "loaded",
+            SlotState::Failed => "failed",
+            SlotState::Quarantined => "quarantined",
+        }
+    }
+}
+
 /// A plugin's counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Counters {
@@ -168,6 +179,14 @@ impl Slot {
         (state, inner.load_error.clone(), counters)
     }
 
+    /// How long its quarantine still lasts, while it is quarantined.
+    pub fn quarantine_left(&self) -> Option<std::time::Duration> {
+        self.inner()
+            .quarantined_until
+            .and_then(|until| until.checked_duration_since(Instant::now()))
+            .filter(|left| !left.is_zero())
+    }
+
     /// Takes the version to run, or `None` while quarantined.
     fn begin(&self) -> (Arc<Plugin>, bool) {
         let mut inner = self.inner();
@@ -269,5 +288,20 @@ impl Listener for SlotListener {
             version,
             Box::pin(async move { future.await.map(|a| a.decision) }),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SlotState;
+
+    #[test]
+    fn states_are_spelled_as_plugins_list_serializes_them() {
+        for state in [SlotState::Loaded, SlotState::Failed, SlotState::Quarantined] {
+            assert_eq!(
+                serde_json::to_value(state).unwrap(),
+                serde_json::Value::from(state.as_str())
+            );
+        }
     }
 }

@@ -258,6 +258,11 @@ impl Server {
         &self.inner.service
     }
 
+    /// Every plugin of the deployment, loaded or not, as `plugins/list` shows them.
+    pub async fn plugin_status(&self) -> Vec<crate::plugin::mount::PluginStatus> {
+        self.inner.mounted.lock().await.status()
+    }
+
     /// Re-reads the deployment file and moves to it (see [`Mounted::apply`]); quarantines end.
     /// An invalid deployment file changes nothing.
     pub async fn reload(&self) -> Result<ReloadReport, ConfigError> {
@@ -363,11 +368,7 @@ impl Server {
                 "{file}: the web console needs [[token]] entries with the answerer role: people log in with them"
             )));
         }
-        let console = console::Console::new(
-            self.inner.gatekeeper.clone(),
-            pending.clone(),
-            tls.is_some(),
-        );
+        let console = console::Console::new(self.clone(), pending.clone(), tls.is_some());
         console
             .serve(listener, tls)
             .await
@@ -418,18 +419,9 @@ impl Server {
                         server.connection_as(read, write, peer_name, true).await;
                     }
                     Some(acceptor) => {
-                        let handshake =
-                            tokio::time::timeout(tls::HANDSHAKE_TIMEOUT, acceptor.accept(stream))
-                                .await;
-                        match handshake {
-                            Ok(Ok(stream)) => {
-                                let (read, write) = tokio::io::split(stream);
-                                server.connection_as(read, write, peer_name, true).await;
-                            }
-                            Ok(Err(e)) => {
-                                tracing::warn!(peer = %peer, error = %e, "TLS handshake failed")
-                            }
-                            Err(_) => tracing::warn!(peer = %peer, "TLS handshake timed out"),
+                        if let Some(stream) = tls::accept(&acceptor, stream, &peer).await {
+                            let (read, write) = tokio::io::split(stream);
+                            server.connection_as(read, write, peer_name, true).await;
                         }
                     }
                 }

@@ -12,6 +12,26 @@ use tokio_rustls::TlsAcceptor;
 /// How long a client has to finish the TLS handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Completes the TLS handshake of a connection from `peer`, within [`HANDSHAKE_TIMEOUT`]; a
+/// failed or slow handshake is logged and gives `None`.
+pub async fn accept(
+    acceptor: &TlsAcceptor,
+    stream: tokio::net::TcpStream,
+    peer: &std::net::SocketAddr,
+) -> Option<tokio_rustls::server::TlsStream<tokio::net::TcpStream>> {
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(stream)) => Some(stream),
+        Ok(Err(e)) => {
+            tracing::warn!(%peer, error = %e, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            tracing::warn!(%peer, "TLS handshake timed out");
+            None
+        }
+    }
+}
+
 /// The files of a TLS listener.
 #[derive(Debug, Clone)]
 pub struct TlsFiles {

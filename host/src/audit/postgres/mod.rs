@@ -737,17 +737,28 @@ impl Store for PgStore {
 
     /// Every session (and rules log) with at least one record, in name order.
     fn list(&self) -> Result<Vec<String>, LogError> {
+        Ok(self
+            .list_lens()?
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect())
+    }
+
+    fn list_lens(&self) -> Result<crate::store::LogLens, LogError> {
         let pool = self.inner.pool.clone();
         self.inner
             .block(async move {
                 let rows = client(&pool)
                     .await?
                     .query(
-                        "SELECT DISTINCT session FROM approval_records ORDER BY session",
+                        "SELECT session, max(seq) FROM approval_records GROUP BY session ORDER BY session",
                         &[],
                     )
                     .await?;
-                Ok(rows.iter().map(|r| r.get(0)).collect())
+                Ok(rows
+                    .iter()
+                    .map(|r| (r.get::<_, String>(0), Some(r.get::<_, i64>(1) as u64)))
+                    .collect())
             })
             .map_err(|e| log_error("postgres", e))
     }

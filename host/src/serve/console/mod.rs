@@ -1,33 +1,39 @@
-//! The web console: pending questions answered from a browser, on its own port
-//! (`serve --http ADDR`).
+//! The web console, on its own port (`serve --http ADDR`): the questions waiting for a person
+//! ([`questions`]), the sessions' records ([`sessions`]), the standing rules ([`rules`]) and the
+//! plugins ([`plugins`]).
 //!
-//! A person logs in with a `[[token]]` that has the `answerer` (or `admin`) role; the token is
-//! exchanged for a server-side login named by an HttpOnly, SameSite=Strict cookie (Secure under
-//! TLS) that expires after [`LOGIN_LASTS`]. Every state-changing request carries the login's CSRF
-//! token. Every response forbids framing and inline script (`Content-Security-Policy`,
-//! `X-Frame-Options: DENY`); every value on a page is escaped. Nothing but the login form and the
-//! static assets is served without a login.
+//! A person logs in with a `[[token]]` that has the `answerer` role (`admin` also sees and
+//! changes rules and plugins); the token is exchanged for a server-side login named by an
+//! HttpOnly, SameSite=Strict cookie (Secure under TLS) that expires after [`LOGIN_LASTS`]. A
+//! token limited to some sessions sees and answers only those. Every state-changing request
+//! carries the login's CSRF token. Every response forbids framing and inline script
+//! (`Content-Security-Policy`, `X-Frame-Options: DENY`); every value on a page is escaped
+//! (maud). Nothing but the login form and the static assets is served without a login.
 
 pub mod pages;
 pub mod pending;
+pub mod plugins;
+pub mod questions;
+pub mod rules;
+pub mod sessions;
 
 use std::collections::HashMap;
-use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::extract::{Form, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::extract::{Extension, Form, FromRequestParts, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 
+use super::Server;
+use super::auth::Grant;
 use crate::config::token::TokenRole;
-use crate::outcome::Decision;
-use crate::serve::auth::Gatekeeper;
-use pending::{Click, Pending};
+use pending::Pending;
 
 /// How long a login lasts.
 pub const LOGIN_LASTS: Duration = Duration::from_secs(12 * 3600);
@@ -41,40 +47,132 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
 /// The text of a refused login.
 pub const LOGIN_FAILED: &str = "That token is not valid for the console.";
 
+/// The text of a page that needs the admin role.
+pub const NEEDS_ADMIN: &str = "Rules and plugins need a token with the admin role.";
+
+/// The text of a form whose CSRF token is wrong (a forged or stale form).
+pub const BAD_FORM: &str = "This form is stale or was not sent from the console: reload the page.";
+
 struct Login {
-    user: String,
+    grant: Grant,
     csrf: String,
     expires: Instant,
 }
 
 /// What the console's handlers share.
 pub struct Console {
-    gatekeeper: Arc<Gatekeeper>,
+    server: Server,
     pending: Arc<Pending>,
     logins: Mutex<HashMap<String, Login>>,
     /// Served over TLS: the cookie is `Secure`.
     secure: bool,
+    sessions: sessions::Summaries,
+}
+
+/// The person behind a request: a live login. As an extractor it refuses a request without one
+/// (a page redirects to the login form; anything else is `401`).
+pub struct Viewer {
+    /// What their token grants.
+    pub grant: Grant,
+    /// The login's CSRF token, which every form carries.
+    pub csrf: String,
+}
+
+impl Viewer {
+    /// Their name, as answers and rules record it (`web:<name>`).
+    pub fn name(&self) -> &str {
+        &self.grant.name
+    }
+
+    /// Whether they hold the admin role.
+    pub fn is_admin(&self) -> bool {
+        self.grant.roles.contains(&TokenRole::Admin)
+    }
+
+    /// Whether they may see `session`.
+    pub fn sees(&self, session: &str) -> bool {
+        self.grant.may_open(session)
+    }
+
+    /// Refuses a form whose CSRF token is not the login's.
+    pub fn check_form(&self, csrf: &str) -> Result<(), Refused> {
+        if csrf == self.csrf {
+            Ok(())
+        } else {
+            Err(Refused(BAD_FORM))
+        }
+    }
+
+    /// Refuses a forged form, or one from a viewer without the admin role.
+    pub fn check_admin_form(&self, csrf: &str) -> Result<(), Refused> {
+        self.check_form(csrf)?;
+        self.check_admin()
+    }
+
+    /// Refuses a viewer without the admin role.
+    pub fn check_admin(&self) -> Result<(), Refused> {
+        if self.is_admin() {
+            Ok(())
+        } else {
+            Err(Refused(NEEDS_ADMIN))
+        }
+    }
+}
+
+/// A request the viewer may not make: `403` with why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refused(pub &'static str);
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        (StatusCode::FORBIDDEN, self.0).into_response()
+    }
+}
+
+impl FromRequestParts<Arc<Console>> for Viewer {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        console: &Arc<Console>,
+    ) -> Result<Self, Self::Rejection> {
+        console.viewer(&parts.headers).ok_or_else(|| {
+            if parts.method == Method::GET && parts.uri.path() != "/events" {
+                Redirect::to("/login").into_response()
+            } else {
+                StatusCode::UNAUTHORIZED.into_response()
+            }
+        })
+    }
 }
 
 impl Console {
-    /// A console answering `pending` for people holding `gatekeeper`'s tokens.
-    pub fn new(gatekeeper: Arc<Gatekeeper>, pending: Arc<Pending>, secure: bool) -> Arc<Console> {
+    /// A console for `server`'s people, answering `pending`.
+    pub fn new(server: Server, pending: Arc<Pending>, secure: bool) -> Arc<Console> {
         Arc::new(Console {
-            gatekeeper,
+            server,
             pending,
             logins: Mutex::default(),
             secure,
+            sessions: sessions::Summaries::default(),
         })
     }
 
     /// The console's routes.
     pub fn router(self: &Arc<Self>) -> Router {
         Router::new()
-            .route("/", get(show_pending))
+            .route("/", get(questions::page))
+            .route("/answer", post(questions::answer))
+            .route("/events", get(questions::events))
+            .route("/sessions", get(sessions::list))
+            .route("/sessions/{id}", get(sessions::timeline))
+            .route("/rules", get(rules::page))
+            .route("/rules/add", post(rules::add))
+            .route("/rules/revoke", post(rules::revoke))
+            .route("/plugins", get(plugins::page))
+            .route("/plugins/reload", post(plugins::reload))
             .route("/login", get(login_form).post(log_in))
             .route("/logout", post(log_out))
-            .route("/answer", post(answer))
-            .route("/events", get(events))
             .route("/console.js", get(script))
             .route("/console.css", get(style))
             .layer(axum::middleware::map_response(secure_headers))
@@ -85,13 +183,16 @@ impl Console {
         self.logins.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The login a request's cookie names, if it is live: `(user, csrf)`.
-    fn login(&self, headers: &HeaderMap) -> Option<(String, String)> {
+    /// The live login a request's cookie names.
+    fn viewer(&self, headers: &HeaderMap) -> Option<Viewer> {
         let id = cookie(headers)?;
         let mut logins = self.lock();
         let now = Instant::now();
         logins.retain(|_, l| l.expires > now);
-        logins.get(&id).map(|l| (l.user.clone(), l.csrf.clone()))
+        logins.get(&id).map(|l| Viewer {
+            grant: l.grant.clone(),
+            csrf: l.csrf.clone(),
+        })
     }
 
     /// Serves the console on `listener` until the task is dropped, over TLS when `tls` is given.
@@ -104,29 +205,24 @@ impl Console {
         loop {
             let (stream, peer) = listener.accept().await?;
             let _ = stream.set_nodelay(true);
-            let service = hyper_util::service::TowerToHyperService::new(router.clone());
+            // Failed logins are counted per address.
+            let service = hyper_util::service::TowerToHyperService::new(
+                router.clone().layer(Extension(Peer(peer))),
+            );
             let tls = tls.clone();
             tokio::spawn(async move {
+                let http = hyper::server::conn::http1::Builder::new();
                 let served = match tls {
                     None => {
-                        hyper::server::conn::http1::Builder::new()
-                            .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                            .with_upgrades()
+                        http.serve_connection(hyper_util::rt::TokioIo::new(stream), service)
                             .await
                     }
                     Some(acceptor) => {
-                        let accepted = tokio::time::timeout(
-                            super::tls::HANDSHAKE_TIMEOUT,
-                            acceptor.accept(stream),
-                        )
-                        .await;
-                        let Ok(Ok(stream)) = accepted else {
-                            tracing::warn!(%peer, "console: TLS handshake failed");
+                        let Some(stream) = super::tls::accept(&acceptor, stream, &peer).await
+                        else {
                             return;
                         };
-                        hyper::server::conn::http1::Builder::new()
-                            .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                            .with_upgrades()
+                        http.serve_connection(hyper_util::rt::TokioIo::new(stream), service)
                             .await
                     }
                 };
@@ -137,6 +233,10 @@ impl Console {
         }
     }
 }
+
+/// The address a request came from.
+#[derive(Debug, Clone, Copy)]
+struct Peer(SocketAddr);
 
 fn cookie(headers: &HeaderMap) -> Option<String> {
     headers
@@ -184,24 +284,33 @@ struct LoginForm {
     token: String,
 }
 
-async fn log_in(State(console): State<Arc<Console>>, Form(form): Form<LoginForm>) -> Response {
-    let grant = console.gatekeeper.check("web console", Some(&form.token));
-    let Ok(grant) = grant.map_err(|e| tracing::warn!(reason = e, "console login refused")) else {
+async fn log_in(
+    State(console): State<Arc<Console>>,
+    Extension(Peer(peer)): Extension<Peer>,
+    Form(form): Form<LoginForm>,
+) -> Response {
+    let grant = console
+        .server
+        .inner
+        .gatekeeper
+        .check(&format!("web console {}", peer.ip()), Some(&form.token));
+    let Ok(grant) = grant.map_err(|e| tracing::warn!(%peer, reason = e, "console login refused"))
+    else {
         return (StatusCode::UNAUTHORIZED, pages::login(Some(LOGIN_FAILED))).into_response();
     };
     if !grant.has(TokenRole::Answerer) {
         return (StatusCode::FORBIDDEN, pages::login(Some(LOGIN_FAILED))).into_response();
     }
     let id = random_hex();
+    tracing::info!(user = grant.name, %peer, "console login");
     console.lock().insert(
         id.clone(),
         Login {
-            user: grant.name.clone(),
+            grant,
             csrf: random_hex(),
             expires: Instant::now() + LOGIN_LASTS,
         },
     );
-    tracing::info!(user = grant.name, "console login");
     let cookie = format!(
         "{COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{}",
         LOGIN_LASTS.as_secs(),
@@ -214,120 +323,31 @@ async fn log_in(State(console): State<Arc<Console>>, Form(form): Form<LoginForm>
     response
 }
 
+/// A form that carries only the CSRF token.
 #[derive(Deserialize)]
-struct CsrfForm {
-    csrf: String,
+pub struct CsrfForm {
+    /// The login's CSRF token.
+    pub csrf: String,
 }
 
 async fn log_out(
     State(console): State<Arc<Console>>,
+    viewer: Viewer,
     headers: HeaderMap,
     Form(form): Form<CsrfForm>,
 ) -> Response {
-    match (console.login(&headers), cookie(&headers)) {
-        (Some((_, csrf)), Some(id)) if csrf == form.csrf => {
-            console.lock().remove(&id);
-            let mut response = Redirect::to("/login").into_response();
-            response.headers_mut().insert(
-                header::SET_COOKIE,
-                HeaderValue::from_static(
-                    "approval_console=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0",
-                ),
-            );
-            response
-        }
-        (Some(_), _) => StatusCode::FORBIDDEN.into_response(),
-        (None, _) => Redirect::to("/login").into_response(),
+    if let Err(refused) = viewer.check_form(&form.csrf) {
+        return refused.into_response();
     }
-}
-
-async fn show_pending(State(console): State<Arc<Console>>, headers: HeaderMap) -> Response {
-    match console.login(&headers) {
-        Some((user, csrf)) => {
-            pages::pending(&user, &csrf, &console.pending.list(), Instant::now()).into_response()
-        }
-        None => Redirect::to("/login").into_response(),
+    if let Some(id) = cookie(&headers) {
+        console.lock().remove(&id);
     }
-}
-
-#[derive(Deserialize)]
-struct AnswerForm {
-    csrf: String,
-    id: String,
-    decision: String,
-    #[serde(default)]
-    reason: String,
-}
-
-async fn answer(
-    State(console): State<Arc<Console>>,
-    headers: HeaderMap,
-    Form(form): Form<AnswerForm>,
-) -> Response {
-    let Some((user, csrf)) = console.login(&headers) else {
-        return StatusCode::UNAUTHORIZED.into_response();
-    };
-    if form.csrf != csrf {
-        return StatusCode::FORBIDDEN.into_response();
-    }
-    let decision = match form.decision.as_str() {
-        "allow-once" => Decision::AllowOnce,
-        "reject" => Decision::Reject,
-        _ => return StatusCode::BAD_REQUEST.into_response(),
-    };
-    let reason = (!form.reason.trim().is_empty() && decision == Decision::Reject)
-        .then(|| form.reason.trim().to_owned());
-    let answered = console.pending.answer(
-        &form.id,
-        Click {
-            decision,
-            reason,
-            user,
-        },
+    let mut response = Redirect::to("/login").into_response();
+    response.headers_mut().insert(
+        header::SET_COOKIE,
+        HeaderValue::from_static("approval_console=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"),
     );
-    if answered {
-        Redirect::to("/").into_response()
-    } else {
-        // Answered elsewhere, cancelled or timed out meanwhile.
-        (StatusCode::CONFLICT, Redirect::to("/")).into_response()
-    }
-}
-
-async fn events(State(console): State<Arc<Console>>, headers: HeaderMap) -> Response {
-    if console.login(&headers).is_none() {
-        return StatusCode::UNAUTHORIZED.into_response();
-    }
-    let mut changes = console.pending.subscribe();
-    let stream = async_stream(move |tx| async move {
-        while changes.changed().await.is_ok() {
-            // Browsers drop an event whose data is empty: send the change count.
-            let n = *changes.borrow_and_update();
-            if tx
-                .send(Ok::<_, Infallible>(
-                    Event::default().event("changed").data(n.to_string()),
-                ))
-                .await
-                .is_err()
-            {
-                break;
-            }
-        }
-    });
-    Sse::new(stream)
-        .keep_alive(KeepAlive::default())
-        .into_response()
-}
-
-/// A stream fed by a task through a small channel (ends when the task does or the client goes).
-fn async_stream<T, F, Fut>(producer: F) -> impl futures_util::Stream<Item = T> + Send + 'static
-where
-    T: Send + 'static,
-    F: FnOnce(tokio::sync::mpsc::Sender<T>) -> Fut,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    let (tx, rx) = tokio::sync::mpsc::channel(8);
-    tokio::spawn(producer(tx));
-    futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|v| (v, rx)) })
+    response
 }
 
 async fn script() -> impl IntoResponse {

@@ -1,0 +1,108 @@
+//! The Plugins page (admin): each plugin's state (loaded, failed with its error, quarantined and
+//! for how long), digest, plugin API version and counters; and a reload of the deployment, as
+//! `plugins/reload` does.
+
+use std::sync::Arc;
+
+use axum::extract::{Form, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use maud::{Markup, html};
+
+use super::pages::{self, Tab};
+use super::{Console, CsrfForm, Viewer};
+use crate::plugin::mount::{PluginStatus, ReloadReport};
+
+/// The Plugins page.
+pub async fn page(State(console): State<Arc<Console>>, viewer: Viewer) -> Response {
+    if let Err(refused) = viewer.check_admin() {
+        return refused.into_response();
+    }
+    let plugins = console.server.plugin_status().await;
+    plugins_page(&viewer, &plugins, None).into_response()
+}
+
+/// Reloads the deployment and shows what changed.
+pub async fn reload(
+    State(console): State<Arc<Console>>,
+    viewer: Viewer,
+    Form(form): Form<CsrfForm>,
+) -> Response {
+    if let Err(refused) = viewer.check_admin_form(&form.csrf) {
+        return refused.into_response();
+    }
+    tracing::info!(user = viewer.name(), "reload asked on the console");
+    let (status, report) = match console.server.reload().await {
+        Ok(report) => (StatusCode::OK, Ok(report)),
+        // An invalid deployment file changes nothing; the page says why.
+        Err(e) => (StatusCode::BAD_REQUEST, Err(e.to_string())),
+    };
+    let plugins = console.server.plugin_status().await;
+    (status, plugins_page(&viewer, &plugins, Some(&report))).into_response()
+}
+
+fn names(list: &[String]) -> String {
+    if list.is_empty() {
+        "none".to_owned()
+    } else {
+        list.join(", ")
+    }
+}
+
+fn plugins_page(
+    viewer: &Viewer,
+    plugins: &[PluginStatus],
+    reloaded: Option<&Result<ReloadReport, String>>,
+) -> Markup {
+    pages::page(
+        "Plugins",
+        Some(viewer),
+        Tab::Plugins,
+        html! {
+            h1 { "Plugins (" (plugins.len()) ")" }
+            @match reloaded {
+                Some(Ok(r)) => {
+                    p.reloaded role="status" {
+                        "Reloaded. Added: " (names(&r.added)) "; swapped: " (names(&r.swapped))
+                        "; removed: " (names(&r.removed)) "."
+                        @for (name, error) in &r.failed { br; span.error { (name) " failed to load: " (error) } }
+                    }
+                }
+                Some(Err(e)) => { p.error role="alert" { "The deployment was not reloaded: " (e) } }
+                None => {}
+            }
+            @if plugins.is_empty() { p.empty { "The deployment has no plugin." } }
+            @else {
+                table.wide.plugins {
+                    thead { tr {
+                        th { "plugin" } th { "role" } th { "state" } th { "API" } th { "digest" }
+                        th { "decisions" } th { "failures" } th { "quarantined" } th { "reloads" }
+                    } }
+                    tbody {
+                        @for p in plugins {
+                            tr id=(format!("p-{}", p.name)) {
+                                td { code { (p.name) } }
+                                td { (p.role) }
+                                td class=(format!("state-{}", p.state.as_str())) {
+                                    (p.state.as_str())
+                                    @if let Some(s) = p.quarantined_for_s { " for " (s) " s more" }
+                                    @if let Some(e) = &p.error { br; span.error { (e) } }
+                                }
+                                td { (p.api_version.as_deref().unwrap_or("-")) }
+                                td { code.digest title=[p.digest.as_deref()] { (p.digest.as_deref().map_or("-", |d| d.get(..12).unwrap_or(d))) } }
+                                td.num { (p.counters.decisions) }
+                                td.num { (p.counters.failures) }
+                                td.num { (p.counters.quarantined) }
+                                td.num { (p.counters.reloads) }
+                            }
+                        }
+                    }
+                }
+            }
+            form method="post" action="/plugins/reload" {
+                input type="hidden" name="csrf" value=(viewer.csrf);
+                button type="submit" { "Reload the deployment" }
+            }
+        },
+    )
+}
