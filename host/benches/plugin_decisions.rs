@@ -287,6 +287,17 @@ fn main() {
                 points[0].1, points[1].1, points[2].1, points[3].1, slope
             );
             medians.insert(format!("slope {name}"), slope);
+            // Each stretch's own cost per gate: a line that bends up shows where the caches end.
+            let stretch = |a: usize, b: usize| {
+                (points[b].1 - points[a].1) / (points[b].0 - points[a].0)
+            };
+            println!(
+                "{:<22} per gate 1-4 {:.3}, 4-16 {:.3}, 16-64 {:.3}",
+                "",
+                stretch(0, 1),
+                stretch(1, 2),
+                stretch(2, 3)
+            );
         }
         let raw = raw::measure(bundled::ALLOW_TOOLS, samples);
         println!();
@@ -297,13 +308,21 @@ fn main() {
         println!("  instantiate + drop (pooling)   {:>8.2} µs", micros(raw.instantiate_pooled));
         let native_call = native_call_ns();
         println!("  native dyn Fn gate call        {:>8.3} µs", native_call / 1000.0);
+        // The definition of a hop: what 15 more gates add to a one-gate request.
+        let hop = |kind: &str| {
+            (medians[&format!("16 {kind}")] - medians[&format!("1 {}", kind.replacen("gates", "gate", 1))])
+                / 15.0
+        };
+        let warm = hop("wasm gates, reuse") - hop("native gates");
+        let fresh = hop("wasm gates, per-decision") - hop("native gates");
         println!(
-            "  => seam overhead (1 native gate): {:.2} µs; warm wasm hop: {:.2} µs ({:.1}x the raw call); fresh instance per gate: {:.2} µs ({:.1}x raw on-demand instantiation)",
+            "  => seam overhead (1 native gate): {:.2} µs; warm wasm hop (16 - 1 gates) / 15: {warm:.2} µs ({:.1}x the raw call on the host's engine), on the 1-64 slope {:.2} µs; fresh instance per gate: {fresh:.2} µs ({:.2}x raw on-demand, {:.2}x raw pooling instantiation), on the slope {:.2} µs",
             medians["1 native gate"],
+            warm / micros(raw.call_checked),
             medians["slope wasm, reuse"] - medians["slope native"],
-            (medians["slope wasm, reuse"] - medians["slope native"]) / micros(raw.call),
+            fresh / micros(raw.instantiate),
+            fresh / micros(raw.instantiate_pooled),
             medians["slope wasm, per-decision"] - medians["slope native"],
-            (medians["slope wasm, per-decision"] - medians["slope native"]) / micros(raw.instantiate),
         );
         println!();
         println!("{:<36} {:>10}", "64 concurrent askers", "decisions/s");

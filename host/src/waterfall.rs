@@ -113,6 +113,9 @@ struct QuestionInner {
     /// The asked-about call's arguments as JSON text, serialized once for every plugin that
     /// reads them.
     arguments_json: std::sync::OnceLock<Option<String>>,
+    /// The session's sandbox mode as the first plugin that asked read it: every gate of one
+    /// question sees the same mode, and the session's fold is locked once, not once a gate.
+    sandbox_mode: std::sync::OnceLock<Option<&'static str>>,
     /// The listeners that said `next` before the question reached one outside the process
     /// (filled only then: a person may want to know which gates passed it on).
     passed: std::sync::Mutex<Vec<String>>,
@@ -149,6 +152,7 @@ impl Question {
                 cancel,
                 caller,
                 arguments_json: std::sync::OnceLock::new(),
+                sandbox_mode: std::sync::OnceLock::new(),
                 passed: std::sync::Mutex::default(),
             }),
         }
@@ -202,6 +206,17 @@ impl Question {
             .arguments_json
             .get_or_init(|| self.arguments().map(|v| v.to_string()))
             .as_deref()
+    }
+
+    /// The session's own sandbox mode (its last `sandbox/mode` event), read once per question.
+    pub fn sandbox_mode(&self) -> Option<&'static str> {
+        *self.inner.sandbox_mode.get_or_init(|| {
+            self.inner
+                .agent
+                .session()
+                .log
+                .with_fold(|f| f.sandbox_override().map(|s| s.mode.as_str()))
+        })
     }
 
     /// The JSON arguments of the call `call_id` as the asking session recorded them in its

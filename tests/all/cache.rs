@@ -79,3 +79,59 @@ async fn plugins_loaded_from_the_cache_decide() {
     }
     assert_eq!(std::fs::read_dir(cache_dir.path()).unwrap().count(), 1);
 }
+
+#[tokio::test]
+async fn plugins_loaded_from_the_same_bytes_share_compiled_code_and_keep_their_own_config() {
+    let host_dir = crate::support::Host::new();
+    let service = &host_dir.service;
+    let host = PluginHost::new().unwrap();
+    let gate = |name: &str, tools: &str| {
+        let mut spec = PluginSpec::new(name, bundled::ALLOW_TOOLS_PATH, Role::Gate);
+        spec.config.insert("tools".into(), tools.into());
+        host.load(&spec).unwrap()
+    };
+    let reads = gate("reads", "read");
+    let runs = gate("runs", "bash");
+    let rejects = host
+        .load(&PluginSpec::new(
+            "rejects",
+            bundled::REJECT_ALL_PATH,
+            Role::Answerer,
+        ))
+        .unwrap();
+    assert_eq!(host.compiled_components(), 2, "one per distinct component");
+
+    let agent = service.agent("s", "a").await.unwrap();
+    service.start_turn("s").await.unwrap();
+    let ask = |tool: &'static str| {
+        let agent = agent.clone();
+        async move {
+            service
+                .request(ApprovalRequest::new(&agent, tool))
+                .await
+                .unwrap()
+        }
+    };
+    {
+        let _m = Mounted::mount(service, vec![reads.clone(), rejects.clone()]);
+        assert_eq!(ask("read").await, Outcome::AllowedOnce);
+        assert_eq!(
+            ask("bash").await,
+            Outcome::Rejected,
+            "not the other gate's tools"
+        );
+    }
+    {
+        let _m = Mounted::mount(service, vec![runs.clone(), rejects.clone()]);
+        assert_eq!(ask("bash").await, Outcome::AllowedOnce);
+        assert_eq!(ask("read").await, Outcome::Rejected);
+    }
+    drop((reads, runs, rejects));
+    assert_eq!(
+        host.compiled_components(),
+        0,
+        "code goes with its last plugin"
+    );
+    let _again = gate("again", "read");
+    assert_eq!(host.compiled_components(), 1);
+}

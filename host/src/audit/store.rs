@@ -248,16 +248,7 @@ impl Store for DirStore {
             .create(true)
             .open(&path)
             .map_err(|e| io_err(&path, e))?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(fs::TryLockError::WouldBlock) => {
-                return Err(LogError::Locked {
-                    log: path.display().to_string(),
-                    holder: None,
-                });
-            }
-            Err(fs::TryLockError::Error(e)) => return Err(io_err(&path, e)),
-        }
+        lock_patiently(&file, &path)?;
         if !existed {
             // Make the new directory entry itself durable, not just the file's contents.
             File::open(&dir)
@@ -282,6 +273,33 @@ impl Store for DirStore {
                 len: complete as u64,
             }),
         })
+    }
+}
+
+/// How long opening a log waits for another holder's lock to go before saying [`LogError::Locked`].
+///
+/// A lock belongs to the open file, and a child process forked by any thread of this process
+/// (a hook, a tool, a database server in tests) holds a copy of every descriptor until it execs:
+/// for that moment a log that was just closed still looks held. Another process that really holds
+/// the log is still reported, this much later.
+const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_millis(200);
+
+fn lock_patiently(file: &File, path: &Path) -> Result<(), LogError> {
+    let give_up = std::time::Instant::now() + LOCK_PATIENCE;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(fs::TryLockError::WouldBlock) if std::time::Instant::now() < give_up => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(LogError::Locked {
+                    log: path.display().to_string(),
+                    holder: None,
+                });
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(io_err(path, e)),
+        }
     }
 }
 

@@ -42,12 +42,14 @@ pub fn api_changes(version: &str) -> Option<(&'static str, &'static [&'static st
 }
 pub use slot::{Counters, QuarantinePolicy, Slot, SlotState};
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
 use sha2::{Digest, Sha256};
+use wasmtime::component::Component;
 use wasmtime::{Engine, Store, UpdateDeadline};
 
 use crate::answer::Answer;
@@ -161,6 +163,10 @@ struct HostInner {
     cache: Option<cache::CompiledCache>,
     observer: std::sync::OnceLock<CompileObserver>,
     linkers: api::Linkers,
+    /// Compiled components by digest, while a plugin uses them: the same bytes loaded as several
+    /// plugins (one gate configured twice, a reload that keeps a plugin) are compiled once and
+    /// share one copy of machine code, which keeps a deep waterfall's code in the CPU's caches.
+    compiled: Mutex<HashMap<String, Weak<Component>>>,
     sink: Arc<dyn LogSink>,
     _ticker: engine::Ticker,
 }
@@ -220,6 +226,7 @@ impl PluginHost {
                 cache,
                 observer: std::sync::OnceLock::new(),
                 linkers,
+                compiled: Mutex::default(),
                 sink,
                 _ticker: ticker,
             }),
@@ -235,6 +242,46 @@ impl PluginHost {
     /// The engine plugins are compiled for.
     pub fn engine(&self) -> &Engine {
         &self.inner.engine
+    }
+
+    /// How many compiled components the host's live plugins hold: plugins loaded from the same
+    /// bytes share one.
+    pub fn compiled_components(&self) -> usize {
+        let compiled = self
+            .inner
+            .compiled
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        compiled
+            .values()
+            .filter(|code| code.strong_count() > 0)
+            .count()
+    }
+
+    /// The compiled component of `digest`, if a live plugin was loaded from those bytes.
+    fn compiled(&self, digest: &str) -> Option<Arc<Component>> {
+        let compiled = self
+            .inner
+            .compiled
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        compiled.get(digest).and_then(Weak::upgrade)
+    }
+
+    /// Shares `component` under `digest` with later loads (the first one kept wins).
+    fn remember(&self, digest: &str, component: &Component) -> Arc<Component> {
+        let mut compiled = self
+            .inner
+            .compiled
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        compiled.retain(|_, code| code.strong_count() > 0);
+        if let Some(code) = compiled.get(digest).and_then(Weak::upgrade) {
+            return code;
+        }
+        let code = Arc::new(component.clone());
+        compiled.insert(digest.to_owned(), Arc::downgrade(&code));
+        code
     }
 
     /// Reads, verifies, compiles and pre-links the plugin `spec` names.
@@ -265,20 +312,27 @@ impl PluginHost {
             reason,
         };
         let engine = self.engine();
-        let inspection = match &self.inner.cache {
-            Some(cache) => inspect::inspect_with(engine, bytes, || {
-                let observer = self.inner.observer.get().cloned();
-                let (component, source) =
-                    cache.load_observed(engine, &actual, bytes, || match &observer {
-                        Some(o) => o(&spec.name, bytes.len()),
-                        None => Box::new(|_| {}),
-                    })?;
-                tracing::debug!(plugin = %spec.name, ?source, "component ready");
-                Ok(component)
-            }),
-            None => inspect::inspect_bytes(engine, bytes),
-        }
+        let known = self.compiled(&actual);
+        let inspection = inspect::inspect_with(engine, bytes, || {
+            if let Some(code) = &known {
+                return Ok(Component::clone(code));
+            }
+            match &self.inner.cache {
+                Some(cache) => {
+                    let observer = self.inner.observer.get().cloned();
+                    let (component, source) =
+                        cache.load_observed(engine, &actual, bytes, || match &observer {
+                            Some(o) => o(&spec.name, bytes.len()),
+                            None => Box::new(|_| {}),
+                        })?;
+                    tracing::debug!(plugin = %spec.name, ?source, "component ready");
+                    Ok(component)
+                }
+                None => Component::new(engine, bytes),
+            }
+        })
         .map_err(component_error)?;
+        let code = known.unwrap_or_else(|| self.remember(&actual, &inspection.component));
         let api = api::Api::for_version(&inspection.api_version).ok_or_else(|| {
             component_error(format!(
                 "is built against {}@{}; this host serves {}",
@@ -315,6 +369,7 @@ impl PluginHost {
             digest: actual.into(),
             api_version: inspection.api_version,
             template,
+            _code: code,
             idle: Mutex::new(Vec::new()),
             slow: AtomicBool::new(!inline),
         });
@@ -345,6 +400,8 @@ pub struct Plugin {
     digest: Arc<str>,
     api_version: String,
     template: api::Template,
+    /// Its compiled code, shared with every other plugin loaded from the same bytes.
+    _code: Arc<Component>,
     idle: Mutex<Vec<Live>>,
     /// Decides off the async workers: it imports WASI, or was seen to need more than the inline
     /// budget.

@@ -109,11 +109,6 @@ impl Instance {
         store: &mut Store<PluginState>,
         question: &Question,
     ) -> wasmtime::Result<Answer> {
-        let sandbox_mode = question
-            .agent()
-            .session()
-            .log
-            .with_fold(|f| f.sandbox_override().map(|s| s.mode.as_str()));
         let request = types::Request {
             id: question.id(),
             agent: question.agent().id(),
@@ -124,7 +119,7 @@ impl Instance {
             reason: question.reason(),
             arguments: question.arguments_json(),
             cwd: question.cwd(),
-            sandbox_mode,
+            sandbox_mode: question.sandbox_mode(),
         };
         Ok(answer(self.bindings.call_decide(store, request)?))
     }
