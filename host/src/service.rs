@@ -331,7 +331,8 @@ impl ApprovalService {
         let log = tokio::task::spawn_blocking(move || {
             // A log this process has just closed can still look locked for a moment: a child
             // process forked (for a hook, say) while the file was open holds a copy of its
-            // descriptor, and the lock with it, until it execs.
+            // descriptor, and the lock with it, until it execs. The directory store waits out
+            // the usual moment itself (`store::LOCK_PATIENCE`); this covers a child slow to exec.
             let patience = std::time::Instant::now() + REOPEN_PATIENCE;
             loop {
                 match SessionLog::open_observed(&*store, &owned, subscribers.clone()) {

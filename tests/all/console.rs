@@ -239,6 +239,13 @@ async fn page_until(addr: std::net::SocketAddr, cookie: &str, needle: &str, show
     }
 }
 
+/// Waits for a question to be offered on the Pending page; returns the page and the question's id.
+async fn waiting_question(addr: std::net::SocketAddr, cookie: &str) -> (String, String) {
+    let page = page_until(addr, cookie, "name=\"id\"", true).await;
+    let id = field(&page, "id");
+    (page, id)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_is_served_without_a_login_and_every_response_carries_the_policy() {
     let dir = tempfile::tempdir().unwrap();
@@ -361,19 +368,16 @@ async fn a_question_shows_escaped_and_a_click_decides_it_in_the_audit() {
                 .unwrap()
         }
     });
-    let page = page_until(addr, &cookie, "name=\"id\"", true).await;
-    let id = field(&page, "id");
-    http(
+    let (_, id) = waiting_question(addr, &cookie).await;
+    answer(
         addr,
-        "POST",
-        "/answer",
-        Some(&cookie),
-        Some(&[
+        &cookie,
+        &[
             ("csrf", &csrf),
             ("id", &id),
             ("decision", "reject"),
             ("reason", "not on main"),
-        ]),
+        ],
     )
     .await;
     let verdict = asking.await.unwrap();
@@ -687,8 +691,7 @@ async fn the_sessions_pages_summarise_each_session_and_filter_its_timeline() {
     let mut ids = Vec::new();
     for (call, decision, reason) in [("c1", "allow-once", ""), ("c2", "reject", "not on main")] {
         let asking = ask_call(&service, &agent, call, json!({"command": "make"}), None).await;
-        let page = page_until(addr, &cookie, "name=\"id\"", true).await;
-        let id = field(&page, "id");
+        let (_, id) = waiting_question(addr, &cookie).await;
         let reply = answer(
             addr,
             &cookie,
@@ -832,8 +835,7 @@ async fn the_sessions_pages_summarise_each_session_and_filter_its_timeline() {
     let reply = http(addr, "GET", "/sessions/s1", Some(&team_cookie), None).await;
     assert_eq!(reply.status, 403);
     let asking = ask_call(&service, &agent, "c3", json!({"command": "make"}), None).await;
-    let page = page_until(addr, &cookie, "name=\"id\"", true).await;
-    let id = field(&page, "id");
+    let (_, id) = waiting_question(addr, &cookie).await;
     let team_page = http(addr, "GET", "/", Some(&team_cookie), None).await.body;
     assert!(!team_page.contains(&id), "{team_page}");
     let reply = answer(
@@ -1046,9 +1048,8 @@ async fn long_arguments_are_folded_and_short_ones_open() {
         ("c2", json!({"command": "ls"}), open),
     ] {
         let asking = ask_call(&service, &agent, call, arguments, None).await;
-        let page = page_until(addr, &cookie, "name=\"id\"", true).await;
+        let (page, id) = waiting_question(addr, &cookie).await;
         assert!(page.contains(&shown), "{page}");
-        let id = field(&page, "id");
         answer(
             addr,
             &cookie,
@@ -1069,8 +1070,7 @@ async fn on_postgres_the_sessions_pages_read_the_database() {
     let agent = service.agent("pg-1", "a").await.unwrap();
     service.start_turn("pg-1").await.unwrap();
     let asking = ask_call(&service, &agent, "c1", json!({"command": "make"}), None).await;
-    let page = page_until(addr, &cookie, "name=\"id\"", true).await;
-    let id = field(&page, "id");
+    let (_, id) = waiting_question(addr, &cookie).await;
     let reply = answer(
         addr,
         &cookie,
@@ -1101,8 +1101,7 @@ async fn on_postgres_the_sessions_pages_read_the_database() {
     // A log that grew is read again (an unchanged one is kept): the count follows.
     service.start_turn("pg-1").await.unwrap();
     let asking = ask_call(&service, &agent, "c2", json!({"command": "make"}), None).await;
-    let page = page_until(addr, &cookie, "name=\"id\"", true).await;
-    let second = field(&page, "id");
+    let (_, second) = waiting_question(addr, &cookie).await;
     answer(
         addr,
         &cookie,
