@@ -137,6 +137,19 @@ impl Proposal {
     }
 }
 
+/// Who stands behind an answer's proposed standing rule, which decides the scopes it may create
+/// ([`crate::rules::proposals`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Authority {
+    /// A person at the host (the CLI, stdio, a local socket without tokens, an ACP editor) or a
+    /// token with the admin role: any scope.
+    Person,
+    /// A token with the answerer role: session rules only.
+    Answerer,
+    /// An in-process plugin: the scopes the deployment lets plugins create.
+    Plugin,
+}
+
 /// The standing rule that made a decision, as the `approval/decided` event names it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -165,6 +178,9 @@ pub struct Answer {
     /// Who answered, when one listener answers for several people (the web console:
     /// `web:<token name>`): the audit's `answerer` names them instead of the listener.
     pub by: Option<String>,
+    /// Who stands behind `proposal`; when unsaid, an answerer outside the process counts as an
+    /// answerer token and one inside as a plugin (the narrower reading).
+    pub authority: Option<Authority>,
 }
 
 impl From<Decision> for Answer {
@@ -175,6 +191,7 @@ impl From<Decision> for Answer {
             proposal: None,
             rule: None,
             by: None,
+            authority: None,
         }
     }
 }
@@ -187,6 +204,13 @@ impl Answer {
         self
     }
 
+    /// This answer, said by someone with `authority` (which scopes its proposal may create).
+    #[must_use]
+    pub fn with_authority(mut self, authority: Authority) -> Answer {
+        self.authority = Some(authority);
+        self
+    }
+
     /// A rejection with a reason (cleaned here).
     pub fn reject(reason: impl AsRef<str>) -> Answer {
         Answer {
@@ -195,6 +219,7 @@ impl Answer {
             proposal: None,
             rule: None,
             by: None,
+            authority: None,
         }
     }
 }

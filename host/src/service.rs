@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::agent::Agent;
-use crate::answer::RuleScope;
+use crate::answer::{Authority, RuleScope};
 use crate::audit::checkpoint::{self, Checkpointer};
 use crate::error::{ApprovalError, LogError};
 use crate::event::{
@@ -30,6 +30,7 @@ use crate::fold::Violation;
 use crate::log::{SessionLog, Ticket};
 use crate::outcome::{FailureKind, Outcome};
 use crate::policy::{self, Policy};
+use crate::rules::protect::{Guard, Protected};
 use crate::rules::{self, NewRule, RuleBook, RuleError, RuleGate, RuleView};
 use crate::session::{InFlight, Released, Session};
 use crate::store::{DirStore, Store, validate_session_id};
@@ -141,6 +142,8 @@ struct Inner {
     checkpointer: std::sync::RwLock<Option<Arc<Checkpointer>>>,
     /// The standing rules and the registration of their gate, when enabled.
     rules: std::sync::RwLock<Option<(Arc<RuleBook>, Registration)>>,
+    /// The built-in protections and the registration of their guard, when set.
+    protected: std::sync::RwLock<Option<(Arc<Protected>, Registration)>>,
 }
 
 /// The approval service: sessions and their logs, turns, policy, and the waterfall.
@@ -175,6 +178,7 @@ impl ApprovalService {
                 subscribers: Arc::default(),
                 checkpointer: std::sync::RwLock::new(None),
                 rules: std::sync::RwLock::new(None),
+                protected: std::sync::RwLock::new(None),
             }),
         }
     }
@@ -385,6 +389,41 @@ impl ApprovalService {
         drop(previous);
     }
 
+    /// Protects the places `protected` names (or, with `None`, stops): its guard joins the
+    /// waterfall ahead of everything, standing rules included, and rejects any call that would
+    /// change one of them ([`crate::rules::protect`]).
+    pub fn set_protected(&self, protected: Option<Protected>) {
+        let next = protected.map(|protected| {
+            let protected = Arc::new(protected);
+            let registration = self.inner.waterfall.register(
+                crate::rules::protect::GATE_NAME,
+                Scope::Global,
+                Position::Guard,
+                Guard(protected.clone()),
+            );
+            (protected, registration)
+        });
+        let previous = std::mem::replace(
+            &mut *self
+                .inner
+                .protected
+                .write()
+                .unwrap_or_else(|p| p.into_inner()),
+            next,
+        );
+        drop(previous);
+    }
+
+    /// The built-in protections, when set.
+    pub fn protected(&self) -> Option<Arc<Protected>> {
+        self.inner
+            .protected
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|(p, _)| p.clone())
+    }
+
     /// The standing rules, when enabled.
     pub fn rules(&self) -> Option<Arc<RuleBook>> {
         self.inner
@@ -461,27 +500,47 @@ impl ApprovalService {
         Ok(book.settle_revocation(rule, written)?)
     }
 
-    /// Turns a listener's proposal into a rule when the host accepts it: always from a person
-    /// (an answerer outside the process), from a plugin only for the scopes the deployment lets
-    /// plugins create. Returns the new rule's id, or why it was declined (recorded on the
-    /// decision, which stands for this call only).
+    /// Turns a listener's proposal into a rule when the host accepts it
+    /// ([`rules::proposals::vet`]: who may make which scope, and the rule must cover the call it
+    /// answers). Returns the new rule's id, or why it was declined (recorded on the decision,
+    /// which stands for this call only).
     async fn accept_proposal(
         &self,
         session_id: &str,
         settled: &Settled,
         proposal: &crate::answer::Proposal,
+        question: &Question,
     ) -> Result<String, String> {
         let by = settled.answerer.as_deref().unwrap_or("unknown");
         let Some(book) = self.rules() else {
             return Err(rules::DECLINED_RULES_OFF.to_owned());
         };
-        if !settled.answered_outside && !book.plugin_may_create(proposal.scope) {
+        let authority = match (settled.answered_outside, settled.authority) {
+            // A plugin's word about its own authority is not taken.
+            (false, _) => Authority::Plugin,
+            (true, Some(Authority::Plugin) | None) => Authority::Answerer,
+            (true, Some(authority)) => authority,
+        };
+        let arguments = question.arguments();
+        let call = rules::pattern::Call {
+            tool: question.tool_name(),
+            arguments: arguments.as_ref(),
+            cwd: question.cwd(),
+        };
+        if let Err(why) = rules::proposals::vet(
+            proposal,
+            authority,
+            &book.plugins_may_create_scopes(),
+            &call,
+        ) {
             tracing::warn!(
-                plugin = by,
+                answerer = by,
+                rule = %proposal.text(),
                 scope = proposal.scope.as_str(),
-                "a plugin proposed a standing rule of a scope the deployment does not let plugins create; declined, the decision stands for this call only"
+                why = %why,
+                "a proposed standing rule was declined; the decision stands for this call only"
             );
-            return Err(rules::declined_for_plugins(proposal.scope));
+            return Err(why);
         }
         let rule = proposal.text();
         let creator = if settled.answered_outside {
@@ -811,12 +870,13 @@ impl ApprovalService {
         }
 
         let caller_cancelled = cancel.as_ref().is_some_and(|t| t.is_cancelled());
+        let mut question = None;
         let settled = if caller_cancelled || ask_cancel.is_cancelled() {
             Settled::plain(Outcome::Cancelled)
         } else if own_policy.unwrap_or_else(|| self.default_policy()) == Policy::Never {
             Settled::plain(Outcome::Rejected)
         } else {
-            let question = Question::new(
+            let asked = question.insert(Question::new(
                 id,
                 asked_seq,
                 agent,
@@ -826,18 +886,14 @@ impl ApprovalService {
                 cwd,
                 ask_cancel.clone(),
                 cancel.clone(),
-            );
-            decide(
-                &self.inner.waterfall,
-                &question,
-                &ask_cancel,
-                cancel.as_ref(),
-            )
-            .await
+            ));
+            decide(&self.inner.waterfall, asked, &ask_cancel, cancel.as_ref()).await
         };
-        let made = match &settled.proposal {
-            Some(proposal) => Some(self.accept_proposal(session.id(), &settled, proposal).await),
-            None => None,
+        let made = match (&settled.proposal, &question) {
+            (Some(proposal), Some(question)) => {
+                Some(self.accept_proposal(session.id(), &settled, proposal, question).await)
+            }
+            _ => None,
         };
         let answered_outside = settled.answered_outside;
         let mut record = decided_record(settled);

@@ -305,12 +305,16 @@ pub enum Position {
     /// Before everything, and kept ahead of `Front` listeners registered later: for the
     /// standing rules, which decide before any plugin.
     First,
+    /// Before everything, even `First` listeners registered later: for the built-in
+    /// protections, which no rule may get ahead of.
+    Guard,
 }
 
 struct Entry {
     id: u64,
     last: bool,
     first: bool,
+    guard: bool,
     name: String,
     scope: Option<Weak<AgentInner>>,
     listener: Arc<dyn Listener>,
@@ -400,6 +404,8 @@ pub struct Settled {
     pub answered_outside: bool,
     /// The standing rule that decided, when one did (the answerer is then `rule:<id>`).
     pub rule: Option<crate::answer::RuleRef>,
+    /// Who stands behind `proposal`, as the deciding listener said.
+    pub authority: Option<crate::answer::Authority>,
 }
 
 impl Settled {
@@ -414,6 +420,7 @@ impl Settled {
             proposal: None,
             answered_outside: false,
             rule: None,
+            authority: None,
         }
     }
 
@@ -479,6 +486,7 @@ impl Waterfall {
             id: entries.next_id,
             last: position == Position::Last,
             first: position == Position::First,
+            guard: position == Position::Guard,
             name: name.clone(),
             scope: match scope {
                 Scope::Global => None,
@@ -488,12 +496,20 @@ impl Waterfall {
         });
         let id = entry.id;
         match position {
-            Position::First => entries.list.insert(0, entry),
+            Position::Guard => entries.list.insert(0, entry),
+            Position::First => {
+                let at = entries
+                    .list
+                    .iter()
+                    .position(|e| !e.guard)
+                    .unwrap_or(entries.list.len());
+                entries.list.insert(at, entry);
+            }
             Position::Front => {
                 let at = entries
                     .list
                     .iter()
-                    .position(|e| !e.first)
+                    .position(|e| !e.first && !e.guard)
                     .unwrap_or(entries.list.len());
                 entries.list.insert(at, entry);
             }
@@ -627,6 +643,7 @@ impl Waterfall {
                         proposal: answer.proposal,
                         answered_outside: entry.listener.leaves_process(),
                         rule: answer.rule,
+                        authority: answer.authority,
                     };
                 }
                 Ok(Err(failure)) => failure,

@@ -153,6 +153,7 @@ async fn every_language_answers_every_case_like_the_reference() {
                     proposal: None,
                     rule: None,
                     by: None,
+                    authority: None,
                 };
                 let listener = Explained(move |_q: Question| {
                     let answer = answer.clone();

@@ -32,7 +32,7 @@ use agent_client_protocol::v1::schema::{
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
-use crate::answer::{Answer, Effect, RuleScope};
+use crate::answer::{Answer, Authority, Effect, RuleScope};
 use crate::outcome::{Decision, Failure};
 use crate::rules::proposal;
 use crate::rules::suggest::suggest;
@@ -274,11 +274,16 @@ impl Listener for AcpAnswerer {
                                 // Only an offered rule grants: an `allow-always` nobody offered
                                 // is an unknown option.
                                 ALLOW_ALWAYS => match always(Effect::Allow) {
-                                    Some(p) => Answer::from(Decision::AllowOnce).proposing(p),
+                                    // The editor's person is at the host.
+                                    Some(p) => Answer::from(Decision::AllowOnce)
+                                        .proposing(p)
+                                        .with_authority(Authority::Person),
                                     None => Answer::from(Decision::Reject),
                                 },
                                 REJECT_ALWAYS => match always(Effect::Reject) {
-                                    Some(p) => Answer::from(Decision::Reject).proposing(p),
+                                    Some(p) => Answer::from(Decision::Reject)
+                                        .proposing(p)
+                                        .with_authority(Authority::Person),
                                     None => Answer::from(Decision::Reject),
                                 },
                                 // Any other option id, known or not, never grants.

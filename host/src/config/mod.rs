@@ -11,6 +11,7 @@ use std::time::Duration;
 use toml::{Table, Value};
 
 pub mod answerer;
+mod protected;
 mod locate;
 pub mod store;
 pub mod token;

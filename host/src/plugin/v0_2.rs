@@ -165,6 +165,7 @@ fn answer(decision: types::Decision) -> Answer {
         proposal,
         rule: None,
         by: None,
+        authority: None,
     }
 }
 

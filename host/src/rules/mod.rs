@@ -19,7 +19,12 @@
 //! [`REFRESH_EVERY`], by a thread of the book's own: a decision never waits on the store to learn
 //! of them (on a database that is two round trips).
 
+pub mod command;
+pub mod paths;
 pub mod pattern;
+pub mod programs;
+pub mod proposals;
+pub mod protect;
 pub mod shell;
 pub mod suggest;
 
@@ -29,7 +34,6 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::answer::{Answer, Effect, RuleScope};
 use crate::audit::checkpoint::Checkpointer;
@@ -39,6 +43,7 @@ use crate::error::LogError;
 use crate::outcome::Decision;
 use crate::store::Store;
 use crate::waterfall::{ImmediateAnswer, Listener, ListenerFuture, Question};
+use command::Command;
 use pattern::{ArgumentMatch, Call, Spec, SpecError, ToolMatch};
 
 /// The log that holds `user`-scope rules.
@@ -121,21 +126,7 @@ pub fn statics_of(deployment: &crate::config::Deployment) -> Result<Vec<Rule>, R
         .collect::<Result<Vec<_>, _>>()?)
 }
 
-/// Why a proposal was not made a rule, on a host without standing rules.
-pub const DECLINED_RULES_OFF: &str = "this host keeps no standing rules";
-
-/// Why a plugin's proposal of `scope` was not made a rule.
-pub fn declined_for_plugins(scope: RuleScope) -> String {
-    format!(
-        "plugins may not create {} rules in this deployment ([rules] plugins-may-create)",
-        scope.as_str()
-    )
-}
-
-/// Why a proposal that could not be saved was not made a rule.
-pub fn declined_unsaved(error: &dyn std::fmt::Display) -> String {
-    format!("the rule could not be saved: {error}")
-}
+pub use proposals::{DECLINED_RULES_OFF, declined_for_plugins, declined_unsaved};
 
 /// The clock rules expire by; tests drive their own.
 pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
@@ -521,6 +512,14 @@ impl RuleBook {
             .contains(&scope)
     }
 
+    /// The scopes plugins may create (`[rules] plugins-may-create`).
+    pub fn plugins_may_create_scopes(&self) -> Vec<RuleScope> {
+        self.plugins_may_create
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// Moves to a reloaded deployment file: its `[[rule]]` entries replace the previous ones
     /// (atomically for decisions) and its `plugins-may-create` applies from now on.
     pub fn set_deployment(&self, statics: Vec<Rule>, plugins_may_create: Vec<RuleScope>) {
@@ -663,93 +662,105 @@ impl RuleBook {
         let now = (self.clock)();
         let index = self.read();
         let live = |r: &&Arc<Rule>| r.live(now, session);
-        let command = call
-            .arguments
-            .and_then(|a| a.get("command"))
-            .and_then(Value::as_str);
-        let found = match command {
+        let found = match call.command() {
             None => {
                 let mut allow = None;
                 let mut reject = None;
                 for rule in index.candidates(call.tool, None).filter(live) {
-                    if rule.spec.matches_other(call) {
-                        match rule.effect {
-                            Effect::Reject => {
-                                reject = Some(rule.clone());
-                                break;
-                            }
-                            Effect::Allow => {
-                                allow.get_or_insert_with(|| rule.clone());
-                            }
+                    match rule.effect {
+                        Effect::Reject if rule.spec.matches_other(call, false) => {
+                            reject = Some(rule.clone());
+                            break;
                         }
+                        Effect::Allow if allow.is_none() && rule.spec.matches_other(call, true) => {
+                            allow = Some(rule.clone());
+                        }
+                        _ => {}
                     }
                 }
                 reject
                     .map(|r| (r, Effect::Reject))
                     .or(allow.map(|r| (r, Effect::Allow)))
             }
-            Some(command) => match shell::split(command) {
-                Ok(parts) => {
-                    let matches = |rule: &Arc<Rule>, words: &[String]| match &rule.spec.arguments {
-                        ArgumentMatch::Command { .. } | ArgumentMatch::Any => {
-                            rule.spec.matches_words(words)
-                        }
-                        _ => rule.spec.matches_other(call),
-                    };
-                    let mut reject = None;
-                    let mut allows = Vec::with_capacity(parts.len());
-                    for words in &parts {
-                        let first = words.first().map(String::as_str);
-                        let mut allowed = None;
-                        for rule in index.candidates(call.tool, first).filter(live) {
-                            if !matches(rule, words) {
-                                continue;
-                            }
-                            match rule.effect {
-                                Effect::Reject => {
-                                    reject = Some(rule.clone());
-                                    break;
-                                }
-                                Effect::Allow => {
-                                    allowed.get_or_insert_with(|| rule.clone());
-                                }
-                            }
-                        }
-                        if reject.is_some() {
-                            break;
-                        }
-                        allows.push(allowed);
-                    }
-                    if let Some(r) = reject {
-                        Some((r, Effect::Reject))
-                    } else if !parts.is_empty() && allows.iter().all(Option::is_some) {
-                        allows[0].clone().map(|r| (r, Effect::Allow))
-                    } else {
-                        None
-                    }
-                }
-                // Not safely splittable: only a reject rule (by its words anywhere) or a rule
-                // for the whole tool decides.
-                Err(_) => {
-                    let reject = index
-                        .all_command_rules(call.tool)
-                        .chain(index.candidates(call.tool, None))
-                        .filter(live)
-                        .find(|r| r.effect == Effect::Reject && r.spec.appears_in(command))
-                        .cloned();
-                    match reject {
-                        Some(r) => Some((r, Effect::Reject)),
-                        None => index
-                            .candidates(call.tool, None)
-                            .filter(live)
-                            .find(|r| matches!(r.spec.arguments, ArgumentMatch::Any))
-                            .map(|r| (r.clone(), r.effect)),
-                    }
-                }
-            },
+            Some(text) => Self::find_for_command(&index, call, text, &live),
         };
         drop(index);
         found
+    }
+
+    /// The rule that decides a shell command: a reject rule matching any program it runs (or,
+    /// when it hides what it runs, whose words appear in its text), else allow rules covering
+    /// every part of it. A command that cannot be read, or hides what it runs, is allowed only
+    /// by a rule for the whole tool, and only when no reject rule names words for the tool.
+    fn find_for_command(
+        index: &Index,
+        call: &Call<'_>,
+        text: &str,
+        live: &dyn Fn(&&Arc<Rule>) -> bool,
+    ) -> Option<(Arc<Rule>, Effect)> {
+        let command = command::read(text);
+        if let Command::Read(parts) = &command {
+            for part in parts {
+                let keys = part
+                    .reading
+                    .runs
+                    .iter()
+                    .filter_map(|run| run.first())
+                    .chain(part.simple.words.first())
+                    .chain(part.simple.assignments.first());
+                for key in keys {
+                    let reject = index
+                        .candidates(call.tool, Some(key))
+                        .filter(live)
+                        .find(|r| r.effect == Effect::Reject && r.spec.rejects_part(part));
+                    if let Some(rule) = reject {
+                        return Some((rule.clone(), Effect::Reject));
+                    }
+                }
+            }
+        }
+        let hides = command.hides_programs();
+        if hides {
+            let reject = index
+                .all_command_rules(call.tool)
+                .chain(index.candidates(call.tool, None))
+                .filter(live)
+                .find(|r| r.effect == Effect::Reject && r.spec.appears_in(text));
+            if let Some(rule) = reject {
+                return Some((rule.clone(), Effect::Reject));
+            }
+        }
+        let whole_tool = || {
+            index
+                .candidates(call.tool, None)
+                .filter(live)
+                .find(|r| r.effect == Effect::Allow && matches!(r.spec.arguments, ArgumentMatch::Any))
+                .map(|r| (r.clone(), Effect::Allow))
+        };
+        match &command {
+            Command::Read(parts) if !hides && !parts.is_empty() => {
+                let mut first = None;
+                for part in parts {
+                    let key = part.simple.all_words().next();
+                    let rule = index
+                        .candidates(call.tool, key.map(String::as_str))
+                        .filter(live)
+                        .find(|r| r.effect == Effect::Allow && r.spec.covers_part(part))?;
+                    first.get_or_insert_with(|| rule.clone());
+                }
+                first.map(|r| (r, Effect::Allow))
+            }
+            Command::Read(parts) if parts.is_empty() => whole_tool(),
+            // Opaque, or hiding what it runs: it could hold a rejected program.
+            _ => {
+                let any_reject = index
+                    .all_command_rules(call.tool)
+                    .chain(index.candidates(call.tool, None))
+                    .filter(live)
+                    .any(|r| r.effect == Effect::Reject);
+                if any_reject { None } else { whole_tool() }
+            }
+        }
     }
 
     /// The live rules, in id order, optionally of one scope.
@@ -968,6 +979,7 @@ impl RuleGate {
                         creator: rule.creator.clone(),
                     }),
                     by: None,
+                    authority: None,
                 }
             }
         }

@@ -4,23 +4,28 @@
 //! - `Tool` alone: every call of the tool. The tool is an exact name or a glob (`mcp__github__*`).
 //! - A command (the call's `command` argument): `Bash(npm run test:*)` matches `npm run test` and
 //!   `npm run test --watch` (a prefix at a word boundary), not `npm run testing`;
-//!   `Bash(git status)` matches exactly that command. Compound commands are split (see
-//!   [`super::shell`]): an allow rule must match every part, and no allow rule matches what cannot
-//!   be split safely.
+//!   `Bash(git status)` matches exactly that command. The command is read by a bash parser
+//!   ([`super::command`]): an allow rule must cover every simple command of it, none of which
+//!   may write a file or run a program the rule does not name; a reject rule matches when any
+//!   program the command runs (through wrappers, paths and `bash -c`) matches it.
 //! - A path (the call's `file_path`, `path` or `notebook_path`): gitignore-style globs, `*` within
 //!   one directory, `**` across them. `./src/**` (or `src/**`) is relative to the asker's working
 //!   directory, `//abs/path/**` is the absolute `/abs/path/**`, `~/notes/**` is under the host
-//!   user's home. The call's path is resolved against the working directory and `.`/`..` are
-//!   folded first, so `./src/../../etc/passwd` is not under `./src/**`.
-//! - A domain (the call's `url`): `WebFetch(domain:example.com)` matches URLs whose host is
-//!   exactly `example.com` (any case), not its subdomains.
+//!   user's home. Both sides are resolved through symlinks ([`super::paths`]); the directories
+//!   the host puts in front of the rule's own text (the working directory, the home) are matched
+//!   literally, never as globs.
+//! - A domain (the call's `url`): `WebFetch(domain:example.com)` matches `http` and `https` URLs
+//!   whose host, as a WHATWG URL parser reads it (the way browsers and fetch libraries do), is
+//!   exactly `example.com`, not its subdomains. `domain:SCHEME://host` names another scheme.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use globset::{Glob, GlobBuilder, GlobMatcher};
 use serde_json::Value;
 
-use super::shell;
+use super::command::{Command, Part};
+use super::programs::base_name;
+use super::{paths, shell};
 
 /// The tools whose pattern is a path even when it does not look like one (`src/**`).
 const PATH_TOOLS: [&str; 10] = [
@@ -36,8 +41,11 @@ const PATH_TOOLS: [&str; 10] = [
     "edit",
 ];
 
-/// The call arguments a path pattern reads, in order.
+/// The call arguments a path pattern reads.
 pub(crate) const PATH_FIELDS: [&str; 3] = ["file_path", "path", "notebook_path"];
+
+/// The schemes `domain:` matches when the rule names none.
+const WEB_SCHEMES: [&str; 2] = ["http", "https"];
 
 /// A parsed `Tool(pattern)`.
 #[derive(Debug, Clone)]
@@ -79,7 +87,12 @@ pub enum ArgumentMatch {
         relative: bool,
     },
     /// The `url` argument's host.
-    Domain(String),
+    Domain {
+        /// The host as a URL parser normalises it (lowercase, IDNA to ASCII).
+        host: String,
+        /// The schemes it applies to.
+        schemes: Vec<String>,
+    },
 }
 
 /// A rule text that does not parse.
@@ -99,6 +112,9 @@ fn tool_glob(tool: &str) -> Result<GlobMatcher, String> {
 }
 
 /// Parses `Tool` or `Tool(pattern)`.
+///
+/// # Errors
+/// [`SpecError`] saying what is wrong with the text.
 pub fn parse(text: &str) -> Result<Spec, SpecError> {
     let err = |reason: String| SpecError {
         text: text.to_owned(),
@@ -145,11 +161,7 @@ pub fn parse(text: &str) -> Result<Spec, SpecError> {
 
 fn argument_match(tool: &str, pattern: &str) -> Result<ArgumentMatch, String> {
     if let Some(domain) = pattern.strip_prefix("domain:") {
-        let domain = domain.trim().to_ascii_lowercase();
-        if domain.is_empty() || domain.contains(['/', ' ', '*']) {
-            return Err("domain: takes a host name, e.g. domain:example.com".into());
-        }
-        return Ok(ArgumentMatch::Domain(domain));
+        return domain_match(domain.trim());
     }
     let looks_like_path = ["./", "../", "//", "~/"]
         .iter()
@@ -182,38 +194,72 @@ fn argument_match(tool: &str, pattern: &str) -> Result<ArgumentMatch, String> {
     })
 }
 
-/// The glob `pattern` means for a call whose working directory is `cwd`.
-fn path_glob(pattern: &str, cwd: &Path) -> Result<GlobMatcher, globset::Error> {
-    let absolute: PathBuf = if let Some(abs) = pattern.strip_prefix("//") {
-        PathBuf::from("/").join(abs)
-    } else if let Some(home) = pattern.strip_prefix("~/") {
-        std::env::var_os("HOME")
-            .map_or_else(|| PathBuf::from("/nonexistent-home"), PathBuf::from)
-            .join(home)
-    } else {
-        cwd.join(pattern.strip_prefix("./").unwrap_or(pattern))
+fn domain_match(domain: &str) -> Result<ArgumentMatch, String> {
+    const USAGE: &str = "domain: takes a host name, e.g. domain:example.com (or scheme://host)";
+    let (schemes, host) = match domain.split_once("://") {
+        Some((scheme, host)) => (vec![scheme.to_ascii_lowercase()], host),
+        None => (WEB_SCHEMES.iter().map(|s| (*s).to_owned()).collect(), domain),
     };
-    let text = normalise(&absolute);
-    GlobBuilder::new(&text.to_string_lossy())
-        .literal_separator(true)
-        .build()
-        .map(|g| g.compile_matcher())
+    if host.is_empty()
+        || host.contains(['/', '@', ':', '\\', '?', '#', '*', '%'])
+        || host.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(USAGE.into());
+    }
+    // The rule's host is normalised by the same parser as the calls' URLs.
+    let parsed = url::Url::parse(&format!("http://{host}/")).map_err(|e| format!("{USAGE}: {e}"))?;
+    let host = parsed
+        .host_str()
+        .ok_or_else(|| USAGE.to_owned())?
+        .trim_end_matches('.')
+        .to_owned();
+    if host.is_empty() {
+        return Err(USAGE.into());
+    }
+    Ok(ArgumentMatch::Domain { host, schemes })
 }
 
-/// Folds `.` and `..` without touching the filesystem (`/a/b/../c` is `/a/c`; `..` at the root
-/// stays at the root).
-pub fn normalise(path: &Path) -> PathBuf {
-    let mut out = PathBuf::from("/");
-    for c in path.components() {
-        match c {
-            Component::Normal(p) => out.push(p),
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
-        }
+/// The glob `pattern` means for a call whose working directory is `cwd`: the directory in front
+/// of the rule's own text (the working directory, the home, the rule's literal leading
+/// directories) resolved and escaped, the rest as written.
+fn path_glob(pattern: &str, cwd: &Path) -> Result<GlobMatcher, globset::Error> {
+    let (base, rest): (PathBuf, &str) = if let Some(abs) = pattern.strip_prefix("//") {
+        (PathBuf::from("/"), abs)
+    } else if let Some(rest) = pattern.strip_prefix("~/") {
+        (
+            paths::home().unwrap_or_else(|| PathBuf::from("/nonexistent-home")),
+            rest,
+        )
+    } else {
+        (
+            cwd.to_owned(),
+            pattern.strip_prefix("./").unwrap_or(pattern),
+        )
+    };
+    let is_glob = |c: &str| c.contains(['*', '?', '[', ']', '{', '}', '\\']);
+    let components: Vec<&str> = rest.split('/').filter(|c| !c.is_empty()).collect();
+    let literal = components.iter().take_while(|c| !is_glob(c)).count();
+    let mut literal_path = base;
+    for c in &components[..literal] {
+        literal_path.push(c);
     }
-    out
+    let literal_path = paths::real_dir(&literal_path);
+    let mut text = globset::escape(&literal_path.to_string_lossy());
+    for c in &components[literal..] {
+        if !text.ends_with('/') {
+            text.push('/');
+        }
+        text.push_str(c);
+    }
+    if rest.ends_with('/') && !text.ends_with('/') {
+        text.push_str("/**");
+    }
+    GlobBuilder::new(&text)
+        .literal_separator(true)
+        // A backslash in a directory name is a character, never an escape.
+        .backslash_escape(false)
+        .build()
+        .map(|g| g.compile_matcher())
 }
 
 /// How the call's arguments look to a matcher.
@@ -226,6 +272,49 @@ pub struct Call<'a> {
     pub cwd: Option<&'a str>,
 }
 
+impl Call<'_> {
+    /// The `command` argument, for a shell tool.
+    pub fn command(&self) -> Option<&str> {
+        self.arguments
+            .and_then(|a| a.get("command"))
+            .and_then(Value::as_str)
+    }
+
+    /// Every path argument the call carries.
+    pub fn paths(&self) -> Vec<&str> {
+        PATH_FIELDS
+            .iter()
+            .filter_map(|f| self.arguments.and_then(|a| a.get(*f)).and_then(Value::as_str))
+            .collect()
+    }
+
+    /// The `url` argument.
+    pub fn url(&self) -> Option<&str> {
+        self.arguments
+            .and_then(|a| a.get("url"))
+            .and_then(Value::as_str)
+    }
+}
+
+/// The host of a URL as a WHATWG parser reads it (lowercase, IDNA to ASCII, no trailing dot),
+/// with its scheme; `None` when it does not parse or has no host.
+pub(crate) fn url_host(url: &str) -> Option<(String, String)> {
+    let parsed = url::Url::parse(url.trim()).ok()?;
+    let host = parsed.host_str()?.trim_end_matches('.');
+    (!host.is_empty()).then(|| (parsed.scheme().to_owned(), host.to_owned()))
+}
+
+/// Whether `words` matches a rule's words, as a prefix or exactly.
+fn words_match<'w>(want: &[String], prefix: bool, words: impl IntoIterator<Item = &'w String>) -> bool {
+    let mut words = words.into_iter();
+    for w in want {
+        if words.next() != Some(w) {
+            return false;
+        }
+    }
+    prefix || words.next().is_none()
+}
+
 impl Spec {
     /// Whether the tool part matches `tool`.
     pub fn matches_tool(&self, tool: &str) -> bool {
@@ -235,108 +324,168 @@ impl Spec {
         }
     }
 
-    /// Whether this rule matches one simple command's `words` (the command part of a call).
+    /// Whether this rule's words match `words` (a prefix rule: at a word boundary).
     pub fn matches_words(&self, words: &[String]) -> bool {
         match &self.arguments {
             ArgumentMatch::Any => true,
             ArgumentMatch::Command {
                 words: want,
                 prefix,
-            } => {
-                if *prefix {
-                    words.len() >= want.len() && words[..want.len()] == want[..]
-                } else {
-                    words == &want[..]
-                }
-            }
+            } => words_match(want, *prefix, words),
             _ => false,
         }
     }
 
-    /// For a reject rule and a command that cannot be split: whether the rule's words appear, in
-    /// order and adjacent, anywhere in the command's text.
-    pub fn appears_in(&self, command: &str) -> bool {
+    /// As an allow rule: whether it covers one simple command, which then writes no file and
+    /// runs no program the rule does not name.
+    pub fn covers_part(&self, part: &Part) -> bool {
         match &self.arguments {
             ArgumentMatch::Any => true,
-            ArgumentMatch::Command { words, .. } => {
-                let loose: Vec<&str> = command
-                    .split(|c: char| c.is_whitespace() || "'\"`$();&|<>{}".contains(c))
-                    .filter(|w| !w.is_empty())
-                    .collect();
-                loose
-                    .windows(words.len().max(1))
-                    .any(|w| w.iter().zip(words).all(|(a, b)| a == b))
+            ArgumentMatch::Command { words, prefix } => {
+                part.reading.uncovered.is_none()
+                    && words.len() >= part.words_a_rule_must_name()
+                    && words_match(words, *prefix, part.simple.all_words())
             }
             _ => false,
         }
     }
 
-    /// Whether the rule alone would allow `call`: the tool matches and, for a command, every part
-    /// of it does (a command that cannot be split only under a rule for the whole tool).
+    /// As a reject rule: whether it matches a program `part` runs (wrappers, paths and
+    /// assignments seen through), or its words as written.
+    pub fn rejects_part(&self, part: &Part) -> bool {
+        match &self.arguments {
+            ArgumentMatch::Any => true,
+            ArgumentMatch::Command { words, prefix } => {
+                part.reading
+                    .runs
+                    .iter()
+                    .any(|run| words_match(words, *prefix, run))
+                    || words_match(words, *prefix, &part.simple.words)
+                    || words_match(words, *prefix, part.simple.all_words())
+            }
+            _ => false,
+        }
+    }
+
+    /// For a reject rule and a command that cannot be read (or hides what it runs): whether the
+    /// rule's words appear, in order and adjacent, anywhere in the command's text, with quotes
+    /// and backslashes taken out or left in, and programs named by any path.
+    pub fn appears_in(&self, command: &str) -> bool {
+        let words = match &self.arguments {
+            ArgumentMatch::Any => return true,
+            ArgumentMatch::Command { words, .. } => words,
+            _ => return false,
+        };
+        let dequoted: String = command
+            .chars()
+            .filter(|c| !matches!(c, '\'' | '"' | '\\'))
+            .collect();
+        [command, dequoted.as_str()].iter().any(|text| {
+            let loose: Vec<&str> = text
+                .split(|c: char| c.is_whitespace() || "'\"`$();&|<>{}\\=".contains(c))
+                .filter(|w| !w.is_empty())
+                .collect();
+            loose.windows(words.len().max(1)).any(|window| {
+                window.iter().zip(words).enumerate().all(|(i, (a, b))| {
+                    *a == b || (i == 0 && base_name(a) == b)
+                })
+            })
+        })
+    }
+
+    /// Whether the rule alone would allow `call`: the tool matches and, for a command, every
+    /// part of it is covered (a command that cannot be read only under a rule for the whole
+    /// tool).
     pub fn covers(&self, call: &Call<'_>) -> bool {
         if !self.matches_tool(call.tool) {
             return false;
         }
-        match (
-            &self.arguments,
-            call.arguments
-                .and_then(|a| a.get("command"))
-                .and_then(Value::as_str),
-        ) {
+        match (&self.arguments, call.command()) {
             (ArgumentMatch::Any, _) => true,
-            (ArgumentMatch::Command { .. }, Some(command)) => {
-                shell::split(command).is_ok_and(|parts| {
-                    !parts.is_empty() && parts.iter().all(|w| self.matches_words(w))
-                })
-            }
-            _ => self.matches_other(call),
+            (ArgumentMatch::Command { .. }, Some(text)) => match super::command::read(text) {
+                Command::Read(parts) => {
+                    !parts.is_empty() && parts.iter().all(|p| self.covers_part(p))
+                }
+                Command::Opaque { .. } => false,
+            },
+            _ => self.matches_other(call, true),
         }
     }
 
-    /// Whether the rule matches a call's non-command arguments (path, domain, or any).
-    pub fn matches_other(&self, call: &Call<'_>) -> bool {
+    /// Whether a reject rule matches `call` (any part of its command, any of its paths).
+    pub fn rejects(&self, call: &Call<'_>) -> bool {
+        if !self.matches_tool(call.tool) {
+            return false;
+        }
+        match (&self.arguments, call.command()) {
+            (ArgumentMatch::Any, _) => true,
+            (ArgumentMatch::Command { .. }, Some(text)) => {
+                let command = super::command::read(text);
+                let by_parts = match &command {
+                    Command::Read(parts) => parts.iter().any(|p| self.rejects_part(p)),
+                    Command::Opaque { .. } => false,
+                };
+                by_parts || (command.hides_programs() && self.appears_in(text))
+            }
+            _ => self.matches_other(call, false),
+        }
+    }
+
+    /// Whether the rule matches a call's non-command arguments (path, domain, or any). As an
+    /// allow rule (`allow`) every path the call names must be covered; as a reject rule any one
+    /// matching is enough.
+    pub fn matches_other(&self, call: &Call<'_>, allow: bool) -> bool {
         match &self.arguments {
             ArgumentMatch::Any => true,
             ArgumentMatch::Command { .. } => false,
-            ArgumentMatch::Domain(domain) => call
-                .arguments
-                .and_then(|a| a.get("url"))
-                .and_then(Value::as_str)
-                .and_then(host_of)
-                .is_some_and(|h| h.eq_ignore_ascii_case(domain)),
+            ArgumentMatch::Domain { host, schemes } => call
+                .url()
+                .and_then(url_host)
+                .is_some_and(|(scheme, h)| schemes.contains(&scheme) && h == *host),
             ArgumentMatch::Path { glob, relative } => {
-                let Some(path) = call
-                    .arguments
-                    .and_then(|a| PATH_FIELDS.iter().find_map(|f| a.get(*f)))
-                    .and_then(Value::as_str)
-                else {
+                let found = call.paths();
+                if found.is_empty() {
+                    return false;
+                }
+                if allow && call.tool == "Glob" && glob_pattern_escapes(call) {
+                    return false;
+                }
+                let cwd = call.cwd.map(Path::new).filter(|c| c.is_absolute());
+                if *relative && cwd.is_none() {
+                    // A relative rule needs a working directory to mean anything.
+                    return false;
+                }
+                let base = cwd.map_or_else(|| PathBuf::from("/"), paths::real_dir);
+                let Ok(matcher) = path_glob(glob, &base) else {
                     return false;
                 };
-                let cwd = match (call.cwd, *relative || !path.starts_with('/')) {
-                    (Some(cwd), _) => Path::new(cwd),
-                    // A relative pattern or path needs a working directory to mean anything.
-                    (None, true) => return false,
-                    (None, false) => Path::new("/"),
-                };
-                let Ok(matcher) = path_glob(glob, cwd) else {
-                    return false;
-                };
-                matcher.is_match(normalise(&cwd.join(path)))
+                let mut each = found.iter().map(|p| {
+                    let real = paths::resolve(p, cwd);
+                    !real.is_empty() && real.iter().all(|r| matcher.is_match(r))
+                });
+                if allow {
+                    each.all(|covered| covered)
+                } else {
+                    // Any reading of any path inside the rule's area is enough to reject.
+                    found.iter().any(|p| {
+                        let absolute = paths::absolute(p, cwd);
+                        paths::resolve(p, cwd).iter().any(|r| matcher.is_match(r))
+                            || absolute.is_some_and(|a| matcher.is_match(paths::normalise(&a)))
+                    })
+                }
             }
         }
     }
 }
 
-/// The host of an `http(s)://` URL, without port or credentials.
-pub(crate) fn host_of(url: &str) -> Option<&str> {
-    let rest = url.split_once("://")?.1;
-    let authority = rest.split(['/', '?', '#']).next()?;
-    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let host = match host_port.strip_prefix('[') {
-        Some(v6) => v6.split(']').next()?,
-        None => host_port.split(':').next()?,
-    };
-    (!host.is_empty()).then_some(host.trim_end_matches('.'))
+/// Whether a `Glob` call's own pattern reaches outside its `path` (absolute, `~`, or `..`).
+fn glob_pattern_escapes(call: &Call<'_>) -> bool {
+    call.arguments
+        .and_then(|a| a.get("pattern"))
+        .and_then(Value::as_str)
+        .is_some_and(|p| {
+            p.starts_with('/') || p.starts_with('~') || p.split('/').any(|c| c == "..")
+        })
 }
 
 #[cfg(test)]
@@ -345,7 +494,7 @@ mod tests {
     use serde_json::json;
 
     fn words(command: &str) -> Vec<String> {
-        shell::split(command).unwrap().remove(0)
+        shell::parse(command).unwrap().remove(0).words
     }
 
     #[test]
@@ -370,9 +519,11 @@ mod tests {
             ("Bash(npm", "ending with ')'"),
             ("Bash(npm *)", "only end with :*"),
             ("Bash(a; b:*)", "one simple command"),
-            ("Bash($(x):*)", "command substitution"),
+            ("Bash($(x):*)", "cannot hold"),
+            ("Bash(npm test > x)", "redirection"),
             ("Read(/etc/**)", "ambiguous"),
             ("WebFetch(domain:)", "host name"),
+            ("WebFetch(domain:a@b)", "host name"),
             ("Two words", "no spaces"),
         ] {
             let e = parse(text).unwrap_err();
@@ -380,73 +531,77 @@ mod tests {
         }
     }
 
+    fn allows(rule: &str, tool: &str, args: &Value, cwd: Option<&str>) -> bool {
+        let spec = parse(rule).unwrap();
+        spec.covers(&Call {
+            tool,
+            arguments: Some(args),
+            cwd,
+        })
+    }
+
     #[test]
     fn paths_are_globs_resolved_against_the_working_directory() {
-        let call = |tool: &'static str, path: &str, cwd: Option<&'static str>| {
-            (tool, json!({"file_path": path}), cwd)
-        };
-        let cases = [
-            (
-                "Read(./src/**)",
-                call("Read", "src/a/b.rs", Some("/w")),
-                true,
-            ),
-            (
-                "Read(./src/**)",
-                call("Read", "/w/src/a.rs", Some("/w")),
-                true,
-            ),
-            (
-                "Read(./src/**)",
-                call("Read", "./src/../../etc/passwd", Some("/w")),
-                false,
-            ),
-            ("Read(./src/**)", call("Read", "src/a.rs", None), false),
-            (
-                "Read(src/*.rs)",
-                call("Read", "src/a/b.rs", Some("/w")),
-                false,
-            ),
-            ("Read(src/*.rs)", call("Read", "src/b.rs", Some("/w")), true),
-            ("Edit(//etc/hosts)", call("Edit", "/etc/hosts", None), true),
-            (
-                "Edit(//etc/**)",
-                call("Edit", "/etc/../root/x", Some("/")),
-                false,
-            ),
-        ];
-        for (rule, (tool, args, cwd), want) in cases {
-            let spec = parse(rule).unwrap();
-            let got = spec.matches_tool(tool)
-                && spec.matches_other(&Call {
-                    tool,
-                    arguments: Some(&args),
-                    cwd,
-                });
-            assert_eq!(got, want, "{rule} {args} {cwd:?}");
+        let call = |path: &str| json!({"file_path": path});
+        for (rule, path, cwd, want) in [
+            ("Read(./src/**)", "src/a/b.rs", Some("/w"), true),
+            ("Read(./src/**)", "/w/src/a.rs", Some("/w"), true),
+            ("Read(./src/**)", "./src/../../etc/passwd", Some("/w"), false),
+            ("Read(./src/**)", "src/a.rs", None, false),
+            ("Read(src/*.rs)", "src/a/b.rs", Some("/w"), false),
+            ("Read(src/*.rs)", "src/b.rs", Some("/w"), true),
+            ("Edit(//etc/hosts)", "/etc/hosts", None, true),
+            ("Edit(//etc/**)", "/etc/../root/x", Some("/"), false),
+        ] {
+            let tool = rule.split('(').next().unwrap();
+            assert_eq!(allows(rule, tool, &call(path), cwd), want, "{rule} {path} {cwd:?}");
         }
     }
 
     #[test]
-    fn domains_match_the_url_host_exactly() {
-        let spec = parse("WebFetch(domain:example.com)").unwrap();
+    fn the_working_directory_is_never_a_glob() {
+        let call = json!({"file_path": "/proj1/secret"});
+        assert!(!allows("Read(./**)", "Read", &call, Some("/proj[12]")));
+        assert!(!allows("Read(./**)", "Read", &call, Some("/p*")));
+        assert!(allows("Read(./**)", "Read", &json!({"file_path": "x"}), Some("/proj[12]")));
+    }
+
+    #[test]
+    fn domains_match_the_url_host_as_browsers_read_it() {
         for (url, want) in [
             ("https://example.com/a", true),
             ("https://EXAMPLE.com:443/a", true),
             ("https://user@example.com/", true),
+            ("http://example.com./", true),
             ("https://docs.example.com/", false),
             ("https://example.com.evil.net/", false),
             ("https://evil.net/?u=https://example.com", false),
+            ("https://evil.com\\@example.com/", false),
+            ("https://evil.com\\\\@example.com/", false),
+            ("https://example.com@evil.com/", false),
+            ("https://example.com%2eevil.com/", false),
+            ("ftp://example.com/", false),
+            ("file://example.com/etc/passwd", false),
             ("not a url", false),
         ] {
-            let args = json!({"url": url});
-            let call = Call {
-                tool: "WebFetch",
-                arguments: Some(&args),
-                cwd: None,
-            };
-            assert_eq!(spec.matches_other(&call), want, "{url}");
+            assert_eq!(
+                allows("WebFetch(domain:example.com)", "WebFetch", &json!({"url": url}), None),
+                want,
+                "{url}"
+            );
         }
+        assert!(allows(
+            "WebFetch(domain:bücher.de)",
+            "WebFetch",
+            &json!({"url": "https://xn--bcher-kva.de/"}),
+            None
+        ));
+        assert!(allows(
+            "WebFetch(domain:ftp://example.com)",
+            "WebFetch",
+            &json!({"url": "ftp://example.com/x"}),
+            None
+        ));
     }
 
     #[test]

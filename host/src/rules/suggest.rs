@@ -4,22 +4,42 @@
 //!
 //! - A command: its leading words, up to the first that looks like an argument (an option, a
 //!   path, a value), at most three: `npm run test --watch` gives `Bash(npm run test:*)`,
-//!   `cargo test -p x` gives `Bash(cargo test:*)`. A compound or opaque command, or one starting
-//!   with an environment assignment, gets no offer: a prefix rule for it would say less than the
-//!   person saw.
-//! - A path: every file under the file's directory, `Edit(//abs/dir/**)`.
+//!   `cargo test -p x` gives `Bash(cargo test:*)`. Never offered: a compound or opaque command,
+//!   one with an assignment in front, one whose program is a shell, an interpreter or a wrapper
+//!   (`bash`, `python`, `node`, `env`, `sudo`, `xargs`, `timeout`…: a prefix rule for it would
+//!   allow anything), or a bare tool such as `git` or `npm` without its subcommand.
+//! - A path: the files directly in the file's directory, `Edit(//abs/dir/*)`.
 //! - A URL: its domain, `WebFetch(domain:example.com)`.
-//! - Anything else: the tool itself.
+//! - Anything else (a call without arguments to narrow it by): nothing. A rule for a whole tool
+//!   is never offered.
 
 use std::path::Path;
 
 use serde_json::Value;
 
+use super::command::{self, Command};
 use super::pattern::{self, PATH_FIELDS};
-use super::shell;
+use super::paths;
 
 /// The most leading words a suggested command prefix keeps.
 const MAX_PREFIX_WORDS: usize = 3;
+
+/// Programs a prefix rule must never be offered for: whatever follows them runs.
+const NEVER_OFFERED: &[&str] = &[
+    "bash", "sh", "zsh", "dash", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "busybox", "env",
+    "sudo", "doas", "su", "runuser", "xargs", "eval", "exec", "source", ".", "command", "builtin",
+    "timeout", "nice", "nohup", "stdbuf", "time", "setsid", "ionice", "watch", "ssh", "python",
+    "python2", "python3", "node", "nodejs", "deno", "bun", "perl", "ruby", "php", "lua", "luajit",
+    "Rscript", "osascript", "pwsh", "powershell", "awk", "gawk", "mawk", "nawk", "tclsh", "expect",
+    "find", "fd", "parallel", "chroot", "unshare", "nsenter", "strace", "gdb", "script",
+];
+
+/// Programs whose first word alone says nothing: their subcommand must be part of the rule.
+const NEEDS_SUBCOMMAND: &[&str] = &[
+    "git", "npm", "pnpm", "yarn", "npx", "cargo", "go", "docker", "podman", "kubectl", "gh", "pip",
+    "pip3", "uv", "poetry", "dotnet", "mvn", "gradle", "bundle", "terraform", "helm", "systemctl",
+    "apt", "apt-get", "brew", "composer", "rustup", "conda",
+];
 
 /// Whether a word reads as the command's subject (a program or subcommand) rather than an
 /// argument to it.
@@ -32,26 +52,34 @@ fn is_command_word(word: &str) -> bool {
 }
 
 /// The rule to offer for a call of `tool` with `arguments` from `cwd`, checked to parse and to
-/// match the call itself.
+/// cover the call itself.
 pub fn suggest(tool: &str, arguments: Option<&Value>, cwd: Option<&str>) -> Option<String> {
-    let rule = match arguments {
-        Some(args) => match args.get("command").and_then(Value::as_str) {
-            Some(command) => command_rule(tool, command)?,
-            None => match (
-                PATH_FIELDS
-                    .iter()
-                    .find_map(|f| args.get(*f))
-                    .and_then(Value::as_str),
-                args.get("url").and_then(Value::as_str),
-            ) {
-                (Some(path), _) => path_rule(tool, path, cwd)?,
-                (None, Some(url)) => format!("{tool}(domain:{})", pattern::host_of(url)?),
-                (None, None) => tool.to_owned(),
-            },
+    let args = arguments?;
+    let rule = match args.get("command").and_then(Value::as_str) {
+        Some(command) => command_rule(tool, command)?,
+        None => match (
+            PATH_FIELDS
+                .iter()
+                .find_map(|f| args.get(*f))
+                .and_then(Value::as_str),
+            args.get("url").and_then(Value::as_str),
+        ) {
+            (Some(path), _) => path_rule(tool, path, cwd)?,
+            (None, Some(url)) => {
+                let (scheme, host) = pattern::url_host(url)?;
+                if scheme == "http" || scheme == "https" {
+                    format!("{tool}(domain:{host})")
+                } else {
+                    format!("{tool}(domain:{scheme}://{host})")
+                }
+            }
+            (None, None) => return None,
         },
-        None => tool.to_owned(),
     };
     let spec = pattern::parse(&rule).ok()?;
+    if matches!(spec.arguments, pattern::ArgumentMatch::Any) {
+        return None;
+    }
     // The offer must cover the call it is offered for.
     let call = pattern::Call {
         tool,
@@ -62,12 +90,19 @@ pub fn suggest(tool: &str, arguments: Option<&Value>, cwd: Option<&str>) -> Opti
 }
 
 fn command_rule(tool: &str, command: &str) -> Option<String> {
-    let mut parts = shell::split(command).ok()?;
+    let Command::Read(mut parts) = command::read(command) else {
+        return None;
+    };
     if parts.len() != 1 {
         return None;
     }
-    let words = parts.remove(0);
-    if words.first().is_none_or(|w| w.contains('=')) {
+    let part = parts.remove(0);
+    if !part.simple.assignments.is_empty() || part.reading.hidden {
+        return None;
+    }
+    let words = &part.simple.words;
+    let program = words.first()?;
+    if NEVER_OFFERED.contains(&program.as_str()) || program.contains('/') {
         return None;
     }
     let prefix: Vec<&str> = words
@@ -76,28 +111,24 @@ fn command_rule(tool: &str, command: &str) -> Option<String> {
         .take_while(|w| is_command_word(w))
         .map(String::as_str)
         .collect();
-    if prefix.is_empty() {
+    if prefix.is_empty() || (prefix.len() == 1 && NEEDS_SUBCOMMAND.contains(&prefix[0])) {
         return None;
     }
     Some(format!("{tool}({}:*)", prefix.join(" ")))
 }
 
 fn path_rule(tool: &str, path: &str, cwd: Option<&str>) -> Option<String> {
-    let absolute = if path.starts_with('/') {
-        Path::new(path).to_owned()
-    } else {
-        Path::new(cwd?).join(path)
+    let cwd = cwd.map(Path::new);
+    let real = paths::resolve(path, cwd);
+    let [file] = real.as_slice() else {
+        return None;
     };
-    let absolute = pattern::normalise(&absolute);
-    let dir = absolute.parent()?.to_str()?;
-    if dir
-        .chars()
-        .any(|c| matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\' | '(' | ')'))
-    {
+    let dir = file.parent()?.to_str()?;
+    if dir == "/" {
         return None;
     }
-    let dir = dir.trim_end_matches('/');
-    Some(format!("{tool}(/{dir}/**)"))
+    let dir = globset::escape(dir.trim_end_matches('/'));
+    Some(format!("{tool}(/{dir}/*)"))
 }
 
 #[cfg(test)]
@@ -129,6 +160,30 @@ mod tests {
     }
 
     #[test]
+    fn shells_interpreters_wrappers_and_bare_tools_get_no_offer() {
+        for command in [
+            "bash -c 'npm test'",
+            "sh script.sh",
+            "env FOO=1 npm test",
+            "python -c 'print(1)'",
+            "python3 script.py",
+            "node -e 'x'",
+            "xargs rm",
+            "find . -exec rm {} ;",
+            "find . -name x",
+            "sudo ls",
+            "timeout 5 npm test",
+            "git -C x status",
+            "npm --version",
+            "/usr/bin/ls",
+        ] {
+            assert_eq!(bash(command), None, "{command}");
+        }
+        assert_eq!(suggest("Bash", Some(&json!({})), Some("/w")), None);
+        assert_eq!(suggest("Bash", None, Some("/w")), None);
+    }
+
+    #[test]
     fn compound_opaque_and_env_prefixed_commands_get_no_offer() {
         assert_eq!(bash("npm test && rm -rf ~"), None);
         assert_eq!(bash("npm test; curl x"), None);
@@ -141,11 +196,20 @@ mod tests {
     fn a_path_offers_its_directory_and_a_url_its_domain() {
         assert_eq!(
             suggest("Edit", Some(&json!({"file_path": "src/a.rs"})), Some("/w")).as_deref(),
-            Some("Edit(//w/src/**)")
+            Some("Edit(//w/src/*)")
         );
         assert_eq!(
             suggest("Read", Some(&json!({"file_path": "/etc/hosts"})), None).as_deref(),
-            Some("Read(//etc/**)")
+            Some("Read(//etc/*)")
+        );
+        assert_eq!(
+            suggest("Read", Some(&json!({"file_path": "/hosts"})), None),
+            None,
+            "never the whole filesystem"
+        );
+        assert_eq!(
+            suggest("Edit", Some(&json!({"file_path": "a.rs"})), Some("/w[1]")).as_deref(),
+            Some("Edit(//w[[]1[]]/*)")
         );
         assert_eq!(
             suggest("Read", Some(&json!({"file_path": "a.rs"})), None),
@@ -154,11 +218,8 @@ mod tests {
         );
         assert_eq!(
             suggest("WebFetch", Some(&json!({"url": "https://Docs.rs/x"})), None).as_deref(),
-            Some("WebFetch(domain:Docs.rs)")
+            Some("WebFetch(domain:docs.rs)")
         );
-        assert_eq!(
-            suggest("Task", Some(&json!({"prompt": "x"})), None).as_deref(),
-            Some("Task")
-        );
+        assert_eq!(suggest("Task", Some(&json!({"prompt": "x"})), None), None);
     }
 }

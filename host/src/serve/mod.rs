@@ -28,7 +28,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
-use crate::answer::{Answer, Effect, RuleScope, clean_reason};
+use crate::answer::{Answer, Authority, Effect, RuleScope, clean_reason};
 use crate::config::token::TokenRole;
 use crate::config::{ConfigError, Deployment};
 use crate::outcome::{Decision, Failure, Outcome};
@@ -48,6 +48,10 @@ pub use watch::Watcher;
 
 /// The protocol version `initialize` reports.
 pub const PROTOCOL_VERSION: &str = "0.1";
+
+/// The notification an answering client gets when the rule it proposed with an answer will not
+/// be kept (`{requestId, rule, scope, reason}`); its decision stands for that call.
+pub const RULE_DECLINED: &str = "approval/ruleDeclined";
 
 /// Plugin API versions this host serves.
 pub const PLUGIN_API_VERSIONS: [&str; 2] = crate::plugin::SERVED_API_VERSIONS;
@@ -201,6 +205,8 @@ impl Server {
             source,
         })?;
         service.set_rules(Some(book));
+        // The places that hold this deployment's policy, which no agent may change.
+        service.set_protected(Some(deployment.protected(&options.state_dir)));
         let hook_options = crate::claude_code::HookOptions::from_deployment(&deployment, None);
         let gatekeeper = Arc::new(auth::Gatekeeper::new(deployment.tokens.clone()));
         let web = deployment.web_answerer.clone().map(|spec| {
@@ -274,6 +280,9 @@ impl Server {
             .unwrap_or_else(|p| p.into_inner()) =
             crate::claude_code::HookOptions::from_deployment(&deployment, None);
         self.inner.gatekeeper.set_tokens(deployment.tokens.clone());
+        self.inner
+            .service
+            .set_protected(Some(deployment.protected(&self.inner.options.state_dir)));
         if let Some(book) = self.inner.service.rules() {
             match crate::rules::statics_of(&deployment) {
                 Ok(statics) => {
@@ -943,6 +952,10 @@ impl Conn {
         let _ = self.out.send(line);
     }
 
+    fn lock_grant(&self) -> MutexGuard<'_, Option<auth::Grant>> {
+        self.grant.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn lock_prompts(&self) -> MutexGuard<'_, HashMap<u64, PromptWaiter>> {
         self.prompts.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -1012,6 +1025,21 @@ impl Listener for ClientAnswerer {
         if !owned {
             return next();
         }
+        // A person at the host (stdio, a socket without tokens) or an admin may make rules of
+        // any scope with an answer; an answerer token, session rules only.
+        let authority = if conn
+            .lock_grant()
+            .as_ref()
+            .is_some_and(|g| g.roles.contains(&TokenRole::Admin))
+        {
+            Authority::Person
+        } else {
+            Authority::Answerer
+        };
+        let call_tool = question.tool_name().to_owned();
+        let call_arguments = question.arguments();
+        let call_cwd = question.cwd().map(str::to_owned);
+        let question_id = question.id().to_owned();
         let id = conn.next_out.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         conn.lock_prompts().insert(id, tx);
@@ -1072,12 +1100,30 @@ impl Listener for ClientAnswerer {
                                 // "reject", and any other reply: never a grant.
                                 _ => (Decision::Reject, None),
                             };
+                        if let Some(p) = &proposal {
+                            let call = crate::rules::pattern::Call {
+                                tool: &call_tool,
+                                arguments: call_arguments.as_ref(),
+                                cwd: call_cwd.as_deref(),
+                            };
+                            // The decision stands; the client is told at once why its rule
+                            // will not be kept (the decided event records it too).
+                            if let Err(why) = crate::rules::proposals::vet(p, authority, &[], &call)
+                                && let Some(conn) = guard.conn.upgrade()
+                            {
+                                conn.send(rpc::notification(
+                                    RULE_DECLINED,
+                                    json!({"requestId": question_id, "rule": p.text(), "scope": p.scope.as_str(), "reason": why}),
+                                ));
+                            }
+                        }
                         Ok(Answer {
                             decision,
                             reason,
                             proposal,
                             rule: None,
                             by: None,
+                            authority: Some(authority),
                         })
                     }
                     Ok(Err(e)) => Err(Failure::error(format!(

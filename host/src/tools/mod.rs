@@ -396,7 +396,7 @@ impl ToolRuntime {
         });
         let id = entry.id;
         match position {
-            Position::First | Position::Front => lists.pre.insert(0, entry),
+            Position::Guard | Position::First | Position::Front => lists.pre.insert(0, entry),
             Position::Back | Position::Last => lists.pre.push(entry),
         }
         PreRegistration {

@@ -938,6 +938,7 @@ pub(crate) fn mount(
     state_dir: &Path,
 ) -> Result<Option<(PluginHost, Mounted)>> {
     service.set_checkpointer(checkpointer(deployment, state_dir)?);
+    service.set_protected(Some(deployment.protected(state_dir)));
     enable_rules(service, deployment)?;
     if deployment.plugins.is_empty() {
         return Ok(None);

@@ -89,6 +89,16 @@ impl Viewer {
         self.grant.roles.contains(&TokenRole::Admin)
     }
 
+    /// Which standing rules their answers may make: any scope for an admin, session rules
+    /// for an answerer.
+    pub fn authority(&self) -> crate::answer::Authority {
+        if self.is_admin() {
+            crate::answer::Authority::Person
+        } else {
+            crate::answer::Authority::Answerer
+        }
+    }
+
     /// Whether they may see `session`.
     pub fn sees(&self, session: &str) -> bool {
         self.grant.may_open(session)

@@ -36,6 +36,8 @@ pub struct Click {
     pub proposal: Option<Proposal>,
     /// Who clicked (the token's name).
     pub user: String,
+    /// Which rules their answer may make.
+    pub authority: crate::answer::Authority,
 }
 
 /// A question on the page.
@@ -53,6 +55,10 @@ pub struct Shown {
     pub call_id: Option<String>,
     /// The call's recorded arguments, pretty-printed.
     pub arguments: Option<String>,
+    /// The call's recorded arguments, as recorded (a proposed rule is checked against them).
+    pub call: Option<serde_json::Value>,
+    /// The asker's working directory.
+    pub cwd: Option<String>,
     /// The asker's reason.
     pub reason: Option<String>,
     /// The listeners that said `next` before the console got it.
@@ -300,6 +306,8 @@ impl Listener for WebAnswerer {
             arguments: arguments
                 .as_ref()
                 .map(|a| serde_json::to_string_pretty(a).unwrap_or_else(|_| a.to_string())),
+            call: arguments.clone(),
+            cwd: question.cwd().map(str::to_owned),
             reason: question.reason().map(str::to_owned),
             passed: question.passed(),
             offer: crate::rules::suggest::suggest(
@@ -329,6 +337,7 @@ impl Listener for WebAnswerer {
                             proposal: click.proposal,
                             rule: None,
                             by: Some(format!("web:{}", click.user)),
+                            authority: Some(click.authority),
                         }),
                         Err(_) => Err(Failure::error("the web console went away")),
                     },

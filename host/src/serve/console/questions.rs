@@ -124,7 +124,17 @@ pub async fn answer(
                         .into_response();
                 }
             };
-            match crate::rules::proposal(form.rule.trim(), effect, scope) {
+            let vetted = crate::rules::proposal(form.rule.trim(), effect, scope)
+                .map_err(|e| e.to_string())
+                .and_then(|p| {
+                    let call = crate::rules::pattern::Call {
+                        tool: &shown.tool,
+                        arguments: shown.call.as_ref(),
+                        cwd: shown.cwd.as_deref(),
+                    };
+                    crate::rules::proposals::vet(&p, viewer.authority(), &[], &call).map(|()| p)
+                });
+            match vetted {
                 Ok(p) => Some(p),
                 Err(e) => {
                     // The question keeps waiting; the person sees why and tries again.
@@ -145,6 +155,7 @@ pub async fn answer(
         reason,
         proposal,
         user: viewer.name().to_owned(),
+        authority: viewer.authority(),
     };
     if console.pending.answer(&form.id, click) {
         Redirect::to("/").into_response()
@@ -299,23 +310,31 @@ fn question(viewer: &Viewer, q: &Shown, first: bool, now: Instant) -> Markup {
                     button.reject type="submit" name="decision" value=(decisions::REJECT) { "Reject" }
                 }
             }
-            details.always {
-                summary { "Always…" }
-                @for (decision, label, class) in [(decisions::ALLOW_ALWAYS, "Always allow", "allow"), (decisions::REJECT_ALWAYS, "Always reject", "reject")] {
-                    form.always method="post" action="/answer" {
-                        (hidden(viewer, &q.id))
-                        label { "rule " input type="text" name="rule" value=(q.offer.clone().unwrap_or_else(|| q.tool.clone())) required maxlength="2048"; }
-                        label { "scope "
-                            select name="scope" {
-                                option value="session" { "this session" }
-                                option value="project" selected { "this project" }
-                                option value="user" { "every project (user)" }
+            // Offered only when a rule narrow enough to be safe exists; a person may still edit it.
+            @if let Some(offer) = &q.offer {
+                details.always {
+                    summary { "Always…" }
+                    @for (decision, label, class) in [(decisions::ALLOW_ALWAYS, "Always allow", "allow"), (decisions::REJECT_ALWAYS, "Always reject", "reject")] {
+                        form.always method="post" action="/answer" {
+                            (hidden(viewer, &q.id))
+                            label { "rule " input type="text" name="rule" value=(offer) required maxlength="2048"; }
+                            label { "scope "
+                                select name="scope" {
+                                    // Wider scopes are for people at the host and admins.
+                                    @if viewer.is_admin() {
+                                        option value="session" { "this session" }
+                                        option value="project" selected { "this project" }
+                                        option value="user" { "every project (user)" }
+                                    } @else {
+                                        option value="session" selected { "this session" }
+                                    }
+                                }
                             }
+                            @if decision == decisions::REJECT_ALWAYS {
+                                input type="text" name="reason" placeholder="reason (reaches the model)" maxlength="1000" aria-label="reason";
+                            }
+                            button class=(class) type="submit" name="decision" value=(decision) { (label) }
                         }
-                        @if decision == decisions::REJECT_ALWAYS {
-                            input type="text" name="reason" placeholder="reason (reaches the model)" maxlength="1000" aria-label="reason";
-                        }
-                        button class=(class) type="submit" name="decision" value=(decision) { (label) }
                     }
                 }
             }
