@@ -890,9 +890,10 @@ impl ApprovalService {
             decide(&self.inner.waterfall, asked, &ask_cancel, cancel.as_ref()).await
         };
         let made = match (&settled.proposal, &question) {
-            (Some(proposal), Some(question)) => {
-                Some(self.accept_proposal(session.id(), &settled, proposal, question).await)
-            }
+            (Some(proposal), Some(question)) => Some(
+                self.accept_proposal(session.id(), &settled, proposal, question)
+                    .await,
+            ),
             _ => None,
         };
         let answered_outside = settled.answered_outside;

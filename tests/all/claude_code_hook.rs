@@ -150,7 +150,7 @@ fn the_hook_through_a_warm_serve_answers_and_writes_the_same_log_as_in_process()
     let server = Server::start(state, &config);
     let calls = [
         ("Read", json!({"file_path": "/w/a"}), "allow"),
-        ("Bash", json!({"command": "rm -rf /"}), "deny"),
+        ("Bash", json!({"command": "rm -rf build"}), "deny"),
         ("Bash", json!({"command": "ls"}), "ask"),
     ];
     let mut answers = Vec::new();

@@ -380,7 +380,9 @@ fn ask_runs_the_example_plugins_and_gates_read_the_arguments() {
                 "--call-id",
                 "c1",
                 "--arguments",
-                r#"{"command":"rm -rf /"}"#,
+                // Not `rm -rf /`: that would also remove the state directory, which a built-in
+                // rule protects before any plugin is asked.
+                r#"{"command":"rm -rf build"}"#,
             ],
             "rejected",
         ),
@@ -417,7 +419,7 @@ fn ask_runs_the_example_plugins_and_gates_read_the_arguments() {
     let call = events.iter().find(|(t, _)| t == "tool/call").unwrap();
     assert_eq!(
         call.1,
-        json!({"callId": "c1", "name": "bash", "arguments": {"command": "rm -rf /"}})
+        json!({"callId": "c1", "name": "bash", "arguments": {"command": "rm -rf build"}})
     );
     let out = run(dir.path(), &["log", "s"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -438,7 +440,7 @@ fn ask_runs_the_example_plugins_and_gates_read_the_arguments() {
             "--call-id",
             "c3",
             "--arguments",
-            r#"{"command":"rm -rf ~"}"#,
+            r#"{"command":"rm -rf build"}"#,
             "--json",
         ],
     );
@@ -780,7 +782,7 @@ fn claude_code_hook_maps_outcomes_and_never_grants_the_unanswered() {
             "allowed once by the approval-host deployment",
         ),
         (
-            input("Bash", json!({"command": "rm -rf /"}), "toolu_2"),
+            input("Bash", json!({"command": "rm -rf build"}), "toolu_2"),
             "deny",
             // deny-commands (plugin API 0.2) says why; the model reads it.
             "tool \"Bash\" was rejected by policy \"deny-commands\": the command contains \"rm -rf\", which this deployment does not allow",

@@ -635,7 +635,7 @@ async fn always_allow_keeps_the_rule_as_edited_and_it_decides_the_next_call() {
     );
     assert!(!asking.is_finished());
 
-    // Widened by the person before saving.
+    // An answerer's login may make session rules only; the question keeps waiting.
     let reply = answer(
         addr,
         &cookie,
@@ -645,6 +645,50 @@ async fn always_allow_keeps_the_rule_as_edited_and_it_decides_the_next_call() {
             ("decision", "allow-always"),
             ("rule", "bash(npm run:*)"),
             ("scope", "project"),
+        ],
+    )
+    .await;
+    assert_eq!(reply.status, 400);
+    assert!(
+        reply.body.contains(
+            "<p class=\"error\" role=\"alert\">rule: an answerer token may create session rules only; project rules need a person at the host or an admin token</p>"
+        ),
+        "{}",
+        reply.body
+    );
+    // A rule that would not allow the call it answers is refused too.
+    let reply = answer(
+        addr,
+        &cookie,
+        &[
+            ("csrf", &csrf),
+            ("id", &id),
+            ("decision", "allow-always"),
+            ("rule", "bash(ls:*)"),
+            ("scope", "session"),
+        ],
+    )
+    .await;
+    assert_eq!(reply.status, 400);
+    assert!(
+        reply
+            .body
+            .contains("rule: the proposed rule bash(ls:*) would not allow the call it answers"),
+        "{}",
+        reply.body
+    );
+    assert!(!asking.is_finished());
+
+    // Widened by the person before saving, for this session.
+    let reply = answer(
+        addr,
+        &cookie,
+        &[
+            ("csrf", &csrf),
+            ("id", &id),
+            ("decision", "allow-always"),
+            ("rule", "bash(npm run:*)"),
+            ("scope", "session"),
         ],
     )
     .await;
@@ -983,10 +1027,16 @@ async fn rules_and_plugins_are_for_admins_who_add_revoke_and_reload_there() {
 
     // Plugins: state, API version, counters; a reload that fails keeps the old version serving
     // and says why.
-    let verdict = ask_call(&service, &agent, "c2", json!({"command": "rm -rf /"}), None)
-        .await
-        .await
-        .unwrap();
+    let verdict = ask_call(
+        &service,
+        &agent,
+        "c2",
+        json!({"command": "rm -rf build"}),
+        None,
+    )
+    .await
+    .await
+    .unwrap();
     assert_eq!(verdict.answerer.as_deref(), Some("deny-commands"));
     let page = http(addr, "GET", "/plugins", Some(&admin), None).await.body;
     let row = page

@@ -14,6 +14,7 @@ fn init(dir: &Path, home: &Path, args: &[&str]) -> Output {
         .args(args)
         .current_dir(dir)
         .env("HOME", home)
+        .env_remove("XDG_STATE_HOME")
         .env_remove("RUST_LOG")
         .output()
         .unwrap()
@@ -43,7 +44,7 @@ const EXISTING: &str = r#"{
 
 /// Runs the hook command `init` installed, as Claude Code would (`sh -c`, in the project, with
 /// `$CLAUDE_PROJECT_DIR`), on one tool call.
-fn run_installed(project: &Path, command: &str, tool: &str, args: Value) -> Value {
+fn run_installed(project: &Path, home: &Path, command: &str, tool: &str, args: Value) -> Value {
     let input = json!({"session_id": "cc-init", "transcript_path": "/tmp/t.jsonl",
         "cwd": project, "permission_mode": "default", "hook_event_name": "PreToolUse",
         "tool_name": tool, "tool_input": args, "tool_use_id": format!("t-{tool}-{}", args)})
@@ -52,6 +53,8 @@ fn run_installed(project: &Path, command: &str, tool: &str, args: Value) -> Valu
         .args(["-c", command])
         .current_dir(project)
         .env("CLAUDE_PROJECT_DIR", project)
+        .env("HOME", home)
+        .env_remove("XDG_STATE_HOME")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -70,6 +73,7 @@ fn run_installed(project: &Path, command: &str, tool: &str, args: Value) -> Valu
 #[test]
 fn init_merges_the_hook_into_existing_settings_and_the_hook_works() {
     let project = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
     let p = project.path();
     let settings = p.join(".claude/settings.json");
     std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
@@ -110,9 +114,20 @@ fn init_merges_the_hook_into_existing_settings_and_the_hook_works() {
     let command = pre[1]["hooks"][0]["command"].as_str().unwrap().to_owned();
     assert!(
         command.ends_with(
-            "--state-dir \"$CLAUDE_PROJECT_DIR/.approval-host\" hook claude-code --config \"$CLAUDE_PROJECT_DIR/.approval-host/claude-code.toml\""
+            "--project-state \"$CLAUDE_PROJECT_DIR\" hook claude-code --config \"$CLAUDE_PROJECT_DIR/.approval-host/claude-code.toml\""
         ),
         "{command}"
+    );
+    assert!(
+        out.contains("check it with: approval-host --project-state . log <session>"),
+        "{out}"
+    );
+    // Every plugin it installs is pinned by its digest.
+    let deployment = std::fs::read_to_string(p.join(".approval-host/claude-code.toml")).unwrap();
+    assert_eq!(
+        deployment.matches("\nsha256 = \"").count(),
+        2,
+        "{deployment}"
     );
 
     // Twice changes nothing, byte for byte.
@@ -124,7 +139,8 @@ fn init_merges_the_hook_into_existing_settings_and_the_hook_works() {
     // The installed hook answers: read-only tools proceed, a dangerous command is rejected with
     // its reason, anything else goes to Claude Code's prompt; all on the project's log.
     let decide = |tool: &str, args: Value| {
-        run_installed(p, &command, tool, args)["hookSpecificOutput"]["permissionDecision"].clone()
+        run_installed(p, home.path(), &command, tool, args)["hookSpecificOutput"]["permissionDecision"]
+            .clone()
     };
     assert_eq!(decide("Read", json!({"file_path": "src/main.rs"})), "allow");
     assert_eq!(
@@ -132,7 +148,20 @@ fn init_merges_the_hook_into_existing_settings_and_the_hook_works() {
         "deny"
     );
     assert_eq!(decide("Bash", json!({"command": "cargo build"})), "ask");
-    let log = p.join(".approval-host/sessions/cc-init.jsonl");
+    // State lives outside the project, in the user's state directory for it.
+    assert!(!p.join(".approval-host/sessions").exists());
+    let projects = home.path().join(".local/state/approval-host/projects");
+    let state: Vec<_> = std::fs::read_dir(&projects).unwrap().collect();
+    assert_eq!(state.len(), 1, "{projects:?}");
+    let state = state[0].as_ref().unwrap().path();
+    let name = state.file_name().unwrap().to_str().unwrap();
+    let project_name = std::fs::canonicalize(p).unwrap();
+    let project_name = project_name.file_name().unwrap().to_str().unwrap();
+    assert!(
+        name.starts_with(&format!("{}-", project_name.replace('.', "_"))),
+        "{name}"
+    );
+    let log = state.join("sessions/cc-init.jsonl");
     assert_eq!(
         std::fs::read_to_string(log)
             .unwrap()

@@ -101,8 +101,16 @@ fn rules_added_on_the_command_line_decide_one_shot_asks_until_revoked() {
     let reject = reject.trim();
 
     let listed = ok(&run(d, &["rules", "list"]));
-    let lines: Vec<&str> = listed.lines().collect();
+    // The standing rules, then the built-in ones.
+    let lines: Vec<&str> = listed
+        .lines()
+        .take_while(|l| !l.starts_with("built-in "))
+        .collect();
     assert_eq!(lines.len(), 2, "{listed}");
+    assert!(
+        listed.contains("builtin-state-dir  reject write //"),
+        "{listed}"
+    );
     let allow_line = lines.iter().find(|l| l.starts_with(allow)).unwrap();
     assert_eq!(
         *allow_line,

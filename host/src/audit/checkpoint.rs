@@ -233,6 +233,19 @@ impl Checkpointer {
         }
     }
 
+    /// The public half of the signing key, to check checkpoints with.
+    pub fn verifying_key(&self) -> VerifyingKey {
+        self.key.verifying_key()
+    }
+
+    /// The checkpoints written for `session` under the state directory.
+    ///
+    /// # Errors
+    /// The checkpoint log exists but cannot be read.
+    pub fn checkpoints(&self, session: &str) -> io::Result<Vec<Result<Checkpoint, String>>> {
+        read_checkpoints(&checkpoints_path(&self.state_dir, session))
+    }
+
     /// Also appends every checkpoint to `<dir>/<session>.jsonl`.
     pub fn with_copy(mut self, dir: impl Into<PathBuf>) -> Self {
         self.copy = Some(dir.into());

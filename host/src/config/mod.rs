@@ -11,8 +11,8 @@ use std::time::Duration;
 use toml::{Table, Value};
 
 pub mod answerer;
-mod protected;
 mod locate;
+mod protected;
 pub mod store;
 pub mod token;
 pub use locate::Location;

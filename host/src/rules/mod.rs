@@ -27,9 +27,10 @@ pub mod proposals;
 pub mod protect;
 pub mod shell;
 pub mod suggest;
+pub mod trust;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -128,6 +129,13 @@ pub fn statics_of(deployment: &crate::config::Deployment) -> Result<Vec<Rule>, R
 
 pub use proposals::{DECLINED_RULES_OFF, declined_for_plugins, declined_unsaved};
 
+/// What the host says when a rules log cannot be trusted (stderr, `rules list`, the console).
+pub fn broken_warning(log: &str, why: &str) -> String {
+    format!(
+        "rules log {log} cannot be trusted ({why}): no standing rule allows anything until it reads intact; reject rules still apply"
+    )
+}
+
 /// The clock rules expire by; tests drive their own.
 pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
 
@@ -189,6 +197,9 @@ pub struct RuleView {
     /// The last of them (RFC 3339).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_use: Option<String>,
+    /// A built-in rule ([`protect`]): it protects the host's own policy and cannot be revoked.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub built_in: bool,
 }
 
 impl Rule {
@@ -235,6 +246,7 @@ impl Rule {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .map(|t| humantime::format_rfc3339_seconds(t).to_string()),
+            built_in: false,
         }
     }
 
@@ -290,6 +302,9 @@ pub enum RuleError {
     /// The rule comes from the deployment file.
     #[error("rule {0:?} comes from the deployment file; remove it there")]
     Static(String),
+    /// The rule is built in.
+    #[error("rule {0:?} is built in: it protects this host's own policy and cannot be revoked")]
+    BuiltIn(String),
     /// Writing or reading its log failed.
     #[error(transparent)]
     Log(#[from] LogError),
@@ -391,10 +406,17 @@ impl Index {
     }
 }
 
-/// Where a rules log was last seen, to reread it only when it changed.
+/// What this host knows of one rules log.
 #[derive(Default)]
-struct Seen {
-    len: Option<u64>,
+struct LogState {
+    /// Where it stood when last read intact.
+    seen: Option<trust::Seen>,
+    /// The chain value of the last record this host appended to it.
+    written: Option<crate::audit::chain::Head>,
+    /// Since when its last records have waited for their checkpoint.
+    waiting_since: Option<Instant>,
+    /// Why it is not trusted, when it is not.
+    broken: Option<String>,
 }
 
 /// The active rules of one host: project, user and deployment rules, and the session rules of the
@@ -406,7 +428,12 @@ pub struct RuleBook {
     clock: Clock,
     /// Scopes a plugin's proposal may create.
     plugins_may_create: RwLock<Vec<RuleScope>>,
-    seen: Mutex<HashMap<String, Seen>>,
+    logs: Mutex<HashMap<String, LogState>>,
+    /// Whether any rules log is broken: then no allow rule applies.
+    any_broken: AtomicBool,
+    /// Rules this host revoked: a reread that began before the revocation was written never
+    /// brings one back.
+    revoked: Mutex<std::collections::HashSet<String>>,
     /// Signs each rules log's head after every rule added or revoked.
     checkpointer: RwLock<Option<Arc<Checkpointer>>>,
 }
@@ -446,7 +473,9 @@ impl RuleBook {
             index: RwLock::new(Index::default()),
             clock,
             plugins_may_create: RwLock::new(plugins_may_create),
-            seen: Mutex::new(HashMap::new()),
+            logs: Mutex::new(HashMap::new()),
+            any_broken: AtomicBool::new(false),
+            revoked: Mutex::new(std::collections::HashSet::new()),
             checkpointer: RwLock::new(None),
         });
         {
@@ -566,22 +595,73 @@ impl RuleBook {
         }
     }
 
-    /// Rereads the rules log `name` (its project and user rules replace the ones indexed from
-    /// it).
+    fn lock_logs(&self) -> std::sync::MutexGuard<'_, HashMap<String, LogState>> {
+        self.logs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Rereads the rules log `name` and, when it reads intact ([`trust`]), its project and user
+    /// rules replace the ones indexed from it. A log that does not is marked broken: no allow
+    /// rule applies until it reads intact again.
+    ///
+    /// # Errors
+    /// The store cannot be read.
     fn reload(&self, name: &str) -> Result<(), RuleError> {
-        let log = self.open_log(name)?;
         let len = self.store.log_len(name).ok().flatten();
-        let rules: Vec<Rule> = log
-            .with_fold(|f| {
-                f.rules()
-                    .map(|r| Rule::from_event(r, None))
-                    .collect::<Result<_, _>>()
-            })
-            .map_err(|reason| RuleError::Corrupt {
-                log: name.to_owned(),
-                reason,
-            })?;
-        drop(log);
+        let bytes = self.store.read(name)?;
+        let checkpointer = self
+            .checkpointer
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let checkpoints = checkpointer.as_ref().map(|c| {
+            let list = c
+                .checkpoints(name)
+                .unwrap_or_else(|e| vec![Err(format!("the checkpoint log cannot be read: {e}"))]);
+            (c.verifying_key(), list)
+        });
+        let (seen, written, waiting_since) = {
+            let logs = self.lock_logs();
+            let state = logs.get(name);
+            (
+                state.and_then(|s| s.seen),
+                state.and_then(|s| s.written),
+                state.and_then(|s| s.waiting_since),
+            )
+        };
+        let read = trust::read(
+            &bytes,
+            &trust::Context {
+                name,
+                len,
+                checkpoints: checkpoints.as_ref().map(|(k, l)| (k, l.as_slice())),
+                seen,
+                written,
+                waiting_since,
+            },
+        );
+        let trusted = match read {
+            trust::Read::Trusted(added, seen) => added
+                .iter()
+                .map(|r| Rule::from_event(r, None))
+                .collect::<Result<Vec<Rule>, String>>()
+                .map(|rules| (rules, seen)),
+            trust::Read::Waiting => {
+                self.lock_logs()
+                    .entry(name.to_owned())
+                    .or_default()
+                    .waiting_since
+                    .get_or_insert_with(Instant::now);
+                return Ok(());
+            }
+            trust::Read::Broken(why) => Err(why),
+        };
+        let (rules, seen) = match trusted {
+            Ok(read) => read,
+            Err(why) => {
+                self.mark_broken(name, why);
+                return Ok(());
+            }
+        };
         let scope = if name == USER_LOG {
             RuleScope::User
         } else {
@@ -597,27 +677,72 @@ impl RuleBook {
         for id in stale {
             index.remove(&id);
         }
+        let revoked = self.revoked.lock().unwrap_or_else(|p| p.into_inner());
         for rule in rules {
-            index.insert(Arc::new(rule));
+            if !revoked.contains(&rule.id) {
+                index.insert(Arc::new(rule));
+            }
         }
+        drop(revoked);
         drop(index);
-        self.seen
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(name.to_owned(), Seen { len });
+        let mut logs = self.lock_logs();
+        let state = logs.entry(name.to_owned()).or_default();
+        state.seen = Some(seen);
+        state.waiting_since = None;
+        if state.broken.take().is_some() {
+            tracing::warn!(
+                log = name,
+                "the rules log reads intact again; its allow rules apply again"
+            );
+        }
+        self.any_broken
+            .store(logs.values().any(|s| s.broken.is_some()), Ordering::Relaxed);
         Ok(())
     }
 
+    fn mark_broken(&self, name: &str, why: String) {
+        let mut logs = self.lock_logs();
+        let state = logs.entry(name.to_owned()).or_default();
+        if state.broken.as_deref() != Some(why.as_str()) {
+            tracing::error!(
+                log = name,
+                problem = %why,
+                "{}",
+                broken_warning(name, &why)
+            );
+        }
+        state.broken = Some(why);
+        state.waiting_since = None;
+        self.any_broken.store(true, Ordering::Relaxed);
+    }
+
+    /// The rules logs that are not trusted, and why: while any is, no allow rule applies.
+    pub fn broken(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = self
+            .lock_logs()
+            .iter()
+            .filter_map(|(name, s)| s.broken.clone().map(|why| (name.clone(), why)))
+            .collect();
+        out.sort();
+        out
+    }
+
     /// Picks up what another process wrote to the rules logs (every [`REFRESH_EVERY`], on the
-    /// book's refresh thread).
+    /// book's refresh thread). A log that changed, waits for a checkpoint or is broken is read
+    /// again.
     fn refresh(&self) {
         for name in [USER_LOG, self.project_log.as_str()] {
             let len = self.store.log_len(name).ok().flatten();
-            let changed = {
-                let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-                len.is_none() || seen.get(name).is_none_or(|s| s.len != len)
+            let again = {
+                let logs = self.lock_logs();
+                len.is_none()
+                    || logs.get(name).is_none_or(|s| {
+                        s.seen.is_none_or(|seen| seen.len != len)
+                            || s.waiting_since.is_some()
+                            || s.broken.is_some()
+                    })
             };
-            if changed && let Err(e) = self.reload(name) {
+            if again && let Err(e) = self.reload(name) {
                 tracing::warn!(log = name, error = %e, "could not reread a rules log; the rules already loaded stand");
             }
         }
@@ -659,6 +784,17 @@ impl RuleBook {
     }
 
     fn find(&self, call: &Call<'_>, session: &str) -> Option<(Arc<Rule>, Effect)> {
+        let found = self.find_any(call, session);
+        // A broken rules log: its reject rules (and every other) still apply, no allow does.
+        if self.any_broken.load(Ordering::Relaxed)
+            && found.as_ref().is_some_and(|(_, e)| *e == Effect::Allow)
+        {
+            return None;
+        }
+        found
+    }
+
+    fn find_any(&self, call: &Call<'_>, session: &str) -> Option<(Arc<Rule>, Effect)> {
         let now = (self.clock)();
         let index = self.read();
         let live = |r: &&Arc<Rule>| r.live(now, session);
@@ -734,7 +870,9 @@ impl RuleBook {
             index
                 .candidates(call.tool, None)
                 .filter(live)
-                .find(|r| r.effect == Effect::Allow && matches!(r.spec.arguments, ArgumentMatch::Any))
+                .find(|r| {
+                    r.effect == Effect::Allow && matches!(r.spec.arguments, ArgumentMatch::Any)
+                })
                 .map(|r| (r.clone(), Effect::Allow))
         };
         match &command {
@@ -859,11 +997,15 @@ impl RuleBook {
             }
         }
         let len = self.store.log_len(log).ok().flatten();
+        let (records, head) = opened.durable_point();
         drop(opened);
-        self.seen
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(log.to_owned(), Seen { len });
+        let mut logs = self.lock_logs();
+        let state = logs.entry(log.to_owned()).or_default();
+        state.written = Some(head);
+        // What this host wrote on top of what it had read intact is intact too.
+        if state.broken.is_none() && state.waiting_since.is_none() {
+            state.seen = Some(trust::Seen { len, records, head });
+        }
         Ok(())
     }
 
@@ -892,12 +1034,19 @@ impl RuleBook {
 
     /// Takes `id` out of the index (the first step of a revocation).
     pub fn take(&self, id: &str) -> Result<Arc<Rule>, RuleError> {
+        if id.starts_with(protect::ID_PREFIX) {
+            return Err(RuleError::BuiltIn(id.to_owned()));
+        }
         let mut index = self.write();
         match index.by_id.get(id) {
             None => return Err(RuleError::Unknown(id.to_owned())),
             Some(r) if r.from_deployment => return Err(RuleError::Static(id.to_owned())),
             Some(_) => {}
         }
+        self.revoked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.to_owned());
         Ok(index.remove(id).expect("checked above"))
     }
 
@@ -909,6 +1058,10 @@ impl RuleBook {
     ) -> Result<(), RuleError> {
         if let Err(e) = written {
             if rule.effect == Effect::Reject {
+                self.revoked
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&rule.id);
                 self.write().insert(rule);
             }
             return Err(e);

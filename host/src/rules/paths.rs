@@ -165,9 +165,15 @@ mod tests {
         std::os::unix::fs::symlink(root.join("etc"), root.join("w/src/l")).unwrap();
         std::os::unix::fs::symlink("../..", root.join("w/src/up")).unwrap();
         let w = root.join("w");
-        assert_eq!(resolve("src/l/passwd", Some(&w)), vec![root.join("etc/passwd")]);
+        assert_eq!(
+            resolve("src/l/passwd", Some(&w)),
+            vec![root.join("etc/passwd")]
+        );
         assert_eq!(resolve("src/up/etc/x", Some(&w)), vec![root.join("etc/x")]);
-        assert_eq!(resolve("src/new/file", Some(&w)), vec![w.join("src/new/file")]);
+        assert_eq!(
+            resolve("src/new/file", Some(&w)),
+            vec![w.join("src/new/file")]
+        );
         // The kernel reads l/.. as /etc/..; a path library folds it to src.
         assert_eq!(
             resolve("src/l/../x", Some(&w)),

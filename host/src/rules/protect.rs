@@ -34,14 +34,33 @@ pub const ID_PREFIX: &str = "builtin-";
 
 /// Tools that only read the files their paths name.
 const READERS: &[&str] = &[
-    "Read", "read", "Grep", "grep", "Glob", "glob", "LS", "ls", "NotebookRead", "WebFetch",
+    "Read",
+    "read",
+    "Grep",
+    "grep",
+    "Glob",
+    "glob",
+    "LS",
+    "ls",
+    "NotebookRead",
+    "WebFetch",
     "WebSearch",
 ];
 
 /// Arguments besides [`PATH_FIELDS`] that tools use for the files they write or move.
 const MORE_PATH_FIELDS: &[&str] = &[
-    "source", "destination", "target", "dest", "from", "to", "directory", "dir", "filename",
-    "file", "new_path", "old_path",
+    "source",
+    "destination",
+    "target",
+    "dest",
+    "from",
+    "to",
+    "directory",
+    "dir",
+    "filename",
+    "file",
+    "new_path",
+    "old_path",
 ];
 
 /// Claude Code's settings files, wherever they are: the hook is declared there.
@@ -112,7 +131,11 @@ impl Area {
 
     /// The rule's text as lists show it.
     pub fn text(&self) -> String {
-        let verb = if self.secret { "read or write" } else { "write" };
+        let verb = if self.secret {
+            "read or write"
+        } else {
+            "write"
+        };
         match &self.place {
             Place::Tree(p) => format!("{verb} //{}/**", trim_root(p)),
             Place::File(p) => format!("{verb} //{}", trim_root(p)),
@@ -122,14 +145,20 @@ impl Area {
 
     /// The reason a rejection gives the model.
     pub fn reason(&self) -> String {
-        let access = if self.secret { "read or change" } else { "change" };
+        let access = if self.secret {
+            "read or change"
+        } else {
+            "change"
+        };
         match &self.place {
             Place::Tree(p) | Place::File(p) => format!(
                 "{} ({}) is protected: no agent may {access} it",
                 self.what,
                 p.display()
             ),
-            Place::ClaudeSettings => format!("{} is protected: no agent may {access} it", self.what),
+            Place::ClaudeSettings => {
+                format!("{} is protected: no agent may {access} it", self.what)
+            }
         }
     }
 
@@ -155,7 +184,10 @@ impl Area {
             Place::ClaudeSettings => return vec![".claude/settings".to_owned()],
         };
         let mut hints = vec![path.display().to_string()];
-        for base in [cwd.map(Path::to_owned), paths::home()].into_iter().flatten() {
+        for base in [cwd.map(Path::to_owned), paths::home()]
+            .into_iter()
+            .flatten()
+        {
             let base = paths::real_dir(&base);
             if let Ok(rel) = path.strip_prefix(&base)
                 && !rel.as_os_str().is_empty()
@@ -183,7 +215,10 @@ fn absolute(path: &Path) -> PathBuf {
 }
 
 fn trim_root(path: &Path) -> String {
-    path.display().to_string().trim_start_matches('/').to_owned()
+    path.display()
+        .to_string()
+        .trim_start_matches('/')
+        .to_owned()
 }
 
 /// The protected places of one host.
@@ -210,6 +245,26 @@ impl Protected {
     /// The areas, in order.
     pub fn areas(&self) -> &[Area] {
         &self.areas
+    }
+
+    /// The built-in rules as lists show them.
+    pub fn views(&self) -> Vec<super::RuleView> {
+        self.areas
+            .iter()
+            .map(|area| super::RuleView {
+                id: area.id.clone(),
+                rule: area.text(),
+                effect: crate::answer::Effect::Reject,
+                scope: RuleScope::Project,
+                session: None,
+                expires_at: None,
+                creator: CREATOR.to_owned(),
+                reason: Some(area.reason()),
+                uses: 0,
+                last_use: None,
+                built_in: true,
+            })
+            .collect()
     }
 
     /// The area a call would touch, if any.
@@ -347,13 +402,18 @@ mod tests {
                 "the deployment file",
                 &project.join(".approval-host/claude-code.toml"),
             ),
-            Area::secret("signing-key", "the audit signing key", &root.join("audit.key")),
+            Area::secret(
+                "signing-key",
+                "the audit signing key",
+                &root.join("audit.key"),
+            ),
         ]);
         (dir, project, protected)
     }
 
     fn hit(p: &Protected, tool: &str, args: Value, cwd: &Path) -> Option<String> {
-        p.check(tool, Some(&args), cwd.to_str()).map(|a| a.id.clone())
+        p.check(tool, Some(&args), cwd.to_str())
+            .map(|a| a.id.clone())
     }
 
     #[test]
@@ -364,25 +424,61 @@ mod tests {
         std::os::unix::fs::symlink(&state, project.join("link")).unwrap();
         let s = |t: &str| t.replace("STATE", state.to_str().unwrap());
         for (tool, args) in [
-            ("Write", json!({"file_path": s("STATE/sessions/rules.user.jsonl")})),
+            (
+                "Write",
+                json!({"file_path": s("STATE/sessions/rules.user.jsonl")}),
+            ),
             ("Edit", json!({"file_path": "link/sessions/x.jsonl"})),
-            ("Edit", json!({"file_path": ".approval-host/claude-code.toml"})),
+            (
+                "Edit",
+                json!({"file_path": ".approval-host/claude-code.toml"}),
+            ),
             ("Write", json!({"file_path": ".claude/settings.json"})),
-            ("Write", json!({"file_path": "/elsewhere/.claude/settings.local.json"})),
-            ("Bash", json!({"command": s("echo x >> STATE/sessions/rules.user.jsonl")})),
-            ("Bash", json!({"command": "tee -a link/sessions/rules.user.jsonl"})),
-            ("Bash", json!({"command": "cp evil .approval-host/claude-code.toml"})),
-            ("Bash", json!({"command": "timeout 5 sed -i s/a/b/ .approval-host/claude-code.toml"})),
-            ("Bash", json!({"command": "bash -c 'truncate -s0 .approval-host/claude-code.toml'"})),
-            ("Bash", json!({"command": "cd .approval-host && cp x claude-code.toml"})),
+            (
+                "Write",
+                json!({"file_path": "/elsewhere/.claude/settings.local.json"}),
+            ),
+            (
+                "Bash",
+                json!({"command": s("echo x >> STATE/sessions/rules.user.jsonl")}),
+            ),
+            (
+                "Bash",
+                json!({"command": "tee -a link/sessions/rules.user.jsonl"}),
+            ),
+            (
+                "Bash",
+                json!({"command": "cp evil .approval-host/claude-code.toml"}),
+            ),
+            (
+                "Bash",
+                json!({"command": "timeout 5 sed -i s/a/b/ .approval-host/claude-code.toml"}),
+            ),
+            (
+                "Bash",
+                json!({"command": "bash -c 'truncate -s0 .approval-host/claude-code.toml'"}),
+            ),
+            (
+                "Bash",
+                json!({"command": "cd .approval-host && cp x claude-code.toml"}),
+            ),
             ("Bash", json!({"command": s("rm -rf STATE/..")})),
             ("Bash", json!({"command": "echo x > .claude/settings.json"})),
-            ("Bash", json!({"command": "eval 'echo x > .approval-host/claude-code.toml'"})),
+            (
+                "Bash",
+                json!({"command": "eval 'echo x > .approval-host/claude-code.toml'"}),
+            ),
             ("Bash", json!({"command": s("cat STATE/../audit.key")})),
             ("Read", json!({"file_path": s("STATE/../audit.key")})),
-            ("mcp__fs__move", json!({"source": "a", "destination": ".approval-host/claude-code.toml"})),
+            (
+                "mcp__fs__move",
+                json!({"source": "a", "destination": ".approval-host/claude-code.toml"}),
+            ),
         ] {
-            assert!(hit(&p, tool, args.clone(), &project).is_some(), "{tool} {args}");
+            assert!(
+                hit(&p, tool, args.clone(), &project).is_some(),
+                "{tool} {args}"
+            );
         }
     }
 
@@ -390,11 +486,17 @@ mod tests {
     fn ordinary_work_is_left_alone() {
         let (_dir, project, p) = setup();
         for (tool, args) in [
-            ("Read", json!({"file_path": ".approval-host/claude-code.toml"})),
+            (
+                "Read",
+                json!({"file_path": ".approval-host/claude-code.toml"}),
+            ),
             ("Write", json!({"file_path": "src/main.rs"})),
             ("Bash", json!({"command": "cargo test 2>&1 | tee out.log"})),
             ("Bash", json!({"command": "cp a b && mv c d"})),
-            ("Bash", json!({"command": "cat .approval-host/claude-code.toml"})),
+            (
+                "Bash",
+                json!({"command": "cat .approval-host/claude-code.toml"}),
+            ),
             ("Bash", json!({"command": "echo $HOME > x"})),
             ("Write", json!({"file_path": ".vscode/settings.json"})),
         ] {

@@ -173,7 +173,9 @@ fn simple_command(command: &ast::SimpleCommand) -> Result<Simple, Opaque> {
         match item {
             // After the program, `NAME=value` is an argument (to `export`, `env`, `make`…).
             ast::CommandPrefixOrSuffixItem::AssignmentWord(_, word)
-            | ast::CommandPrefixOrSuffixItem::Word(word) => simple.words.push(literal(&word.value)?),
+            | ast::CommandPrefixOrSuffixItem::Word(word) => {
+                simple.words.push(literal(&word.value)?)
+            }
             ast::CommandPrefixOrSuffixItem::IoRedirect(r) => simple.redirects.push(redirect(r)?),
             ast::CommandPrefixOrSuffixItem::ProcessSubstitution(..) => {
                 return Err(Opaque("process substitution"));
@@ -213,7 +215,9 @@ fn redirect(r: &ast::IoRedirect) -> Result<Redirect, Opaque> {
                         Redirect::Writes(word)
                     }
                 } else {
-                    return Err(Opaque("an input duplication from something not a descriptor"));
+                    return Err(Opaque(
+                        "an input duplication from something not a descriptor",
+                    ));
                 }
             }
             (Kind::Read, Target::Filename(word) | Target::Duplicate(word)) => {
@@ -301,7 +305,13 @@ pub fn literal(raw: &str) -> Result<String, Opaque> {
                         }
                         None => return Err(Opaque("an unterminated double quote")),
                     },
-                    Some('$') => return Err(Opaque("an expansion ($) inside double quotes")),
+                    Some('$') => {
+                        return Err(Opaque(match chars.peek() {
+                            Some('(') => "command substitution",
+                            Some('{') => "a parameter expansion",
+                            _ => "an expansion ($) inside double quotes",
+                        }));
+                    }
                     Some('`') => return Err(Opaque("command substitution")),
                     Some('!') => return Err(Opaque("history expansion (!)")),
                     Some(c) => out.push(c),
@@ -314,7 +324,16 @@ pub fn literal(raw: &str) -> Result<String, Opaque> {
                 Some(c) => out.push(c),
                 None => return Err(Opaque("a trailing backslash")),
             },
-            '$' => return Err(Opaque("an expansion ($)")),
+            '$' => {
+                return Err(Opaque(match chars.peek() {
+                    Some('(') => "command substitution",
+                    Some('{') => "a parameter expansion",
+                    Some('[') => "arithmetic expansion",
+                    Some('\'') => "ANSI-C quoting ($'…')",
+                    Some('"') => "locale quoting ($\"…\")",
+                    _ => "an expansion ($)",
+                }));
+            }
             '`' => return Err(Opaque("command substitution")),
             '*' | '?' | '[' | ']' => return Err(Opaque("a glob (*, ? or [)")),
             '{' | '}' => return Err(Opaque("brace expansion")),
@@ -437,7 +456,10 @@ mod tests {
     #[test]
     fn redirections_are_classified() {
         let redirects = |c: &str| parse(c).unwrap().remove(0).redirects;
-        assert_eq!(redirects("npm test 2>&1 >&- 2<&0"), vec![Redirect::Harmless; 3]);
+        assert_eq!(
+            redirects("npm test 2>&1 >&- 2<&0"),
+            vec![Redirect::Harmless; 3]
+        );
         assert_eq!(
             redirects("npm test >/dev/null 2> /dev/null &>/dev/null"),
             vec![Redirect::Harmless; 3]
@@ -450,10 +472,22 @@ mod tests {
             redirects("npm test >&1out.txt"),
             vec![Redirect::Writes("1out.txt".into())]
         );
-        assert_eq!(redirects("npm test >&1-2"), vec![Redirect::Writes("1-2".into())]);
-        assert_eq!(redirects("npm test >>o"), vec![Redirect::Writes("o".into())]);
-        assert_eq!(redirects("npm test >|o"), vec![Redirect::Writes("o".into())]);
-        assert_eq!(redirects("npm test &>o"), vec![Redirect::Writes("o".into())]);
+        assert_eq!(
+            redirects("npm test >&1-2"),
+            vec![Redirect::Writes("1-2".into())]
+        );
+        assert_eq!(
+            redirects("npm test >>o"),
+            vec![Redirect::Writes("o".into())]
+        );
+        assert_eq!(
+            redirects("npm test >|o"),
+            vec![Redirect::Writes("o".into())]
+        );
+        assert_eq!(
+            redirects("npm test &>o"),
+            vec![Redirect::Writes("o".into())]
+        );
         assert_eq!(redirects("sort <in"), vec![Redirect::Reads("in".into())]);
         assert_eq!(redirects("cat <<< 'x'"), vec![Redirect::Harmless]);
         assert_eq!(redirects("cat <<'E'\n$x\nE"), vec![Redirect::Harmless]);
@@ -476,9 +510,20 @@ mod tests {
 
     #[test]
     fn patterns_are_one_simple_command() {
-        assert_eq!(pattern_words("npm run test").unwrap(), vec!["npm", "run", "test"]);
-        assert!(pattern_words("a; b").unwrap_err().contains("one simple command"));
+        assert_eq!(
+            pattern_words("npm run test").unwrap(),
+            vec!["npm", "run", "test"]
+        );
+        assert!(
+            pattern_words("a; b")
+                .unwrap_err()
+                .contains("one simple command")
+        );
         assert!(pattern_words("$(x)").unwrap_err().contains("cannot hold"));
-        assert!(pattern_words("npm > x").unwrap_err().contains("redirection"));
+        assert!(
+            pattern_words("npm > x")
+                .unwrap_err()
+                .contains("redirection")
+        );
     }
 }

@@ -51,12 +51,21 @@ pub(super) async fn call(
         .ok_or_else(|| RpcError::failed("standing rules are off on this server"))?;
     match method {
         "rules/list" => {
-            let rules: Vec<_> = book
-                .list(scope_param(params)?)
+            let scope = scope_param(params)?;
+            let mut rules: Vec<_> = book
+                .list(scope)
                 .into_iter()
                 .filter(|r| r.session.is_none() || r.session.as_deref() == session)
                 .collect();
-            Ok(json!({ "rules": rules }))
+            if scope.is_none() {
+                rules.extend(service.protected().map(|p| p.views()).unwrap_or_default());
+            }
+            let broken: Vec<Value> = book
+                .broken()
+                .into_iter()
+                .map(|(log, why)| json!({"log": log, "problem": why}))
+                .collect();
+            Ok(json!({ "rules": rules, "brokenLogs": broken }))
         }
         "rules/add" => {
             let rule = str_param(params, "rule")?.to_owned();

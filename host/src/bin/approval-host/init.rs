@@ -1,7 +1,10 @@
 //! `approval-host init claude-code`: from nothing to a working hook in one command. Writes a
 //! deployment of the example gates set up for Claude Code's tool names, installs the plugins it
-//! names beside it, and merges the PreToolUse hook into Claude Code's `settings.json` (the
-//! project's `.claude/settings.json` or the user's `~/.claude/settings.json`).
+//! names beside it (each pinned by its SHA-256 in the deployment), and merges the PreToolUse
+//! hook into Claude Code's `settings.json` (the project's `.claude/settings.json` or the user's
+//! `~/.claude/settings.json`). A project's state (logs, rules, the compiled cache) is kept
+//! outside the project, in the user's state directory keyed by the project's path: the agent
+//! working in the project must not be able to write its own policy's records.
 //!
 //! It never clobbers: other settings and other hooks stay as they are, an existing deployment
 //! file or plugin is kept, and running it again changes nothing. Every file is written whole
@@ -15,10 +18,13 @@ use serde_json::{Value, json};
 
 use crate::UsageError;
 
-/// The deployment `init` writes.
-pub const DEPLOYMENT: &str = r#"# approval-host deployment for Claude Code, written by `approval-host init claude-code`.
+/// The deployment `init` writes, its plugins pinned by digest.
+pub fn deployment() -> String {
+    format!(
+        r#"# approval-host deployment for Claude Code, written by `approval-host init claude-code`.
 # Every tool call Claude Code makes is asked here first (a PreToolUse hook); the log of each
-# session is under the state directory. Edit freely: `init` never overwrites this file.
+# session is under the state directory. Edit freely: `init` never overwrites this file. A plugin
+# file whose SHA-256 is not the one pinned here is refused at load.
 
 [approval]
 policy = "ask"
@@ -34,6 +40,7 @@ when-undecided = "ask"
 name = "allow-tools"
 path = "plugins/allow-tools.wasm"
 role = "gate"
+sha256 = "{allow}"
 [plugin.config]
 tools = "Read,Grep,Glob,LS,NotebookRead"
 
@@ -42,17 +49,24 @@ tools = "Read,Grep,Glob,LS,NotebookRead"
 name = "deny-commands"
 path = "plugins/deny-commands.wasm"
 role = "gate"
+sha256 = "{deny}"
 [plugin.config]
 patterns = "rm -rf /,rm -rf ~,git push --force,mkfs,dd if="
-"#;
+"#,
+        allow = approval_host::plugin::digest(bundled::ALLOW_TOOLS),
+        deny = approval_host::plugin::digest(bundled::DENY_COMMANDS),
+    )
+}
 
 /// The deployment file's name in the approval-host directory.
 pub const DEPLOYMENT_FILE: &str = "claude-code.toml";
 
 /// Where `init` writes.
 pub enum Target {
-    /// A project: `DIR/.approval-host/` and `DIR/.claude/settings.json`; the hook finds them
-    /// through `$CLAUDE_PROJECT_DIR`, so the settings can be committed.
+    /// A project: the deployment and plugins in `DIR/.approval-host/`, the hook in
+    /// `DIR/.claude/settings.json`; the hook finds them through `$CLAUDE_PROJECT_DIR`, so the
+    /// settings can be committed. State goes to the user's state directory for the project
+    /// (`--project-state "$CLAUDE_PROJECT_DIR"`) unless a state directory is named.
     Project(PathBuf),
     /// The user: `~/.approval-host/` and `~/.claude/settings.json`.
     User(PathBuf),
@@ -62,30 +76,47 @@ struct Plan {
     home: PathBuf,
     settings: PathBuf,
     command: String,
+    /// Where the hook keeps its state, as a person types it to read the logs.
+    state_flag: String,
 }
 
-fn plan(target: &Target, binary: &str) -> Plan {
-    match target {
-        Target::Project(dir) => Plan {
-            home: dir.join(".approval-host"),
-            settings: dir.join(".claude").join("settings.json"),
-            command: format!(
-                "{binary} --state-dir \"$CLAUDE_PROJECT_DIR/.approval-host\" hook claude-code --config \"$CLAUDE_PROJECT_DIR/.approval-host/{DEPLOYMENT_FILE}\""
-            ),
-        },
+fn plan(target: &Target, state_dir: Option<&Path>, binary: &str) -> Result<Plan> {
+    let named = state_dir
+        .map(|d| std::path::absolute(d).with_context(|| format!("--state-dir {}", d.display())))
+        .transpose()?
+        .map(|d| format!("--state-dir {}", shell_quote(&d.display().to_string())));
+    Ok(match target {
+        Target::Project(dir) => {
+            let state =
+                named.unwrap_or_else(|| "--project-state \"$CLAUDE_PROJECT_DIR\"".to_owned());
+            Plan {
+                home: dir.join(".approval-host"),
+                settings: dir.join(".claude").join("settings.json"),
+                command: format!(
+                    "{binary} {state} hook claude-code --config \"$CLAUDE_PROJECT_DIR/.approval-host/{DEPLOYMENT_FILE}\""
+                ),
+                state_flag: state.replace(
+                    "\"$CLAUDE_PROJECT_DIR\"",
+                    &shell_quote(&dir.display().to_string()),
+                ),
+            }
+        }
         Target::User(home) => {
             let dir = home.join(".approval-host");
+            let state = named.unwrap_or_else(|| {
+                format!("--state-dir {}", shell_quote(&dir.display().to_string()))
+            });
             Plan {
                 command: format!(
-                    "{binary} --state-dir {} hook claude-code --config {}",
-                    shell_quote(&dir.display().to_string()),
+                    "{binary} {state} hook claude-code --config {}",
                     shell_quote(&dir.join(DEPLOYMENT_FILE).display().to_string())
                 ),
+                state_flag: state,
                 home: dir,
                 settings: home.join(".claude").join("settings.json"),
             }
         }
-    }
+    })
 }
 
 fn shell_quote(s: &str) -> String {
@@ -223,11 +254,11 @@ fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// Runs `init claude-code`; prints what changed (or, with `dry_run`, the diff).
-pub fn run(target: &Target, dry_run: bool) -> Result<()> {
-    let plan = plan(target, &binary());
+pub fn run(target: &Target, state_dir: Option<&Path>, dry_run: bool) -> Result<()> {
+    let plan = plan(target, state_dir, &binary())?;
     let settings_before = read(&plan.settings)?;
     let changes = vec![
-        owned_file(plan.home.join(DEPLOYMENT_FILE), DEPLOYMENT.as_bytes())?,
+        owned_file(plan.home.join(DEPLOYMENT_FILE), deployment().as_bytes())?,
         owned_file(
             plan.home.join("plugins").join("allow-tools.wasm"),
             bundled::ALLOW_TOOLS,
@@ -272,8 +303,8 @@ pub fn run(target: &Target, dry_run: bool) -> Result<()> {
     } else if changed > 0 {
         println!("hook: {}", plan.command);
         println!(
-            "check it with: approval-host --state-dir {} log <session> after Claude Code's next tool call",
-            shell_quote(&plan.home.display().to_string())
+            "check it with: approval-host {} log <session> after Claude Code's next tool call",
+            plan.state_flag
         );
     } else {
         println!("nothing to do: already set up");

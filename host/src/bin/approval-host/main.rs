@@ -13,6 +13,7 @@ mod demo;
 mod init;
 mod new;
 mod progress;
+mod project_state;
 mod rules_cmd;
 mod store_cmd;
 mod test_cmd;
@@ -38,6 +39,12 @@ struct Cli {
     /// for `demo`, a fresh temporary directory].
     #[arg(long, global = true, value_name = "DIR")]
     state_dir: Option<PathBuf>,
+
+    /// Keep state for the project at DIR in the user's state directory
+    /// (`$XDG_STATE_HOME/approval-host/projects/<name>-<key>`, else under
+    /// `~/.local/state`), outside the project, where its agent cannot write through it.
+    #[arg(long, global = true, value_name = "DIR", conflicts_with = "state_dir")]
+    project_state: Option<PathBuf>,
 
     /// Keep session logs and rules in this PostgreSQL database instead of the state directory
     /// (`postgres://user@host/db`; the password from APPROVAL_HOST_DB_PASSWORD, never the URL);
@@ -320,9 +327,6 @@ enum Command {
         /// The harness.
         #[command(subcommand)]
         harness: InitCommand,
-        /// (No state directory: this command neither reads nor writes one.)
-        #[arg(id = "state_dir", long = "state-dir", value_name = "DIR", hide = true)]
-        no_state_dir: Option<PathBuf>,
         /// (No store: this command opens no log.)
         #[arg(id = "store", long = "store", value_name = "URL", hide = true)]
         no_store: Option<String>,
@@ -388,9 +392,10 @@ enum InitCommand {
     /// run changes nothing.
     ///
     /// Example: `approval-host init claude-code --project .` (then commit `.claude/settings.json`
-    /// and `.approval-host/claude-code.toml`).
+    /// and `.approval-host/`).
     ClaudeCode {
-        /// Set up this project: `DIR/.approval-host/` and `DIR/.claude/settings.json`.
+        /// Set up this project: the deployment and plugins in `DIR/.approval-host/`, the hook in
+        /// `DIR/.claude/settings.json`, state outside the project.
         #[arg(long, value_name = "DIR", conflicts_with = "user")]
         project: Option<PathBuf>,
         /// Set up every project of this user: `~/.approval-host/` and `~/.claude/settings.json`.
@@ -399,9 +404,11 @@ enum InitCommand {
         /// Show what would change (a diff) and write nothing.
         #[arg(long)]
         dry_run: bool,
-        /// (No state directory: this command neither reads nor writes one.)
-        #[arg(id = "state_dir", long = "state-dir", value_name = "DIR", hide = true)]
-        no_state_dir: Option<PathBuf>,
+        /// Where the hook keeps logs, rules and its cache [default for --project: the user's
+        /// state directory, keyed by the project's path (see --project-state); for --user:
+        /// ~/.approval-host].
+        #[arg(id = "state_dir", long = "state-dir", value_name = "DIR")]
+        state_dir: Option<PathBuf>,
         /// (No store: this command opens no log.)
         #[arg(id = "store", long = "store", value_name = "URL", hide = true)]
         no_store: Option<String>,
@@ -497,10 +504,11 @@ const DEFAULT_STATE_DIR: &str = ".approval-host";
 
 fn run(cli: Cli) -> Result<ExitCode> {
     store_cmd::set_url(cli.store.clone());
-    let state_dir = cli
-        .state_dir
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR));
+    let state_dir = match (&cli.state_dir, &cli.project_state) {
+        (Some(dir), _) => dir.clone(),
+        (None, Some(project)) => project_state::for_project(project)?,
+        (None, None) => PathBuf::from(DEFAULT_STATE_DIR),
+    };
     match cli.command {
         Command::Ask {
             session,
@@ -609,6 +617,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     project,
                     user,
                     dry_run,
+                    state_dir: hook_state,
                     ..
                 },
             ..
@@ -624,7 +633,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     return Err(UsageError("say where: --project DIR or --user".to_owned()).into());
                 }
             };
-            init::run(&target, dry_run)?;
+            let hook_state = hook_state.or(cli.state_dir.clone());
+            init::run(&target, hook_state.as_deref(), dry_run)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Check { plugin } => check(&state_dir, &plugin),

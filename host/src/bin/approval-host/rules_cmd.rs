@@ -185,11 +185,15 @@ fn rule_error(e: ApprovalError) -> anyhow::Error {
             r @ (rules::RuleError::Spec(_)
             | rules::RuleError::NoSession
             | rules::RuleError::Unknown(_)
-            | rules::RuleError::Static(_)),
+            | rules::RuleError::Static(_)
+            | rules::RuleError::BuiltIn(_)),
         ) => UsageError(r.to_string()).into(),
         other => other.into(),
     }
 }
+
+/// The line before the built-in rules in `rules list`.
+pub const BUILT_IN_HEADING: &str = "built-in (they protect this host's own policy; not revocable):";
 
 fn describe(r: &RuleView) -> String {
     let mut line = format!(
@@ -197,7 +201,11 @@ fn describe(r: &RuleView) -> String {
         r.id,
         r.effect.as_str(),
         r.rule,
-        r.scope.as_str()
+        if r.built_in {
+            "built-in"
+        } else {
+            r.scope.as_str()
+        }
     );
     if let Some(s) = &r.session {
         line.push_str(&format!(" {s}"));
@@ -229,23 +237,41 @@ async fn run_async(state_dir: &Path, command: RulesCommand) -> Result<ExitCode> 
             json,
         } => {
             check_session(session.as_deref())?;
-            let (service, book) = open(state_dir, &deployment(config.as_deref())?)?;
+            let deployment = deployment(config.as_deref())?;
+            let (service, book) = open(state_dir, &deployment)?;
             // Opening the session indexes its rules.
             if let Some(s) = &session {
                 service.load_session_rules(s).await?;
             }
-            let rules: Vec<RuleView> = book
+            let mut rules: Vec<RuleView> = book
                 .list(scope.map(RuleScope::from))
                 .into_iter()
                 .filter(|r| r.session.is_none() || r.session == session)
                 .collect();
+            let built_in = deployment.protected(state_dir).views();
+            for (log, why) in book.broken() {
+                eprintln!("approval-host: {}", rules::broken_warning(&log, &why));
+            }
             if json {
+                if scope.is_none() {
+                    rules.extend(built_in);
+                }
                 println!("{}", serde_json::to_string_pretty(&rules)?);
-            } else if rules.is_empty() {
-                println!("no active rules");
             } else {
+                for (log, why) in book.broken() {
+                    println!("BROKEN  {}", rules::broken_warning(&log, &why));
+                }
+                if rules.is_empty() {
+                    println!("no active rules");
+                }
                 for r in &rules {
                     println!("{}", describe(r));
+                }
+                if scope.is_none() {
+                    println!("{BUILT_IN_HEADING}");
+                    for r in &built_in {
+                        println!("{}", describe(r));
+                    }
                 }
             }
             Ok(ExitCode::SUCCESS)

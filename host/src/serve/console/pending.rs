@@ -309,7 +309,12 @@ impl Listener for WebAnswerer {
             call: arguments.clone(),
             cwd: question.cwd().map(str::to_owned),
             reason: question.reason().map(str::to_owned),
-            passed: question.passed(),
+            // The built-in guard passes every question it lets through: not news to a person.
+            passed: question
+                .passed()
+                .into_iter()
+                .filter(|p| p != crate::rules::protect::GATE_NAME)
+                .collect(),
             offer: crate::rules::suggest::suggest(
                 question.tool_name(),
                 arguments.as_ref(),

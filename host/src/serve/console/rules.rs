@@ -33,7 +33,33 @@ fn render(console: &Console, viewer: &Viewer, error: Option<&str>, form: &AddFor
         .into_iter()
         .filter(|r| r.session.as_deref().is_none_or(|s| viewer.sees(s)))
         .collect();
-    rules_page(viewer, &rules, error, form)
+    let service = console.server.service();
+    let broken: Vec<String> = service
+        .rules()
+        .map(|book| book.broken())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(log, why)| crate::rules::broken_warning(&log, &why))
+        .collect();
+    let built_in = service.protected().map(|p| p.views()).unwrap_or_default();
+    rules_page(
+        viewer,
+        &Listed {
+            rules: &rules,
+            built_in: &built_in,
+            broken: &broken,
+        },
+        error,
+        form,
+    )
+}
+
+/// What the Rules page lists.
+struct Listed<'a> {
+    rules: &'a [RuleView],
+    built_in: &'a [RuleView],
+    /// Why rules logs are not trusted (no allow rule applies meanwhile).
+    broken: &'a [String],
 }
 
 /// The add form's fields (kept on the page when the rule is refused).
@@ -169,13 +195,15 @@ pub async fn revoke(
     }
 }
 
-fn rules_page(viewer: &Viewer, rules: &[RuleView], error: Option<&str>, form: &AddForm) -> Markup {
+fn rules_page(viewer: &Viewer, listed: &Listed<'_>, error: Option<&str>, form: &AddForm) -> Markup {
+    let rules = listed.rules;
     pages::page(
         "Rules",
         Some(viewer),
         Tab::Rules,
         html! {
             h1 { "Standing rules (" (rules.len()) ")" }
+            @for warning in listed.broken { p.error.broken role="alert" { (warning) } }
             @if let Some(e) = error { p.error role="alert" { (e) } }
             @if rules.is_empty() { p.empty { "No standing rule is active." } }
             @else {
@@ -204,6 +232,22 @@ fn rules_page(viewer: &Viewer, rules: &[RuleView], error: Option<&str>, form: &A
                                         }
                                     }
                                 }
+                            }
+                        }
+                    }
+                }
+            }
+            @if !listed.built_in.is_empty() {
+                h2 { "Built-in rules" }
+                p.hint { "They protect this host's own policy from the agents it answers for, ahead of every rule and plugin, and cannot be revoked." }
+                table.wide.rules.built-in {
+                    thead { tr { th { "id" } th { "rule" } th { "why" } } }
+                    tbody {
+                        @for r in listed.built_in {
+                            tr id=(format!("r-{}", r.id)) {
+                                td { code { (r.id) } }
+                                td { code { (r.rule) } }
+                                td { (r.reason.as_deref().unwrap_or("")) }
                             }
                         }
                     }
