@@ -311,7 +311,8 @@ fn help_lists_the_commands() {
         (&["new"][..], false),
         (&["keygen"][..], false),
         (&["init"][..], false),
-        (&["init", "claude-code"][..], false),
+        // Where the installed hook keeps its state.
+        (&["init", "claude-code"][..], true),
     ] {
         let mut args = command.to_vec();
         args.push("--help");

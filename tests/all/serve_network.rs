@@ -81,21 +81,42 @@ fn tls(dir: &Path) -> Tls {
 }
 
 /// A JSON-lines client over any stream.
-struct Client<S> {
+pub(crate) struct Client<S> {
     stream: BufReader<S>,
     next: u64,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Client<S> {
-    fn new(stream: S) -> Self {
+    pub(crate) fn new(stream: S) -> Self {
         Client {
             stream: BufReader::new(stream),
             next: 1,
         }
     }
 
+    /// Sends one message as a line.
+    pub(crate) async fn send_value(&mut self, message: &Value) {
+        let mut line = message.to_string();
+        line.push('\n');
+        self.stream
+            .get_mut()
+            .write_all(line.as_bytes())
+            .await
+            .unwrap();
+        self.stream.get_mut().flush().await.unwrap();
+    }
+
+    /// Sends a request without waiting for its response; returns its id.
+    pub(crate) async fn send(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        self.send_value(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        id
+    }
+
     /// Sends a request and returns its response (skipping notifications).
-    async fn call(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) async fn call(&mut self, method: &str, params: Value) -> Value {
         let id = self.next;
         self.next += 1;
         let mut line =
@@ -115,7 +136,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Client<S> {
         }
     }
 
-    async fn line(&mut self) -> Option<Value> {
+    pub(crate) async fn line(&mut self) -> Option<Value> {
         let mut line = String::new();
         match self.stream.read_line(&mut line).await {
             Ok(0) | Err(_) => None,
@@ -136,7 +157,7 @@ fn error(reply: &Value) -> (i64, &str) {
     (e["code"].as_i64().unwrap(), e["message"].as_str().unwrap())
 }
 
-fn ok(reply: &Value) -> &Value {
+pub(crate) fn ok(reply: &Value) -> &Value {
     assert!(reply.get("error").is_none(), "{reply}");
     &reply["result"]
 }

@@ -223,10 +223,48 @@ fn domain_match(domain: &str) -> Result<ArgumentMatch, String> {
     Ok(ArgumentMatch::Domain { host, schemes })
 }
 
+/// What a path rule matches for one working directory: its glob and, for a glob ending in
+/// `/**`, the directory itself (`Glob(./src/**)` covers searching `src`).
+struct PathMatcher {
+    glob: GlobMatcher,
+    dir: Option<GlobMatcher>,
+}
+
+impl PathMatcher {
+    fn is_match(&self, path: &Path) -> bool {
+        self.glob.is_match(path) || self.dir.as_ref().is_some_and(|d| d.is_match(path))
+    }
+}
+
+fn path_matcher(pattern: &str, cwd: &Path) -> Result<PathMatcher, globset::Error> {
+    let text = path_glob_text(pattern, cwd);
+    let dir = match text.strip_suffix("/**") {
+        Some(dir) if !dir.is_empty() => Some(compile(dir)?),
+        _ => None,
+    };
+    Ok(PathMatcher {
+        glob: compile(&text)?,
+        dir,
+    })
+}
+
+fn compile(text: &str) -> Result<GlobMatcher, globset::Error> {
+    GlobBuilder::new(text)
+        .literal_separator(true)
+        // A backslash in a directory name is a character, never an escape.
+        .backslash_escape(false)
+        .build()
+        .map(|g| g.compile_matcher())
+}
+
+fn path_glob(pattern: &str, cwd: &Path) -> Result<GlobMatcher, globset::Error> {
+    compile(&path_glob_text(pattern, cwd))
+}
+
 /// The glob `pattern` means for a call whose working directory is `cwd`: the directory in front
 /// of the rule's own text (the working directory, the home, the rule's literal leading
 /// directories) resolved and escaped, the rest as written.
-fn path_glob(pattern: &str, cwd: &Path) -> Result<GlobMatcher, globset::Error> {
+fn path_glob_text(pattern: &str, cwd: &Path) -> String {
     let (base, rest): (PathBuf, &str) = if let Some(abs) = pattern.strip_prefix("//") {
         (PathBuf::from("/"), abs)
     } else if let Some(rest) = pattern.strip_prefix("~/") {
@@ -258,12 +296,7 @@ fn path_glob(pattern: &str, cwd: &Path) -> Result<GlobMatcher, globset::Error> {
     if rest.ends_with('/') && !text.ends_with('/') {
         text.push_str("/**");
     }
-    GlobBuilder::new(&text)
-        .literal_separator(true)
-        // A backslash in a directory name is a character, never an escape.
-        .backslash_escape(false)
-        .build()
-        .map(|g| g.compile_matcher())
+    text
 }
 
 /// How the call's arguments look to a matcher.
@@ -470,7 +503,7 @@ impl Spec {
                     return false;
                 }
                 let base = cwd.map_or_else(|| PathBuf::from("/"), paths::real_dir);
-                let Ok(matcher) = path_glob(glob, &base) else {
+                let Ok(matcher) = path_matcher(glob, &base) else {
                     return false;
                 };
                 let mut each = found.iter().map(|p| {
@@ -484,7 +517,7 @@ impl Spec {
                     found.iter().any(|p| {
                         let absolute = paths::absolute(p, cwd);
                         paths::resolve(p, cwd).iter().any(|r| matcher.is_match(r))
-                            || absolute.is_some_and(|a| matcher.is_match(paths::normalise(&a)))
+                            || absolute.is_some_and(|a| matcher.is_match(&paths::normalise(&a)))
                     })
                 }
             }

@@ -51,21 +51,18 @@ pub(super) async fn call(
         .ok_or_else(|| RpcError::failed("standing rules are off on this server"))?;
     match method {
         "rules/list" => {
-            let scope = scope_param(params)?;
-            let mut rules: Vec<_> = book
-                .list(scope)
+            let rules: Vec<_> = book
+                .list(scope_param(params)?)
                 .into_iter()
                 .filter(|r| r.session.is_none() || r.session.as_deref() == session)
                 .collect();
-            if scope.is_none() {
-                rules.extend(service.protected().map(|p| p.views()).unwrap_or_default());
-            }
+            let built_in = service.protected().map(|p| p.views()).unwrap_or_default();
             let broken: Vec<Value> = book
                 .broken()
                 .into_iter()
                 .map(|(log, why)| json!({"log": log, "problem": why}))
                 .collect();
-            Ok(json!({ "rules": rules, "brokenLogs": broken }))
+            Ok(json!({ "rules": rules, "builtIn": built_in, "brokenLogs": broken }))
         }
         "rules/add" => {
             let rule = str_param(params, "rule")?.to_owned();

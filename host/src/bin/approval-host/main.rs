@@ -327,6 +327,9 @@ enum Command {
         /// The harness.
         #[command(subcommand)]
         harness: InitCommand,
+        /// (Given to the harness's subcommand, which says where its hook keeps state.)
+        #[arg(id = "state_dir", long = "state-dir", value_name = "DIR", hide = true)]
+        no_state_dir: Option<PathBuf>,
         /// (No store: this command opens no log.)
         #[arg(id = "store", long = "store", value_name = "URL", hide = true)]
         no_store: Option<String>,
