@@ -296,6 +296,9 @@ async fn a_question_shows_escaped_and_a_click_decides_it_in_the_audit() {
     );
     assert!(!page.contains("<script>alert(1)"), "{page}");
     assert!(page.contains("&lt;b&gt;why&lt;/b&gt;"), "{page}");
+    // No rule narrow enough to be safe covers this call: no "always" is offered (it used to
+    // pre-fill the whole tool, `bash`).
+    assert!(!page.contains("details class=\"always\""), "{page}");
     // The gates that passed it on.
     assert!(
         page.contains("<dd class=\"passed\">rules, deny-commands (each said next)</dd>"),

@@ -715,3 +715,117 @@ fn the_cache_key_is_made_once_private_and_outside_the_state_directory() {
     assert_eq!(dir_mode, 0o700);
     assert_eq!(std::fs::read(&path).unwrap().len(), 32);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_serve_an_answerer_token_keeps_its_rules_to_its_own_session() {
+    use super::serve_network::{Client, ok};
+    const TOKEN: &str = "aht_prefix_limited_answerer_token_for_tests_00000000000000000000000";
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("deploy.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[token]]\nname = \"ci-bot\"\nsha256 = \"{}\"\nroles = [\"agent\", \"answerer\"]\nsessions = [\"ci-\"]\n",
+            approval_host::serve::auth::token_hash(TOKEN)
+        ),
+    )
+    .unwrap();
+    let server = approval_host::serve::Server::start(approval_host::serve::ServeOptions {
+        config,
+        state_dir: dir.path().join("state"),
+        quarantine: approval_host::plugin::QuarantinePolicy::default(),
+        store_url: None,
+        migrate: false,
+    })
+    .await
+    .unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let s = server.clone();
+    tokio::spawn(async move { s.serve_tcp("127.0.0.1:0", None, Some(tx)).await });
+    let addr = rx.await.unwrap();
+    let mut c = Client::new(tokio::net::TcpStream::connect(addr).await.unwrap());
+    ok(&c
+        .call(
+            "initialize",
+            json!({"protocolVersion": "0.1", "token": TOKEN, "answerer": true}),
+        )
+        .await);
+    ok(&c
+        .call("session/open", json!({"sessionId": "ci-1", "agentId": "a"}))
+        .await);
+    ok(&c.call("turn/start", json!({"sessionId": "ci-1"})).await);
+    let mut asked = 0;
+    for (scope, rule, declined) in [
+        (
+            "user",
+            "Bash",
+            Some(proposals::declined_for_answerers(RuleScope::User)),
+        ),
+        (
+            "project",
+            "Bash(npm run test:*)",
+            Some(proposals::declined_for_answerers(RuleScope::Project)),
+        ),
+        (
+            "session",
+            "Bash(ls:*)",
+            Some(proposals::declined_not_covering(
+                "Bash(ls:*)",
+                Effect::Allow,
+            )),
+        ),
+        ("session", "Bash(npm run test:*)", None),
+    ] {
+        asked += 1;
+        let call = format!("c{asked}");
+        ok(&c
+            .call(
+                "tool/call",
+                json!({"sessionId": "ci-1", "callId": call, "name": "Bash", "arguments": {"command": "npm run test"}}),
+            )
+            .await);
+        let id = c
+            .send(
+                "approval/request",
+                json!({"sessionId": "ci-1", "agentId": "a", "toolName": "Bash", "callId": call}),
+            )
+            .await;
+        let mut notices = Vec::new();
+        let outcome = loop {
+            let message = c.line().await.expect("the server closed the connection");
+            if message["method"] == "approval/prompt" {
+                c.send_value(&json!({"jsonrpc": "2.0", "id": message["id"], "result":
+                    {"decision": "allow-always", "rule": rule, "scope": scope}}))
+                    .await;
+            } else if message["method"] == approval_host::serve::RULE_DECLINED {
+                notices.push(message["params"].clone());
+            } else if message["id"] == id {
+                break message["result"]["outcome"].as_str().unwrap().to_owned();
+            }
+        };
+        // The person's decision stands for this call either way.
+        assert_eq!(outcome, "allowed-once", "{scope} {rule}");
+        match &declined {
+            Some(why) => {
+                assert_eq!(notices.len(), 1, "{notices:?}");
+                assert_eq!(notices[0]["reason"], why.as_str());
+                assert_eq!(notices[0]["rule"], rule);
+            }
+            None => assert!(notices.is_empty(), "{notices:?}"),
+        }
+        let decided = super::support::events_at(&log_path(&dir.path().join("state"), "ci-1"))
+            .into_iter()
+            .rev()
+            .find(|(t, _)| t == "approval/decided")
+            .unwrap()
+            .1;
+        match &declined {
+            Some(why) => assert_eq!(decided["ruleDeclined"], why.as_str()),
+            None => assert!(decided["ruleAdded"].is_string(), "{decided}"),
+        }
+    }
+    let rules = server.service().rules().unwrap().list(None);
+    assert_eq!(rules.len(), 1, "{rules:?}");
+    assert_eq!(rules[0].scope, RuleScope::Session);
+    assert_eq!(rules[0].session.as_deref(), Some("ci-1"));
+}

@@ -313,7 +313,7 @@ fn git_uncovered(args: &[String]) -> Option<&'static str> {
     {
         return Some("git -c and --config-env set configuration that can run programs");
     }
-    let Some(at) = sub else { return None };
+    let at = sub?;
     let (sub, rest) = (args[at].as_str(), &args[at + 1..]);
     let any = |options: &[&str]| {
         rest.iter().any(|a| {
@@ -653,17 +653,18 @@ fn operands_start(args: &[String], g: &Grammar) -> Option<usize> {
         if !a.starts_with('-') || a == "-" {
             return Some(i);
         }
-        if g.flags.contains(&a) || (g.numeric && a[1..].bytes().all(|b| b.is_ascii_digit())) {
-            i += 1;
-        } else if g.valued.contains(&a) {
-            i += 2;
-        } else if a.starts_with("--")
-            && a.split_once('=')
+        let flag =
+            g.flags.contains(&a) || (g.numeric && a[1..].bytes().all(|b| b.is_ascii_digit()));
+        // `--name=value`, or a one-letter option with its value attached (`-n5`, `-oL`).
+        let attached = if a.starts_with("--") {
+            a.split_once('=')
                 .is_some_and(|(n, _)| g.valued.contains(&n) || g.flags.contains(&n))
-        {
-            i += 1;
-        } else if !a.starts_with("--") && g.valued.iter().any(|v| v.len() == 2 && a.starts_with(v))
-        {
+        } else {
+            g.valued.iter().any(|v| v.len() == 2 && a.starts_with(v))
+        };
+        if g.valued.contains(&a) {
+            i += 2;
+        } else if flag || attached {
             i += 1;
         } else {
             return None;

@@ -271,10 +271,10 @@ impl Protected {
     pub fn check(&self, tool: &str, arguments: Option<&Value>, cwd: Option<&str>) -> Option<&Area> {
         let cwd = cwd.map(Path::new).filter(|c| c.is_absolute());
         let arguments = arguments?;
-        if let Some(text) = arguments.get("command").and_then(Value::as_str) {
-            if let Some(area) = self.check_command(text, cwd) {
-                return Some(area);
-            }
+        if let Some(text) = arguments.get("command").and_then(Value::as_str)
+            && let Some(area) = self.check_command(text, cwd)
+        {
+            return Some(area);
         }
         let reader = READERS.contains(&tool);
         for field in PATH_FIELDS.iter().chain(MORE_PATH_FIELDS) {
