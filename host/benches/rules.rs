@@ -5,11 +5,19 @@
 //! The session log discards its bytes, so the figures are the seam, the rule index and the
 //! matching alone. The rules are a mix of command prefixes over many first words, exact
 //! commands, path globs and domains, so the index (by tool, then by the command's first word) is
-//! what keeps 10,000 rules cheap. Run:
+//! what keeps 10,000 rules cheap.
+//!
+//! A second table is the rule gate alone (the book deciding one `Bash` call, no seam) for a
+//! 40-byte and a 2 KB command with 0, 100 and 10,000 rules: the command is read once per
+//! decision by the bash parser and the option tables, and every rule is matched against that
+//! reading, so the reading's cost must not grow with the rules. Beside it, the hand-written
+//! splitter the host used before, on the same commands. Run:
 //! `RUST_BACKTRACE=0 RUST_LIB_BACKTRACE=0 cargo bench -p approval-host --bench rules`
 //! (`BENCH_SAMPLES`, default 20000).
 
 mod common;
+#[path = "common/old_splitter.rs"]
+mod old_splitter;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -90,6 +98,77 @@ fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
+/// Median and p99 of `f`, timed `samples` times after a warm-up.
+fn time(samples: usize, mut f: impl FnMut()) -> (f64, f64) {
+    for _ in 0..samples / 10 {
+        f();
+    }
+    let mut out = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        let start = Instant::now();
+        f();
+        out.push(start.elapsed());
+    }
+    out.sort();
+    (
+        micros(out[out.len() / 2]),
+        micros(out[out.len() * 99 / 100]),
+    )
+}
+
+/// A 40-byte command and a 2 KB one, both allowed by `Bash(cargo test:*)`.
+fn commands() -> [(&'static str, String); 2] {
+    let short = "cargo test -p host -- --nocapture --quiet".to_owned();
+    let mut long = "cargo test --workspace --features 'a b' -- --exact".to_owned();
+    let mut i = 0;
+    while long.len() < 2048 {
+        long.push_str(&format!(" --skip 'module_{i}::a_test_name' 2>/dev/null"));
+        i += 1;
+    }
+    long.truncate(long.rfind(" --skip").unwrap_or(long.len()));
+    [("40 B", short), ("2 KB", long)]
+}
+
+fn gate_table(samples: usize) {
+    println!();
+    println!(
+        "the rule gate alone, one Bash call ({samples} samples): old splitter vs the bash parser and option tables"
+    );
+    println!(
+        "{:<8} {:>7} {:>14} {:>16} {:>16} {:>14}",
+        "command", "rules", "old split µs", "new reading µs", "new gate p50 µs", "new gate p99"
+    );
+    for (label, command) in commands() {
+        assert!(old_splitter::split(&command).is_ok());
+        let (old, _) = time(samples, || {
+            std::hint::black_box(old_splitter::split(std::hint::black_box(&command))).ok();
+        });
+        let (reading, _) = time(samples, || {
+            std::hint::black_box(rules::command::read(std::hint::black_box(&command)));
+        });
+        for n in [0, 100, 10_000] {
+            let service = ApprovalService::new(NullStore, Policy::Ask);
+            let book = book(&service, n);
+            let args = json!({ "command": command });
+            let call = rules::pattern::Call {
+                tool: "Bash",
+                arguments: Some(&args),
+                cwd: Some("/w"),
+            };
+            let want = (n > 0).then_some(Effect::Allow);
+            assert_eq!(book.peek(&call, "s").map(|m| m.effect), want);
+            let (p50, p99) = time(samples, || {
+                std::hint::black_box(book.peek(&call, "s"));
+            });
+            println!("{label:<8} {n:>7} {old:>14.2} {reading:>16.2} {p50:>16.2} {p99:>14.2}");
+        }
+        println!(
+            "{label:<8} reading / old split: {:.1}x",
+            reading / old.max(f64::MIN_POSITIVE)
+        );
+    }
+}
+
 fn main() {
     let samples: usize = std::env::var("BENCH_SAMPLES")
         .ok()
@@ -147,4 +226,5 @@ fn main() {
             }
         }
     });
+    gate_table(samples);
 }

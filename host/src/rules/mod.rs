@@ -341,6 +341,10 @@ struct Index {
 
 impl Index {
     fn insert(&mut self, rule: Arc<Rule>) {
+        // One object per id: a reread that raced an add must not leave two in the buckets.
+        if self.by_id.contains_key(&rule.id) {
+            self.remove(&rule.id);
+        }
         self.by_id.insert(rule.id.clone(), rule.clone());
         let bucket = match &rule.spec.tool {
             ToolMatch::Glob(_) => {
@@ -962,8 +966,13 @@ impl RuleBook {
 
     /// Makes a rule whose `rule/added` is durable active.
     pub fn activate(&self, rule: Rule) -> Arc<Rule> {
+        let mut index = self.write();
+        // A reread may have indexed it already (and counted its first uses).
+        if let Some(existing) = index.by_id.get(&rule.id) {
+            return existing.clone();
+        }
         let rule = Arc::new(rule);
-        self.write().insert(rule.clone());
+        index.insert(rule.clone());
         rule
     }
 
