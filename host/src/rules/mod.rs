@@ -611,7 +611,17 @@ impl RuleBook {
     /// The store cannot be read.
     fn reload(&self, name: &str) -> Result<(), RuleError> {
         let len = self.store.log_len(name).ok().flatten();
-        let bytes = self.store.read(name)?;
+        let bytes = match self.store.read(name) {
+            Ok(bytes) => bytes,
+            // A store that can only be read by opening a log: its writer's checks are all
+            // there is (it validates every record on open; the chain is not rechecked).
+            Err(LogError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::Unsupported =>
+            {
+                return self.reload_opened(name, len);
+            }
+            Err(e) => return Err(e.into()),
+        };
         let checkpointer = self
             .checkpointer
             .read()
@@ -666,6 +676,31 @@ impl RuleBook {
                 return Ok(());
             }
         };
+        self.apply(name, rules, seen);
+        Ok(())
+    }
+
+    /// [`RuleBook::reload`] for a store that cannot be read without opening the log.
+    fn reload_opened(&self, name: &str, len: Option<u64>) -> Result<(), RuleError> {
+        let log = self.open_log(name)?;
+        let rules = log
+            .with_fold(|f| {
+                f.rules()
+                    .map(|r| Rule::from_event(r, None))
+                    .collect::<Result<Vec<Rule>, String>>()
+            })
+            .map_err(|reason| RuleError::Corrupt {
+                log: name.to_owned(),
+                reason,
+            })?;
+        let (records, head) = log.durable_point();
+        drop(log);
+        self.apply(name, rules, trust::Seen { len, records, head });
+        Ok(())
+    }
+
+    /// Replaces the rules indexed from the rules log `name` with `rules`, read intact.
+    fn apply(&self, name: &str, rules: Vec<Rule>, seen: trust::Seen) {
         let scope = if name == USER_LOG {
             RuleScope::User
         } else {
@@ -701,7 +736,6 @@ impl RuleBook {
         }
         self.any_broken
             .store(logs.values().any(|s| s.broken.is_some()), Ordering::Relaxed);
-        Ok(())
     }
 
     fn mark_broken(&self, name: &str, why: String) {

@@ -35,6 +35,9 @@ pub struct Reading {
     pub operands: Vec<String>,
     /// `cd`: where it moves what follows (`None` when that cannot be known: `cd -`, `pushd`).
     pub chdir: Option<Option<String>>,
+    /// Its writes reach what lies below a directory it names (`rm -r`, `mv`, `cp -r`,
+    /// `chmod -R`): removing or replacing a directory takes what is in it along.
+    pub reaches_below: bool,
     /// When it is a wrapper (`timeout 5 cargo test`, `xargs rm`, `bash -c '…'`, `ssh host …`):
     /// the index of the word where what it runs starts. A rule covers it only when the rule's
     /// words reach past that index, that is when the rule names what runs.
@@ -121,6 +124,7 @@ fn program(
                 .filter(|a| !a.starts_with('-') || a.contains('='))
                 .map(|a| a.split_once('=').map_or(a.as_str(), |(_, v)| v).to_owned()),
         );
+        reading.reaches_below |= reaches_below(name, args);
     }
     for inner in executed_by(name, args) {
         // What `find -exec` and `fd -x` run, for reject rules (they are uncovered anyway).
@@ -129,6 +133,7 @@ fn program(
         reading.runs.extend(inner_reading.runs);
         reading.writes.extend(inner_reading.writes);
         reading.hidden |= inner_reading.hidden;
+        reading.reaches_below |= inner_reading.reaches_below;
     }
     match name {
         "cd" => {
@@ -155,6 +160,9 @@ fn program(
                 reading.writes.extend(inner.writes);
                 reading.operands.extend(inner.operands);
                 reading.hidden |= inner.hidden;
+                reading.reaches_below |= inner.reaches_below;
+                // A `cd` inside the script moves its own paths: only their text can tell.
+                reading.hidden |= inner.chdir.is_some();
                 if let Some(why) = inner.uncovered {
                     reading.uncovered.get_or_insert(why);
                 }
@@ -219,6 +227,19 @@ fn evaluates_code(name: &str, args: &[String]) -> Option<&'static str> {
         }
         _ => return None,
     })
+}
+
+/// Whether `name`'s writes reach below the directories it names.
+fn reaches_below(name: &str, args: &[String]) -> bool {
+    let recursive = args.iter().take_while(|a| *a != "--").any(|a| {
+        matches!(a.as_str(), "--recursive" | "--archive" | "--delete")
+            || (a.starts_with('-') && !a.starts_with("--") && a[1..].contains(['r', 'R', 'a']))
+    });
+    match name {
+        "rm" | "rmdir" | "mv" | "shred" | "unlink" | "tar" | "unzip" => true,
+        "cp" | "rsync" | "chmod" | "chown" | "chgrp" | "scp" | "install" => recursive,
+        _ => false,
+    }
 }
 
 /// Programs whose operands are files they write (or delete, or change).
@@ -830,6 +851,13 @@ fn wrapped(name: &str, args: &[String]) -> Result<Wrapped, Opaque> {
             };
             while at < args.len() && is_assignment(&args[at]) {
                 at += 1;
+            }
+            if args[..at]
+                .iter()
+                .any(|a| a == "-C" || a.starts_with("--chdir"))
+            {
+                // It runs its program elsewhere: the program's paths read from there.
+                return Ok(Wrapped::Hidden);
             }
             Ok(if at < args.len() {
                 Wrapped::Command(at)

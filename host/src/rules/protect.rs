@@ -313,11 +313,12 @@ impl Protected {
         };
         // `cd` moves what follows; once it cannot be followed, only the text can tell.
         let mut here: Option<PathBuf> = cwd.map(paths::real_dir);
-        let mut lost = false;
+        // Without a working directory, relative paths can only be told by their text.
+        let mut lost = here.is_none();
         for part in &parts {
             let at = here.as_deref();
             for path in &part.reading.writes {
-                if let Some(area) = self.touched(path, at, true, true) {
+                if let Some(area) = self.touched(path, at, true, part.reading.reaches_below) {
                     return Some(area);
                 }
             }
@@ -493,6 +494,7 @@ mod tests {
             ("Write", json!({"file_path": "src/main.rs"})),
             ("Bash", json!({"command": "cargo test 2>&1 | tee out.log"})),
             ("Bash", json!({"command": "cp a b && mv c d"})),
+            ("Bash", json!({"command": "cp build/app ..  && touch .."})),
             (
                 "Bash",
                 json!({"command": "cat .approval-host/claude-code.toml"}),

@@ -349,7 +349,8 @@ async fn run_async(state_dir: &Path, command: RulesCommand) -> Result<ExitCode> 
                         .map_err(|e| UsageError(format!("--arguments is not JSON: {e}")))
                 })
                 .transpose()?;
-            let (service, book) = open(state_dir, &deployment(config.as_deref())?)?;
+            let deployment = deployment(config.as_deref())?;
+            let (service, book) = open(state_dir, &deployment)?;
             if let Some(s) = &session {
                 service.load_session_rules(s).await?;
             }
@@ -358,6 +359,20 @@ async fn run_async(state_dir: &Path, command: RulesCommand) -> Result<ExitCode> 
                 arguments: arguments.as_ref(),
                 cwd: cwd.as_deref(),
             };
+            // The built-in rules decide before any other.
+            let protected = deployment.protected(state_dir);
+            if let Some(area) = protected.check(&tool, arguments.as_ref(), cwd.as_deref()) {
+                let view = protected
+                    .views()
+                    .into_iter()
+                    .find(|v| v.id == area.id)
+                    .expect("every area has its view");
+                println!("rejected by rule {}", describe(&view));
+                return Ok(ExitCode::SUCCESS);
+            }
+            for (log, why) in book.broken() {
+                println!("BROKEN  {}", rules::broken_warning(&log, &why));
+            }
             match book.peek(&call, session.as_deref().unwrap_or("")) {
                 Some(m) => {
                     let verb = match m.effect {
