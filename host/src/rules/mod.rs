@@ -874,7 +874,7 @@ impl RuleBook {
     ) -> Option<(Arc<Rule>, Effect)> {
         let command = command::read(text);
         if let Command::Read(parts) = &command {
-            for part in parts {
+            for part in parts.iter() {
                 let keys = part
                     .reading
                     .runs
@@ -916,7 +916,7 @@ impl RuleBook {
         match &command {
             Command::Read(parts) if !hides && !parts.is_empty() => {
                 let mut first = None;
-                for part in parts {
+                for part in parts.iter() {
                     let key = part.simple.all_words().next();
                     let rule = index
                         .candidates(call.tool, key.map(String::as_str))

@@ -315,7 +315,7 @@ impl Protected {
         let mut here: Option<PathBuf> = cwd.map(paths::real_dir);
         // Without a working directory, relative paths can only be told by their text.
         let mut lost = here.is_none();
-        for part in &parts {
+        for part in parts.iter() {
             let at = here.as_deref();
             for path in &part.reading.writes {
                 if let Some(area) = self.touched(path, at, true, part.reading.reaches_below) {

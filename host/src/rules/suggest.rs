@@ -172,13 +172,12 @@ pub fn suggest(tool: &str, arguments: Option<&Value>, cwd: Option<&str>) -> Opti
 }
 
 fn command_rule(tool: &str, command: &str) -> Option<String> {
-    let Command::Read(mut parts) = command::read(command) else {
+    let Command::Read(parts) = command::read(command) else {
         return None;
     };
-    if parts.len() != 1 {
+    let [part] = parts.as_slice() else {
         return None;
-    }
-    let part = parts.remove(0);
+    };
     if !part.simple.assignments.is_empty() || part.reading.hidden {
         return None;
     }
