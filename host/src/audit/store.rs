@@ -129,6 +129,10 @@ pub trait Store: Send + Sync + 'static {
 /// [`Store::list_lens`].
 pub type LogLens = Vec<(String, Option<u64>)>;
 
+/// The prefix of every rules log (`rules.user`, `rules.project-…`); no session may be named
+/// with it. Kept here, with the logs' names, so a reader of logs knows one without the rules.
+pub const RULES_LOG_PREFIX: &str = "rules.";
+
 /// Longest session id accepted.
 pub const MAX_SESSION_ID_LEN: usize = 128;
 

@@ -28,13 +28,14 @@ pub mod protect;
 pub mod shell;
 pub mod suggest;
 pub mod trust;
+mod view;
+
+pub use view::RuleView;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime};
-
-use serde::Serialize;
 
 use crate::answer::{Answer, Effect, RuleScope};
 use crate::audit::checkpoint::Checkpointer;
@@ -51,7 +52,7 @@ use pattern::{ArgumentMatch, Call, Spec, SpecError, ToolMatch};
 pub const USER_LOG: &str = "rules.user";
 
 /// The prefix of every rules log; no session may be named with it.
-pub const LOG_PREFIX: &str = "rules.";
+pub use crate::audit::store::RULES_LOG_PREFIX as LOG_PREFIX;
 
 /// How often the book looks for rules another process wrote.
 pub const REFRESH_EVERY: Duration = Duration::from_millis(250);
@@ -167,39 +168,6 @@ pub struct Rule {
     pub from_deployment: bool,
     uses: AtomicU64,
     last_use: Mutex<Option<SystemTime>>,
-}
-
-/// A rule as `rules list`, `rules/list` and a console show it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RuleView {
-    /// Its id.
-    pub id: String,
-    /// `Tool(pattern)`.
-    pub rule: String,
-    /// `allow` or `reject`.
-    pub effect: Effect,
-    /// `session`, `project` or `user`.
-    pub scope: RuleScope,
-    /// The session, for session scope.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub session: Option<String>,
-    /// When it expires (RFC 3339).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub expires_at: Option<String>,
-    /// Who made it.
-    pub creator: String,
-    /// Why.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// Decisions it made in this process.
-    pub uses: u64,
-    /// The last of them (RFC 3339).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_use: Option<String>,
-    /// A built-in rule ([`protect`]): it protects the host's own policy and cannot be revoked.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub built_in: bool,
 }
 
 impl Rule {

@@ -248,10 +248,10 @@ impl Protected {
     }
 
     /// The built-in rules as lists show them.
-    pub fn views(&self) -> Vec<super::RuleView> {
+    pub fn views(&self) -> Vec<super::view::RuleView> {
         self.areas
             .iter()
-            .map(|area| super::RuleView {
+            .map(|area| super::view::RuleView {
                 id: area.id.clone(),
                 rule: area.text(),
                 effect: crate::answer::Effect::Reject,
