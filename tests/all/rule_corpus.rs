@@ -705,3 +705,81 @@ fn what_a_rule_no_longer_covers_is_what_the_readme_lists() {
         );
     }
 }
+
+/// The programs the benign commands run, stubbed so bash itself shows which words it passes.
+const STUBBED: &[&str] = &[
+    "npm", "ls", "git", "find", "rg", "grep", "sed", "sort", "tar", "xargs", "curl", "awk", "cat",
+    "head", "wc", "cargo", "timeout", "echo",
+];
+
+#[test]
+fn bash_runs_every_allowed_command_with_the_words_the_rules_read() {
+    // Each command runs under the real bash, every program a stub that records the words it got;
+    // they must be the words the rules matched, program by program.
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = dir.path().join("argv");
+    for name in STUBBED {
+        let stub = bin.join(name);
+        std::fs::write(
+            &stub,
+            "#!/bin/sh\n{ printf '%s' \"${0##*/}\"; for a in \"$@\"; do printf '\\037%s' \"$a\"; done; printf '\\036'; } >> \"$ARGV_LOG\"\n",
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&stub, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    // `echo` is a builtin: turned off so the stub answers.
+    let env_file = dir.path().join("env.sh");
+    std::fs::write(&env_file, "enable -n echo\n").unwrap();
+    let home = "/home/corpus";
+    let mut differ = Vec::new();
+    for command in BENIGN_SHELL {
+        let _ = std::fs::remove_file(&log);
+        let script = dir.path().join("script.sh");
+        std::fs::write(&script, format!("{command}\nwait\n")).unwrap();
+        let status = std::process::Command::new("/bin/bash")
+            .arg(&script)
+            .current_dir(dir.path())
+            .env_clear()
+            .env("PATH", &bin)
+            .env("HOME", home)
+            .env("BASH_ENV", &env_file)
+            .env("ARGV_LOG", &log)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.code().is_some(), "{command:?}");
+        let mut ran: Vec<Vec<String>> = std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .split('\u{1e}')
+            .filter(|r| !r.is_empty())
+            .map(|r| r.split('\u{1f}').map(str::to_owned).collect())
+            .collect();
+        let mut read: Vec<Vec<String>> = approval_host::rules::shell::parse(command)
+            .unwrap()
+            .into_iter()
+            .map(|s| {
+                s.words
+                    .iter()
+                    .map(|w| match w.strip_prefix('~') {
+                        // bash expands a leading `~`; the rules compare it as written.
+                        Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+                            format!("{home}{rest}")
+                        }
+                        _ => w.clone(),
+                    })
+                    .collect()
+            })
+            .collect();
+        ran.sort();
+        read.sort();
+        if ran != read {
+            differ.push(format!("{command:?}: bash ran {ran:?}, the rules read {read:?}"));
+        }
+    }
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+}
