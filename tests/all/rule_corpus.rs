@@ -724,7 +724,8 @@ fn bash_runs_every_allowed_command_with_the_words_the_rules_read() {
         let stub = bin.join(name);
         std::fs::write(
             &stub,
-            "#!/bin/sh\n{ printf '%s' \"${0##*/}\"; for a in \"$@\"; do printf '\\037%s' \"$a\"; done; printf '\\036'; } >> \"$ARGV_LOG\"\n",
+            // One write per record, so the programs of a pipeline never interleave theirs.
+            "#!/bin/sh\nus=$(printf '\\037')\nr=\"${0##*/}\"\nfor a in \"$@\"; do r=\"$r$us$a\"; done\nprintf '%s\\036' \"$r\" >> \"$ARGV_LOG\"\n",
         )
         .unwrap();
         use std::os::unix::fs::PermissionsExt;
@@ -778,7 +779,9 @@ fn bash_runs_every_allowed_command_with_the_words_the_rules_read() {
         ran.sort();
         read.sort();
         if ran != read {
-            differ.push(format!("{command:?}: bash ran {ran:?}, the rules read {read:?}"));
+            differ.push(format!(
+                "{command:?}: bash ran {ran:?}, the rules read {read:?}"
+            ));
         }
     }
     assert!(differ.is_empty(), "{}", differ.join("\n"));

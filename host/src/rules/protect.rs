@@ -162,6 +162,26 @@ impl Area {
         }
     }
 
+    /// The reason when a command this host cannot read names the area: it might change it.
+    pub fn named_reason(&self) -> String {
+        let access = if self.secret {
+            "read or change"
+        } else {
+            "change"
+        };
+        match &self.place {
+            Place::Tree(p) | Place::File(p) => format!(
+                "{} ({}) is protected, and this command names it in a way this host cannot read: no agent may {access} it",
+                self.what,
+                p.display()
+            ),
+            Place::ClaudeSettings => format!(
+                "{} is protected, and this command names it in a way this host cannot read: no agent may {access} it",
+                self.what
+            ),
+        }
+    }
+
     /// Whether the real path `path` is in this area, or holds it (removing or moving a parent
     /// directory takes the area with it) when `parents` says so.
     fn holds(&self, path: &Path, parents: bool) -> bool {
@@ -227,8 +247,25 @@ pub struct Protected {
     areas: Vec<Area>,
 }
 
-/// Why a call was rejected: the area it touches.
-pub type Touched<'a> = &'a Area;
+/// Why a call is rejected: the area it touches, and whether only its text names it.
+#[derive(Debug, Clone, Copy)]
+pub struct Finding<'a> {
+    /// The protected place.
+    pub area: &'a Area,
+    /// The call could not be read; its text names the place.
+    pub by_name: bool,
+}
+
+impl Finding<'_> {
+    /// The reason the model reads.
+    pub fn reason(&self) -> String {
+        if self.by_name {
+            self.area.named_reason()
+        } else {
+            self.area.reason()
+        }
+    }
+}
 
 impl Protected {
     /// Protects `areas` and Claude Code's settings files.
@@ -268,7 +305,12 @@ impl Protected {
     }
 
     /// The area a call would touch, if any.
-    pub fn check(&self, tool: &str, arguments: Option<&Value>, cwd: Option<&str>) -> Option<&Area> {
+    pub fn check(
+        &self,
+        tool: &str,
+        arguments: Option<&Value>,
+        cwd: Option<&str>,
+    ) -> Option<Finding<'_>> {
         let cwd = cwd.map(Path::new).filter(|c| c.is_absolute());
         let arguments = arguments?;
         if let Some(text) = arguments.get("command").and_then(Value::as_str)
@@ -282,7 +324,10 @@ impl Protected {
                 continue;
             };
             if let Some(area) = self.touched(path, cwd, !reader, false) {
-                return Some(area);
+                return Some(Finding {
+                    area,
+                    by_name: false,
+                });
             }
         }
         None
@@ -300,13 +345,21 @@ impl Protected {
         })
     }
 
-    fn named_in(&self, text: &str, cwd: Option<&Path>) -> Option<&Area> {
+    fn named_in(&self, text: &str, cwd: Option<&Path>) -> Option<Finding<'_>> {
         self.areas
             .iter()
             .find(|area| area.hints(cwd).iter().any(|h| text.contains(h.as_str())))
+            .map(|area| Finding {
+                area,
+                by_name: true,
+            })
     }
 
-    fn check_command(&self, text: &str, cwd: Option<&Path>) -> Option<&Area> {
+    fn check_command(&self, text: &str, cwd: Option<&Path>) -> Option<Finding<'_>> {
+        let found = |area| Finding {
+            area,
+            by_name: false,
+        };
         let parts = match command::read(text) {
             Command::Read(parts) => parts,
             Command::Opaque { .. } => return self.named_in(text, cwd),
@@ -319,12 +372,12 @@ impl Protected {
             let at = here.as_deref();
             for path in &part.reading.writes {
                 if let Some(area) = self.touched(path, at, true, part.reading.reaches_below) {
-                    return Some(area);
+                    return Some(found(area));
                 }
             }
             for path in &part.reading.operands {
                 if let Some(area) = self.touched(path, at, false, false) {
-                    return Some(area);
+                    return Some(found(area));
                 }
             }
             match &part.reading.chdir {
@@ -355,13 +408,13 @@ impl Guard {
             .check(question.tool_name(), arguments.as_ref(), question.cwd())
         {
             None => Answer::from(Decision::Next),
-            Some(area) => Answer {
+            Some(finding) => Answer {
                 decision: Decision::Reject,
-                reason: crate::answer::clean_reason(&area.reason()),
+                reason: crate::answer::clean_reason(&finding.reason()),
                 proposal: None,
                 rule: Some(RuleRef {
-                    id: area.id.clone(),
-                    rule: area.text(),
+                    id: finding.area.id.clone(),
+                    rule: finding.area.text(),
                     scope: RuleScope::Project,
                     creator: CREATOR.to_owned(),
                 }),
@@ -414,7 +467,7 @@ mod tests {
 
     fn hit(p: &Protected, tool: &str, args: Value, cwd: &Path) -> Option<String> {
         p.check(tool, Some(&args), cwd.to_str())
-            .map(|a| a.id.clone())
+            .map(|f| f.area.id.clone())
     }
 
     #[test]

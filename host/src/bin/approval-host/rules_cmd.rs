@@ -361,13 +361,13 @@ async fn run_async(state_dir: &Path, command: RulesCommand) -> Result<ExitCode> 
             };
             // The built-in rules decide before any other.
             let protected = deployment.protected(state_dir);
-            if let Some(area) = protected.check(&tool, arguments.as_ref(), cwd.as_deref()) {
+            if let Some(found) = protected.check(&tool, arguments.as_ref(), cwd.as_deref()) {
                 let view = protected
                     .views()
                     .into_iter()
-                    .find(|v| v.id == area.id)
+                    .find(|v| v.id == found.area.id)
                     .expect("every area has its view");
-                println!("rejected by rule {}", describe(&view));
+                println!("rejected by rule {}: {}", describe(&view), found.reason());
                 return Ok(ExitCode::SUCCESS);
             }
             for (log, why) in book.broken() {
