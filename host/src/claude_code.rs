@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 
 use crate::agent::Agent;
-use crate::error::ApprovalError;
+use crate::service::ApprovalError;
 use crate::outcome::Outcome;
 use crate::service::{ApprovalRequest, ApprovalService, Verdict};
 use crate::tools::texts;

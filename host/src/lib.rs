@@ -54,7 +54,6 @@ pub mod bundled;
 pub mod claude_code;
 pub mod config;
 pub mod conformance;
-pub mod error;
 pub mod outcome;
 pub mod plugin;
 pub mod policy;
@@ -72,7 +71,8 @@ pub use audit::{check, event, fold, log, postgres, store, subscribe};
 pub use agent::Agent;
 pub use answer::{Answer, Proposal};
 pub use config::{ConfigError, Deployment, Isolation, PluginSpec, Role};
-pub use error::{ApprovalError, LogError};
+pub use audit::error::LogError;
+pub use service::ApprovalError;
 pub use outcome::{Decision, Failure, FailureKind, Outcome};
 pub use plugin::{Mounted, Plugin, PluginError, PluginHost};
 pub use policy::Policy;
@@ -81,3 +81,10 @@ pub use service::{ApprovalRequest, ApprovalService, Verdict};
 pub use store::{CommitMode, DirStore, Journal, OpenedLog, Store};
 pub use subscribe::{Subscriber, Subscription};
 pub use waterfall::{Explained, Listener, Position, Question, Registration, Scope};
+
+/// The error types, re-exported where embedders found them before they moved beside what fails
+/// ([`audit::error`], [`service`]).
+pub mod error {
+    pub use crate::audit::error::LogError;
+    pub use crate::service::ApprovalError;
+}

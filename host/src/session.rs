@@ -10,8 +10,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::ApprovalError;
 use crate::log::SessionLog;
+
+/// A question asked outside an open turn (or while its turn is ending); the service turns it into
+/// its own error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NoOpenTurn {
+    /// The session id.
+    pub(crate) session: String,
+}
 
 #[derive(Debug)]
 struct TurnGate {
@@ -121,10 +128,10 @@ impl Session {
     }
 
     /// Admits a question if a turn is open and not ending.
-    pub(crate) fn enter(self: &Arc<Self>) -> Result<InFlight, ApprovalError> {
+    pub(crate) fn enter(self: &Arc<Self>) -> Result<InFlight, NoOpenTurn> {
         let mut gate = self.gate();
         if !gate.open || gate.closing {
-            return Err(ApprovalError::NoOpenTurn {
+            return Err(NoOpenTurn {
                 session: self.id().to_owned(),
             });
         }

@@ -27,7 +27,7 @@ use tokio::sync::oneshot;
 
 use crate::audit::chain::{self, Head};
 use crate::commit;
-use crate::error::LogError;
+use crate::audit::error::LogError;
 use crate::event::{Event, Record};
 use crate::fold::SessionFold;
 use crate::policy::Policy;

@@ -14,6 +14,7 @@
 //!   continuity and pairing for `approval-host verify`.
 
 pub mod chain;
+pub mod error;
 pub mod check;
 pub mod checkpoint;
 pub(crate) mod commit;

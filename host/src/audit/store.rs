@@ -10,7 +10,7 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::error::LogError;
+use crate::audit::error::LogError;
 use crate::event::Record;
 
 /// Durable storage for one session's records, appended in batches.

@@ -41,7 +41,7 @@ use crate::answer::{Answer, Effect, RuleScope};
 use crate::audit::checkpoint::Checkpointer;
 use crate::audit::event::{Event, RuleAdded, RuleRevoked};
 use crate::audit::log::SessionLog;
-use crate::error::LogError;
+use crate::audit::error::LogError;
 use crate::outcome::Decision;
 use crate::store::Store;
 use crate::waterfall::{ImmediateAnswer, Listener, ListenerFuture, Question};

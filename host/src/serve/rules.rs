@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use crate::answer::{Effect, RuleScope};
-use crate::error::ApprovalError;
+use crate::service::ApprovalError;
 use crate::rules::{NewRule, RuleError};
 use crate::service::ApprovalService;
 

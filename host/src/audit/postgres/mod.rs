@@ -37,7 +37,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
 
-use crate::error::LogError;
+use crate::audit::error::LogError;
 use crate::store::{CommitMode, Journal, OpenedLog, Store, parse_lines};
 
 /// How long a lease lasts unless renewed; renewed every third of it.

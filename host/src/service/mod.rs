@@ -22,7 +22,7 @@ use uuid::Uuid;
 use crate::agent::Agent;
 use crate::answer::{Authority, RuleScope};
 use crate::audit::checkpoint::{self, Checkpointer};
-use crate::error::{ApprovalError, LogError};
+use crate::audit::error::LogError;
 use crate::event::{
     Asked, Decided, Event, FailureRecord, PolicySwitch, RuleRevoked, SandboxSwitch, ToolCall,
 };
@@ -36,6 +36,10 @@ use crate::session::{InFlight, Released, Session};
 use crate::store::{DirStore, Store, validate_session_id};
 use crate::subscribe::{Subscriber, Subscribers, Subscription};
 use crate::waterfall::{Listener, Position, Question, Registration, Scope, Settled, Waterfall};
+
+mod error;
+
+pub use error::ApprovalError;
 
 /// One approval question, as an asker poses it. Carries no tool arguments.
 #[derive(Debug, Clone)]
