@@ -20,8 +20,8 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 
 use crate::agent::Agent;
-use crate::service::ApprovalError;
 use crate::outcome::Outcome;
+use crate::service::ApprovalError;
 use crate::service::{ApprovalRequest, ApprovalService, Verdict};
 use crate::tools::texts;
 

@@ -70,13 +70,13 @@ pub use audit::{check, event, fold, log, postgres, store, subscribe};
 
 pub use agent::Agent;
 pub use answer::{Answer, Proposal};
-pub use config::{ConfigError, Deployment, Isolation, PluginSpec, Role};
 pub use audit::error::LogError;
-pub use service::ApprovalError;
+pub use config::{ConfigError, Deployment, Isolation, PluginSpec, Role};
 pub use outcome::{Decision, Failure, FailureKind, Outcome};
 pub use plugin::{Mounted, Plugin, PluginError, PluginHost};
 pub use policy::Policy;
 pub use postgres::{PgOptions, PgStore};
+pub use service::ApprovalError;
 pub use service::{ApprovalRequest, ApprovalService, Verdict};
 pub use store::{CommitMode, DirStore, Journal, OpenedLog, Store};
 pub use subscribe::{Subscriber, Subscription};

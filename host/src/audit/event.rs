@@ -146,6 +146,24 @@ pub struct Decided {
     pub rule: Option<crate::answer::RuleRef>,
 }
 
+impl Decided {
+    /// The decision of question `id`: `outcome`, nothing else said.
+    pub fn bare(id: impl Into<String>, outcome: Outcome) -> Decided {
+        Decided {
+            id: id.into(),
+            outcome,
+            answerer: None,
+            digest: None,
+            failure: None,
+            reason: None,
+            proposal: None,
+            rule_added: None,
+            rule_declined: None,
+            rule: None,
+        }
+    }
+}
+
 /// The `failure` member of `approval/decided`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

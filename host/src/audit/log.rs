@@ -26,8 +26,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use tokio::sync::oneshot;
 
 use crate::audit::chain::{self, Head};
-use crate::commit;
 use crate::audit::error::LogError;
+use crate::commit;
 use crate::event::{Event, Record};
 use crate::fold::SessionFold;
 use crate::policy::Policy;

@@ -14,10 +14,10 @@
 //!   continuity and pairing for `approval-host verify`.
 
 pub mod chain;
-pub mod error;
 pub mod check;
 pub mod checkpoint;
 pub(crate) mod commit;
+pub mod error;
 pub mod event;
 pub mod fold;
 pub mod log;

@@ -39,9 +39,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::answer::{Answer, Effect, RuleScope};
 use crate::audit::checkpoint::Checkpointer;
+use crate::audit::error::LogError;
 use crate::audit::event::{Event, RuleAdded, RuleRevoked};
 use crate::audit::log::SessionLog;
-use crate::audit::error::LogError;
 use crate::outcome::Decision;
 use crate::store::Store;
 use crate::waterfall::{ImmediateAnswer, Listener, ListenerFuture, Question};

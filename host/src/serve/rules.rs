@@ -5,8 +5,8 @@
 use serde_json::{Value, json};
 
 use crate::answer::{Effect, RuleScope};
-use crate::service::ApprovalError;
 use crate::rules::{NewRule, RuleError};
+use crate::service::ApprovalError;
 use crate::service::ApprovalService;
 
 use super::rpc::{self, RpcError, opt_str_param, str_param};

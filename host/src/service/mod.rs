@@ -1,4 +1,8 @@
-//! The approval service: the seam every asker calls and every answerer plugs into.
+//! The approval service: the seam every asker calls and every answerer plugs into. This file
+//! holds the service itself: its sessions (opened, reopened, resumed), turns, agents and
+//! subagents, policy and sandbox switches, subscriptions and checkpoints. A question's way
+//! through the seam is in `request`, standing rules and built-in protections on the service in
+//! `standing`, its errors in `error`.
 //!
 //! [`ApprovalService::request`] does, in this order: refuse with an error when the session has no
 //! open turn, appending nothing; append `approval/asked` with a fresh UUID; decide (an
@@ -10,125 +14,30 @@
 //! settled and audited, instead of leaving an unmatched `approval/asked` behind.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
-use std::task::Poll;
-
-use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
 
 use crate::agent::Agent;
-use crate::answer::{Authority, RuleScope};
 use crate::audit::checkpoint::{self, Checkpointer};
 use crate::audit::error::LogError;
-use crate::event::{
-    Asked, Decided, Event, FailureRecord, PolicySwitch, RuleRevoked, SandboxSwitch, ToolCall,
-};
-use crate::fold::Violation;
-use crate::log::{SessionLog, Ticket};
+use crate::audit::event::{Decided, Event, FailureRecord, PolicySwitch, SandboxSwitch, ToolCall};
+use crate::audit::log::SessionLog;
+use crate::audit::store::{DirStore, RULES_LOG_PREFIX, Store, validate_session_id};
+use crate::audit::subscribe::{Subscriber, Subscribers, Subscription};
 use crate::outcome::{FailureKind, Outcome};
 use crate::policy::{self, Policy};
-use crate::rules::protect::{Guard, Protected};
-use crate::rules::{self, NewRule, RuleBook, RuleError, RuleGate, RuleView};
-use crate::session::{InFlight, Released, Session};
-use crate::store::{DirStore, Store, validate_session_id};
-use crate::subscribe::{Subscriber, Subscribers, Subscription};
-use crate::waterfall::{Listener, Position, Question, Registration, Scope, Settled, Waterfall};
+use crate::rules::RuleBook;
+use crate::rules::protect::Protected;
+use crate::session::{Released, Session};
+use crate::waterfall::{Listener, Position, Registration, Scope, Waterfall};
 
 mod error;
+mod request;
+mod standing;
 
 pub use error::ApprovalError;
-
-/// One approval question, as an asker poses it. Carries no tool arguments.
-#[derive(Debug, Clone)]
-pub struct ApprovalRequest {
-    agent: Agent,
-    tool_name: String,
-    call_id: Option<String>,
-    reason: Option<String>,
-    cwd: Option<String>,
-    cancel: Option<CancellationToken>,
-}
-
-/// How a request settled, with what the deciding listener said: what an asker needs to write the
-/// text a model reads ([`crate::tools::texts::refusal`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Verdict {
-    /// The outcome.
-    pub outcome: Outcome,
-    /// The listener that decided, when one did.
-    pub answerer: Option<String>,
-    /// Its reason, when it gave one (bounded, one printable line).
-    pub reason: Option<String>,
-    /// Whether a listener outside the process (a person) decided, not an in-process gate.
-    pub answered_outside: bool,
-    /// The version of the plugin that answered (its component's SHA-256), when a plugin did.
-    pub digest: Option<String>,
-    /// What failed, when the outcome is a failure's `unavailable`.
-    pub failure: Option<crate::audit::event::FailureRecord>,
-}
-
-impl Verdict {
-    /// The verdict as the `approval/decided` event says it: `{outcome, answerer?, digest?,
-    /// failure?, reason?}` (what `ask --json` prints and `serve` returns).
-    pub fn to_json(&self) -> serde_json::Value {
-        let mut v = serde_json::json!({ "outcome": self.outcome });
-        if let Some(a) = &self.answerer {
-            v["answerer"] = serde_json::json!(a);
-        }
-        if let Some(d) = &self.digest {
-            v["digest"] = serde_json::json!(d);
-        }
-        if let Some(f) = &self.failure {
-            v["failure"] = serde_json::json!(f);
-        }
-        if let Some(r) = &self.reason {
-            v["reason"] = serde_json::json!(r);
-        }
-        v
-    }
-}
-
-impl ApprovalRequest {
-    /// A request from `agent` about a call of `tool_name`.
-    pub fn new(agent: &Agent, tool_name: impl Into<String>) -> Self {
-        ApprovalRequest {
-            agent: agent.clone(),
-            tool_name: tool_name.into(),
-            call_id: None,
-            reason: None,
-            cwd: None,
-            cancel: None,
-        }
-    }
-
-    /// The asker's working directory (plugins of API 0.2 see it).
-    pub fn cwd(mut self, cwd: impl Into<String>) -> Self {
-        self.cwd = Some(cwd.into());
-        self
-    }
-
-    /// The exact call id the question is about.
-    pub fn call_id(mut self, call_id: impl Into<String>) -> Self {
-        self.call_id = Some(call_id.into());
-        self
-    }
-
-    /// A human-readable reason shown to the answerer.
-    pub fn reason(mut self, reason: impl Into<String>) -> Self {
-        self.reason = Some(reason.into());
-        self
-    }
-
-    /// A cancellation signal: cancelled before the request, it settles `cancelled` without
-    /// asking anyone; cancelled during it, it settles `cancelled` at once.
-    pub fn cancel(mut self, token: CancellationToken) -> Self {
-        self.cancel = Some(token);
-        self
-    }
-}
+pub use request::{ApprovalRequest, Verdict};
 
 /// How long reopening a session this process has just closed waits out a lock still held by a
 /// forked child that has not exec'd yet.
@@ -314,7 +223,7 @@ impl ApprovalService {
 
     async fn session(&self, id: &str) -> Result<Arc<Session>, ApprovalError> {
         validate_session_id(id)?;
-        if id.starts_with(rules::LOG_PREFIX) {
+        if id.starts_with(RULES_LOG_PREFIX) {
             return Err(LogError::InvalidSessionId {
                 id: id.to_owned(),
                 why: "the \"rules.\" prefix is reserved for the rules logs",
@@ -364,210 +273,6 @@ impl ApprovalService {
         sessions.retain(|_, (weak, released)| weak.strong_count() > 0 || !released.is_done());
         sessions.insert(id.to_owned(), (Arc::downgrade(&session), released));
         Ok(session)
-    }
-
-    /// Enables standing rules from `book` (or, with `None`, turns them off): its gate joins the
-    /// waterfall ahead of every plugin, and every session opened from now on has its session
-    /// rules indexed.
-    pub fn set_rules(&self, book: Option<Arc<RuleBook>>) {
-        let next = book.map(|book| {
-            book.set_checkpointer(
-                self.inner
-                    .checkpointer
-                    .read()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .clone(),
-            );
-            let registration = self.inner.waterfall.register(
-                rules::GATE_NAME,
-                Scope::Global,
-                Position::First,
-                RuleGate(book.clone()),
-            );
-            (book, registration)
-        });
-        let previous = std::mem::replace(
-            &mut *self.inner.rules.write().unwrap_or_else(|p| p.into_inner()),
-            next,
-        );
-        drop(previous);
-    }
-
-    /// Protects the places `protected` names (or, with `None`, stops): its guard joins the
-    /// waterfall ahead of everything, standing rules included, and rejects any call that would
-    /// change one of them ([`crate::rules::protect`]).
-    pub fn set_protected(&self, protected: Option<Protected>) {
-        let next = protected.map(|protected| {
-            let protected = Arc::new(protected);
-            let registration = self.inner.waterfall.register(
-                crate::rules::protect::GATE_NAME,
-                Scope::Global,
-                Position::Guard,
-                Guard(protected.clone()),
-            );
-            (protected, registration)
-        });
-        let previous = std::mem::replace(
-            &mut *self
-                .inner
-                .protected
-                .write()
-                .unwrap_or_else(|p| p.into_inner()),
-            next,
-        );
-        drop(previous);
-    }
-
-    /// The built-in protections, when set.
-    pub fn protected(&self) -> Option<Arc<Protected>> {
-        self.inner
-            .protected
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .map(|(p, _)| p.clone())
-    }
-
-    /// The standing rules, when enabled.
-    pub fn rules(&self) -> Option<Arc<RuleBook>> {
-        self.inner
-            .rules
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .map(|(book, _)| book.clone())
-    }
-
-    /// Adds a standing rule: durable before this returns (a session rule in its session's log,
-    /// a project or user rule in its rules log), then active for every decision that starts
-    /// after.
-    ///
-    /// # Errors
-    /// [`ApprovalError::RulesOff`] without rules; [`ApprovalError::Rule`] for a rule that does
-    /// not parse or could not be written.
-    pub async fn add_rule(&self, new: NewRule) -> Result<RuleView, ApprovalError> {
-        let book = self.rules().ok_or(ApprovalError::RulesOff)?;
-        if new.scope != RuleScope::Session {
-            return Ok(book.add_shared(new).await?.view());
-        }
-        let session_id = new.session.clone().ok_or(RuleError::NoSession)?;
-        let (added, rule) = book.record(&new)?;
-        let session = self.session(&session_id).await?;
-        session.log.append(Event::RuleAdded(added)).await?;
-        Ok(book.activate(rule).view())
-    }
-
-    /// Opens session `id` long enough to index its session rules (a command that lists, explains
-    /// or revokes them).
-    ///
-    /// # Errors
-    /// As opening the session.
-    pub async fn load_session_rules(&self, id: &str) -> Result<(), ApprovalError> {
-        self.rules().ok_or(ApprovalError::RulesOff)?;
-        self.session(id).await.map(drop)
-    }
-
-    /// Revokes the standing rule `id`. It stops matching before the revocation is written, so
-    /// no decision that starts after this call begins uses it; if the write fails, an allow rule
-    /// stays revoked and a reject rule is put back (the host fails closed either way).
-    ///
-    /// # Errors
-    /// [`ApprovalError::RulesOff`]; [`ApprovalError::Rule`] for an unknown or static rule, or a
-    /// failed write.
-    pub async fn revoke_rule(
-        &self,
-        id: &str,
-        by: &str,
-        reason: Option<String>,
-    ) -> Result<(), ApprovalError> {
-        let book = self.rules().ok_or(ApprovalError::RulesOff)?;
-        let Some(session_id) = book.get(id).and_then(|r| r.session.clone()) else {
-            return Ok(book.revoke_shared(id, by, reason).await?);
-        };
-        let rule = book.take(id)?;
-        let written = async {
-            let session = self.session(&session_id).await.map_err(|e| match e {
-                ApprovalError::Log(l) => RuleError::Log(l),
-                other => RuleError::Internal(other.to_string()),
-            })?;
-            session
-                .log
-                .append(Event::RuleRevoked(RuleRevoked {
-                    id: id.to_owned(),
-                    by: by.to_owned(),
-                    reason,
-                }))
-                .await?;
-            Ok(())
-        }
-        .await;
-        Ok(book.settle_revocation(rule, written)?)
-    }
-
-    /// Turns a listener's proposal into a rule when the host accepts it
-    /// ([`rules::proposals::vet`]: who may make which scope, and the rule must cover the call it
-    /// answers). Returns the new rule's id, or why it was declined (recorded on the decision,
-    /// which stands for this call only).
-    async fn accept_proposal(
-        &self,
-        session_id: &str,
-        settled: &Settled,
-        proposal: &crate::answer::Proposal,
-        question: &Question,
-    ) -> Result<String, String> {
-        let by = settled.answerer.as_deref().unwrap_or("unknown");
-        let Some(book) = self.rules() else {
-            return Err(rules::DECLINED_RULES_OFF.to_owned());
-        };
-        let authority = match (settled.answered_outside, settled.authority) {
-            // A plugin's word about its own authority is not taken.
-            (false, _) => Authority::Plugin,
-            (true, Some(Authority::Plugin) | None) => Authority::Answerer,
-            (true, Some(authority)) => authority,
-        };
-        let arguments = question.arguments();
-        let call = rules::pattern::Call {
-            tool: question.tool_name(),
-            arguments: arguments.as_ref(),
-            cwd: question.cwd(),
-        };
-        if let Err(why) = rules::proposals::vet(
-            proposal,
-            authority,
-            &book.plugins_may_create_scopes(),
-            &call,
-        ) {
-            tracing::warn!(
-                answerer = by,
-                rule = %proposal.text(),
-                scope = proposal.scope.as_str(),
-                why = %why,
-                "a proposed standing rule was declined; the decision stands for this call only"
-            );
-            return Err(why);
-        }
-        let rule = proposal.text();
-        let creator = if settled.answered_outside {
-            format!("answerer:{by}")
-        } else {
-            format!("plugin:{by}")
-        };
-        let new = NewRule {
-            rule,
-            effect: proposal.effect,
-            scope: proposal.scope,
-            session: (proposal.scope == RuleScope::Session).then(|| session_id.to_owned()),
-            lasts: None,
-            creator,
-            reason: settled.reason.clone(),
-        };
-        match self.add_rule(new).await {
-            Ok(view) => Ok(view.id),
-            Err(e) => {
-                tracing::warn!(answerer = by, error = %e, "a proposed standing rule could not be added; the decision stands for this call only");
-                Err(rules::declined_unsaved(&e))
-            }
-        }
     }
 
     /// The sessions open in this service (an agent or a request holds them), each with the ids
@@ -812,242 +517,6 @@ impl ApprovalService {
         }
         sentences
     }
-
-    /// Asks whether `request`'s call may proceed.
-    ///
-    /// Runs on the caller's task: nothing is spawned and no thread is woken unless the store has
-    /// to wait for the disk. Once the question is asked, dropping this future does not leave it
-    /// open: it is settled `cancelled` and audited (see [`Unsettled`]).
-    ///
-    /// # Errors
-    /// [`ApprovalError::NoOpenTurn`] when the session has no open turn (nothing is appended);
-    /// [`ApprovalError::Log`] when an audit append fails: before the decision nothing is decided,
-    /// after it the decision is withheld, so no outcome is ever returned unaudited.
-    pub async fn request(&self, request: ApprovalRequest) -> Result<Outcome, ApprovalError> {
-        self.ask(request).await.map(|v| v.outcome)
-    }
-
-    /// [`ApprovalService::request`], returning what the deciding listener said with the outcome.
-    ///
-    /// # Errors
-    /// As [`ApprovalService::request`].
-    pub async fn ask(&self, request: ApprovalRequest) -> Result<Verdict, ApprovalError> {
-        let ApprovalRequest {
-            agent,
-            tool_name,
-            call_id,
-            reason,
-            cwd,
-            cancel,
-        } = request;
-        let session = agent.session().clone();
-        let in_flight = session.enter()?;
-        let ask_cancel = in_flight.turn.child_token();
-        let id = Uuid::new_v4().to_string();
-        let asked = Event::Asked(Asked {
-            id: id.clone(),
-            tool_name: tool_name.clone(),
-            call_id: call_id.clone(),
-            reason: reason.clone(),
-        });
-        let (asked_seq, own_policy, written) =
-            session.log.append_question(asked).map_err(|e| match e {
-                LogError::Refused {
-                    violation: Violation::OutsideTurn(_),
-                    ..
-                } => ApprovalError::NoOpenTurn {
-                    session: session.id().to_owned(),
-                },
-                other => other.into(),
-            })?;
-        // From here the question must be settled, even if this future is dropped.
-        let mut unsettled = Unsettled {
-            session: session.clone(),
-            id: Some(id.clone()),
-            in_flight: Some(in_flight),
-            cancel: ask_cancel.clone(),
-        };
-        if let Err(e) = written.wait().await {
-            // The question never reached the log; the log refuses everything after this.
-            unsettled.id = None;
-            return Err(e.into());
-        }
-
-        let caller_cancelled = cancel.as_ref().is_some_and(|t| t.is_cancelled());
-        let mut question = None;
-        let settled = if caller_cancelled || ask_cancel.is_cancelled() {
-            Settled::plain(Outcome::Cancelled)
-        } else if own_policy.unwrap_or_else(|| self.default_policy()) == Policy::Never {
-            Settled::plain(Outcome::Rejected)
-        } else {
-            let asked = question.insert(Question::new(
-                id,
-                asked_seq,
-                agent,
-                tool_name,
-                call_id,
-                reason,
-                cwd,
-                ask_cancel.clone(),
-                cancel.clone(),
-            ));
-            decide(&self.inner.waterfall, asked, &ask_cancel, cancel.as_ref()).await
-        };
-        let made = match (&settled.proposal, &question) {
-            (Some(proposal), Some(question)) => Some(
-                self.accept_proposal(session.id(), &settled, proposal, question)
-                    .await,
-            ),
-            _ => None,
-        };
-        let answered_outside = settled.answered_outside;
-        let mut record = decided_record(settled);
-        match made {
-            Some(Ok(id)) => record.rule_added = Some(id),
-            Some(Err(why)) => record.rule_declined = Some(why),
-            None => {}
-        }
-        // What the decided event says (a failed plugin is named in `failure`, not `answerer`).
-        let verdict = Verdict {
-            outcome: record.outcome,
-            answerer: record.answerer.clone(),
-            reason: record.reason.clone(),
-            answered_outside,
-            digest: record.digest.clone(),
-            failure: record.failure.clone(),
-        };
-        let ticket = unsettled.settle(record)?;
-        // The outcome is withheld until its decision is durable.
-        ticket.wait().await?;
-        self.checkpoint(&session, false, false).await;
-        Ok(verdict)
-    }
-}
-
-/// Runs the waterfall for `question` until it decides or the question is cancelled (by its turn,
-/// by the caller's token). An answer that comes after the cancellation is discarded.
-async fn decide(
-    waterfall: &Waterfall,
-    question: &Question,
-    ask_cancel: &CancellationToken,
-    caller: Option<&CancellationToken>,
-) -> Settled {
-    let run = waterfall.run(question);
-    tokio::pin!(run);
-    // Listeners that answer at once (native gates, warm plugins) finish on the first poll; the
-    // cancellation futures are only set up for a listener that waits.
-    let mut first = true;
-    let mut cancelled = None;
-    std::future::poll_fn(|cx| {
-        if let Poll::Ready(settled) = run.as_mut().poll(cx) {
-            // A listener that blocked through the cancellation also answers late.
-            return Poll::Ready(if question.is_cancelled() {
-                Settled::plain(Outcome::Cancelled)
-            } else {
-                settled
-            });
-        }
-        if first {
-            first = false;
-            let ask = ask_cancel.clone();
-            let caller = caller.cloned();
-            cancelled = Some(Box::pin(async move {
-                match caller {
-                    Some(caller) => {
-                        tokio::select! {
-                            () = ask.cancelled() => {}
-                            () = caller.cancelled() => ask.cancel(),
-                        }
-                    }
-                    None => ask.cancelled().await,
-                }
-            }));
-        }
-        match cancelled.as_mut().map(|c| c.as_mut().poll(cx)) {
-            // Losing the race drops the waterfall future: a late answer is discarded.
-            Some(Poll::Ready(())) => Poll::Ready(Settled::plain(Outcome::Cancelled)),
-            _ => Poll::Pending,
-        }
-    })
-    .await
-}
-
-/// The `approval/decided` record of `settled`, but for the question id.
-fn decided_record(settled: Settled) -> Decided {
-    let (answerer, failure) = match settled.failure {
-        Some((plugin, f)) => (
-            None,
-            Some(FailureRecord {
-                plugin: Some(plugin),
-                kind: f.kind,
-            }),
-        ),
-        None => (settled.answerer, None),
-    };
-    Decided {
-        id: String::new(),
-        outcome: settled.outcome,
-        answerer,
-        digest: settled.version,
-        failure,
-        reason: settled.reason,
-        proposal: settled.proposal,
-        rule_added: None,
-        rule_declined: None,
-        rule: settled.rule,
-    }
-}
-
-/// A question asked and not yet settled. Settling appends its `approval/decided` (the turn stays
-/// open for it until then); dropping it unsettled (the caller stopped waiting) cancels the
-/// question and appends `cancelled` instead, so the log pairs every question whatever happens to
-/// the asking future.
-struct Unsettled {
-    session: Arc<Session>,
-    /// `None` once settled (or when the question never reached the log).
-    id: Option<String>,
-    in_flight: Option<InFlight>,
-    cancel: CancellationToken,
-}
-
-impl Unsettled {
-    fn settle(&mut self, record: Decided) -> Result<Ticket, ApprovalError> {
-        let Some(id) = self.id.take() else {
-            return Err(ApprovalError::Internal("question settled twice".to_owned()));
-        };
-        let decided = Event::Decided(Decided { id, ..record });
-        let submitted = self.session.log.submit(decided, true);
-        // Appended (or refused): the turn no longer waits for this question.
-        self.in_flight.take();
-        let (_, ticket) = submitted?;
-        Ok(ticket)
-    }
-}
-
-impl Drop for Unsettled {
-    fn drop(&mut self) {
-        let Some(id) = self.id.take() else {
-            return;
-        };
-        self.cancel.cancel();
-        let decided = Event::Decided(Decided {
-            id,
-            outcome: Outcome::Cancelled,
-            answerer: None,
-            digest: None,
-            failure: None,
-            reason: None,
-            proposal: None,
-            rule_added: None,
-            rule_declined: None,
-            rule: None,
-        });
-        // Nobody waits for this commit; the commit threads complete it.
-        if let Err(e) = self.session.log.submit(decided, true) {
-            tracing::error!(session = self.session.id(), error = %e, "could not settle a question whose caller stopped waiting");
-        }
-        self.in_flight.take();
-    }
 }
 
 /// Settles questions a previous process left open when it died: the asker is gone, nothing was
@@ -1056,19 +525,11 @@ async fn settle_interrupted(log: &SessionLog) -> Result<(), LogError> {
     for q in log.with_fold(|f| f.open_questions()) {
         tracing::warn!(log = log.name(), question = %q.id, "settling a question left open by an interrupted run as unavailable");
         log.append(Event::Decided(Decided {
-            id: q.id,
-            outcome: Outcome::Unavailable,
-            answerer: None,
-            digest: None,
             failure: Some(FailureRecord {
                 plugin: None,
                 kind: FailureKind::Interrupted,
             }),
-            reason: None,
-            proposal: None,
-            rule_added: None,
-            rule_declined: None,
-            rule: None,
+            ..Decided::bare(q.id, Outcome::Unavailable)
         }))
         .await?;
     }
