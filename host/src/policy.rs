@@ -1,5 +1,5 @@
-//! The per-session approval policy (`ask | never`) and the exact texts it shows an agent: the
-//! runtime-context sentences and the change notice.
+//! The per-session approval policy (`ask | never`), the sandbox modes as logs spell them, and the
+//! exact texts they show an agent: the runtime-context sentences and the change notice.
 //!
 //! The effective policy of a session is its last logged `approval/policy` event, or the
 //! deployment default when it has none: a pure fold over the log, so replay rebuilds it.
@@ -9,7 +9,6 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::SandboxModeName;
 
 /// Whether a session's approval requests reach the answerers at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -116,6 +115,29 @@ pub fn change_notice(from: Policy, to: Policy, source: Option<&str>) -> String {
             format!("The approval policy changed from \"{from}\" to \"{to}\" (changed by {other}).")
         }
         None => format!("The approval policy changed from \"{from}\" to \"{to}\"."),
+    }
+}
+
+/// A sandbox mode as the log spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxModeName {
+    /// `read-only`.
+    ReadOnly,
+    /// `workspace-write`.
+    WorkspaceWrite,
+    /// `danger-full-access`.
+    DangerFullAccess,
+}
+
+impl SandboxModeName {
+    /// The log's spelling: `read-only`, `workspace-write` or `danger-full-access`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SandboxModeName::ReadOnly => "read-only",
+            SandboxModeName::WorkspaceWrite => "workspace-write",
+            SandboxModeName::DangerFullAccess => "danger-full-access",
+        }
     }
 }
 

@@ -272,28 +272,7 @@ pub struct RuleRevoked {
     pub reason: Option<String>,
 }
 
-/// A sandbox mode as the log spells it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum SandboxModeName {
-    /// `read-only`.
-    ReadOnly,
-    /// `workspace-write`.
-    WorkspaceWrite,
-    /// `danger-full-access`.
-    DangerFullAccess,
-}
-
-impl SandboxModeName {
-    /// The log's spelling: `read-only`, `workspace-write` or `danger-full-access`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            SandboxModeName::ReadOnly => "read-only",
-            SandboxModeName::WorkspaceWrite => "workspace-write",
-            SandboxModeName::DangerFullAccess => "danger-full-access",
-        }
-    }
-}
+pub use crate::policy::SandboxModeName;
 
 /// One event of a session log.
 #[derive(Debug, Clone, PartialEq)]
