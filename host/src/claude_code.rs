@@ -139,9 +139,9 @@ impl HookInput {
     }
 }
 
-/// How undecided calls are answered: the deployment's `[claude-code]`, with the command line's
-/// `--when-undecided` over it.
-#[derive(Debug, Clone, Default)]
+/// How undecided calls are answered: the deployment's `[claude-code]` (with the command line's
+/// `--when-undecided` over it: [`crate::assemble::hook_options`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HookOptions {
     /// What an undecided call prints.
     pub when_undecided: WhenUndecided,
@@ -150,19 +150,6 @@ pub struct HookOptions {
 }
 
 impl HookOptions {
-    /// The deployment's settings, with `when_undecided` over them when given.
-    pub fn from_deployment(
-        deployment: &crate::config::Deployment,
-        when_undecided: Option<WhenUndecided>,
-    ) -> Self {
-        HookOptions {
-            when_undecided: when_undecided
-                .or(deployment.claude_code.when_undecided)
-                .unwrap_or_default(),
-            defer_in_modes: deployment.claude_code.defer_in_modes.clone(),
-        }
-    }
-
     fn defers(&self, mode: Option<&str>) -> bool {
         self.when_undecided == WhenUndecided::Defer
             || mode.is_some_and(|m| self.defer_in_modes.iter().any(|d| d == m))

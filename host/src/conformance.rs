@@ -17,8 +17,8 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::config::{PluginSpec, Role};
 use crate::outcome::{Decision, Outcome};
+use crate::plugin::spec::{PluginSpec, Role};
 use crate::plugin::{Plugin, PluginError, PluginHost};
 use crate::service::{ApprovalRequest, ApprovalService};
 use crate::waterfall::{Listener, Position, Scope};

@@ -49,6 +49,7 @@
 pub mod acp;
 pub mod agent;
 pub mod answer;
+pub mod assemble;
 pub mod audit;
 pub mod bundled;
 pub mod claude_code;

@@ -9,7 +9,6 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-
 /// Whether a session's approval requests reach the answerers at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

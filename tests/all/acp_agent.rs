@@ -1042,7 +1042,7 @@ async fn always_allow_from_the_client_adds_a_project_rule_that_answers_the_next_
     use approval_host::rules;
     let env = Env::new();
     let service = ApprovalService::open_dir(env.state.path(), Policy::Ask);
-    let book = rules::for_deployment(
+    let book = approval_host::assemble::rule_book(
         service.store(),
         &approval_host::Deployment::embedded(),
         rules::system_clock(),

@@ -273,7 +273,7 @@ async fn a_changed_default_policy_applies_on_reload_to_sessions_without_a_switch
     let mut mounted = Mounted::load(&host.service, &plugins, &deployment(vec![])).unwrap();
     let mut never = deployment(vec![]);
     never.default_policy = Policy::Never;
-    mounted.apply(&plugins, &never);
+    approval_host::assemble::reload_plugins(&host.service, &mut mounted, &plugins, &never);
     assert_eq!(host.service.effective_policy(&agent), Policy::Never);
     assert_eq!(
         host.service.effective_policy(&pinned),

@@ -579,7 +579,9 @@ async fn rules_logs_are_checkpointed_after_every_change_and_a_forged_rule_is_fou
     let signed = Signed::new();
     let service = signed.service();
     let deployment = approval_host::config::Deployment::embedded();
-    let book = rules::for_deployment(service.store(), &deployment, rules::system_clock()).unwrap();
+    let book =
+        approval_host::assemble::rule_book(service.store(), &deployment, rules::system_clock())
+            .unwrap();
     service.set_rules(Some(book));
     let new = |rule: &str| NewRule {
         rule: rule.to_owned(),
@@ -750,7 +752,7 @@ fn a_rule_added_on_the_command_line_is_checkpointed_and_verifies() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    let log = approval_host::rules::project_log(&approval_host::rules::project_of(
+    let log = approval_host::rules::project_log(&approval_host::assemble::project_of(
         &approval_host::config::Deployment::load(&config).unwrap(),
     ));
     let checkpoints =

@@ -31,7 +31,6 @@ use tokio_util::task::TaskTracker;
 use super::answerer::AcpAnswerer;
 use super::script::{Script, ScriptedCall};
 use crate::agent::Agent;
-use crate::config::Deployment;
 use crate::policy::Policy;
 use crate::service::ApprovalService;
 use crate::tools::bash::{self, BashTool};
@@ -71,17 +70,6 @@ pub struct AgentOptions {
     pub sandbox_mode: SandboxMode,
     /// How long a `bash` command may run.
     pub command_timeout: Duration,
-}
-
-impl AgentOptions {
-    /// The deployment's hooks and sandbox mode.
-    pub fn from_deployment(deployment: &Deployment) -> Self {
-        AgentOptions {
-            hooks: deployment.hooks.clone(),
-            sandbox_mode: deployment.sandbox_mode,
-            ..AgentOptions::default()
-        }
-    }
 }
 
 impl Default for AgentOptions {

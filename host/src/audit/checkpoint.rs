@@ -291,19 +291,3 @@ fn append_synced(path: &Path, line: &[u8]) -> io::Result<()> {
     }
     Ok(())
 }
-
-/// The checkpointer a deployment asks for (`[audit] signing-key`), if any.
-pub fn for_deployment(
-    deployment: &crate::config::Deployment,
-    state_dir: &Path,
-) -> Result<Option<std::sync::Arc<Checkpointer>>, KeyError> {
-    let Some(path) = &deployment.signing_key else {
-        return Ok(None);
-    };
-    let key = load_signing_key(path)?;
-    let mut checkpointer = Checkpointer::new(key, state_dir);
-    if let Some(copy) = &deployment.checkpoint_copy {
-        checkpointer = checkpointer.with_copy(copy);
-    }
-    Ok(Some(std::sync::Arc::new(checkpointer)))
-}

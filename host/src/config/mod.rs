@@ -4,7 +4,7 @@
 //! missing file is an error that names the file, the plugin and the field, never a silently
 //! ignored setting. Relative paths are resolved against the deployment file's directory.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -17,6 +17,7 @@ pub mod store;
 pub mod token;
 pub use locate::Location;
 
+use crate::claude_code::HookOptions;
 use crate::policy::{POLICY_VOCABULARY_ERROR, Policy};
 use crate::tools::hooks::{HookSpec, PRE_TOOL_USE};
 use crate::tools::sandbox::SandboxMode;
@@ -128,88 +129,7 @@ pub enum ConfigError {
     },
 }
 
-/// Whether a plugin gates (asked before every answerer) or answers (terminal).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Role {
-    /// Asked before every answerer, in file order; decides or delegates.
-    Gate,
-    /// Asked after every gate, in file order.
-    Answerer,
-}
-
-impl Role {
-    /// `gate` or `answerer`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Role::Gate => "gate",
-            Role::Answerer => "answerer",
-        }
-    }
-}
-
-/// Whether a healthy instance serves the next decision or each decision gets a fresh one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Isolation {
-    /// Warm reuse of healthy instances (the default: measured ~30× cheaper per decision).
-    Reuse,
-    /// A fresh instance per decision: no state survives between decisions.
-    PerDecision,
-}
-
-impl Isolation {
-    /// `reuse` or `per-decision`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Isolation::Reuse => "reuse",
-            Isolation::PerDecision => "per-decision",
-        }
-    }
-}
-
-/// Default per-decision deadline.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(1000);
-/// Default linear-memory cap, in MiB.
-pub const DEFAULT_MEMORY_MB: u64 = 64;
-
-/// One `[[plugin]]` entry, validated and with paths resolved.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PluginSpec {
-    /// Unique name, used in logs and audit events.
-    pub name: String,
-    /// The component file.
-    pub path: PathBuf,
-    /// Gate or answerer.
-    pub role: Role,
-    /// The expected SHA-256 of the file (lowercase hex), when pinned.
-    pub sha256: Option<String>,
-    /// Per-decision deadline.
-    pub timeout: Duration,
-    /// Linear-memory cap in bytes.
-    pub memory_bytes: u64,
-    /// Instance reuse.
-    pub isolation: Isolation,
-    /// Strings the plugin reads with `host.config`.
-    pub config: BTreeMap<String, String>,
-    /// Read-only directory grants: guest path → host directory.
-    pub files: Vec<(String, PathBuf)>,
-}
-
-impl PluginSpec {
-    /// A spec with the defaults for everything but name, path and role.
-    pub fn new(name: impl Into<String>, path: impl Into<PathBuf>, role: Role) -> Self {
-        PluginSpec {
-            name: name.into(),
-            path: path.into(),
-            role,
-            sha256: None,
-            timeout: DEFAULT_TIMEOUT,
-            memory_bytes: DEFAULT_MEMORY_MB << 20,
-            isolation: Isolation::Reuse,
-            config: BTreeMap::new(),
-            files: Vec::new(),
-        }
-    }
-}
+pub use crate::plugin::spec::{DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, Isolation, PluginSpec, Role};
 
 /// A loaded deployment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -235,7 +155,7 @@ pub struct Deployment {
     /// `[rules]` and `[[rule]]`: standing rules.
     pub rules: RulesConfig,
     /// `[claude-code]`: how the Claude Code hook answers calls nobody decided.
-    pub claude_code: ClaudeCodeConfig,
+    pub claude_code: HookOptions,
     /// `[store]`: a shared database for session logs and rules; the state directory when
     /// omitted.
     pub store: Option<store::StoreConfig>,
@@ -245,14 +165,9 @@ pub struct Deployment {
     pub web_answerer: Option<answerer::WebAnswererSpec>,
 }
 
-/// `[claude-code]`: `when-undecided = "ask" | "defer"`, `defer-in-modes = ["plan", ...]`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ClaudeCodeConfig {
-    /// What the hook prints for a call nobody decided (`ask` when omitted).
-    pub when_undecided: Option<crate::claude_code::WhenUndecided>,
-    /// Claude Code permission modes in which an undecided call is deferred to Claude Code.
-    pub defer_in_modes: Vec<String>,
-}
+/// `[claude-code]` (`when-undecided = "ask" | "defer"`, `defer-in-modes = ["plan", ...]`):
+/// the hook's own options type.
+pub type ClaudeCodeConfig = HookOptions;
 
 /// A deployment's standing-rule settings.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -488,7 +403,7 @@ impl Deployment {
             signing_key: None,
             checkpoint_copy: None,
             rules: RulesConfig::default(),
-            claude_code: ClaudeCodeConfig::default(),
+            claude_code: HookOptions::default(),
             store: None,
             tokens: Vec::new(),
             web_answerer: None,
@@ -528,7 +443,7 @@ impl Deployment {
         let mut signing_key = None;
         let mut checkpoint_copy = None;
         let mut rules = RulesConfig::default();
-        let mut claude_code = ClaudeCodeConfig::default();
+        let mut claude_code = HookOptions::default();
         let mut store = None;
         let mut tokens: Vec<token::TokenSpec> = Vec::new();
         let mut web_answerer = None;
@@ -701,11 +616,10 @@ impl Deployment {
                     for (k, v) in table {
                         match k.as_str() {
                             "when-undecided" => {
-                                claude_code.when_undecided = Some(
+                                claude_code.when_undecided =
                                     string(&ctx, "[claude-code]", "when-undecided", v)?
                                         .parse()
-                                        .map_err(|e: String| ctx.err("[claude-code]", e))?,
-                                );
+                                        .map_err(|e: String| ctx.err("[claude-code]", e))?;
                             }
                             "defer-in-modes" => {
                                 let list = v.as_array().ok_or_else(|| {
@@ -823,5 +737,12 @@ impl Deployment {
             tokens,
             web_answerer,
         })
+    }
+}
+
+impl AsRef<[PluginSpec]> for Deployment {
+    /// The deployment's plugins, in file order: what mounting it loads.
+    fn as_ref(&self) -> &[PluginSpec] {
+        &self.plugins
     }
 }

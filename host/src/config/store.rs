@@ -147,22 +147,3 @@ pub fn options(
     options.ca_file = config.ca_file.clone();
     Ok(Some(options))
 }
-
-/// The store a command works on: the database [`options`] names, else the directory store under
-/// `state_dir`. `migrate` creates or migrates the database schema when it is behind.
-pub fn open(
-    deployment: Option<&super::Deployment>,
-    url: Option<&str>,
-    state_dir: &std::path::Path,
-    migrate: bool,
-) -> Result<std::sync::Arc<dyn crate::Store>, crate::postgres::DbError> {
-    match options(deployment, url)? {
-        None => Ok(std::sync::Arc::new(crate::DirStore::new(state_dir))),
-        Some(mut options) => {
-            options.migrate = migrate;
-            Ok(std::sync::Arc::new(crate::postgres::PgStore::connect(
-                options,
-            )?))
-        }
-    }
-}

@@ -23,6 +23,7 @@ mod limits;
 pub mod mount;
 mod sandbox;
 pub mod slot;
+pub mod spec;
 mod v0_1;
 mod v0_2;
 
@@ -53,8 +54,8 @@ use wasmtime::component::Component;
 use wasmtime::{Engine, Store, UpdateDeadline};
 
 use crate::answer::Answer;
-use crate::config::{Isolation, PluginSpec, Role};
 use crate::outcome::{Decision, Failure, FailureKind};
+use crate::plugin::spec::{Isolation, PluginSpec, Role};
 use crate::waterfall::{AnswerFuture, Listener, ListenerFuture, Question};
 use limits::Stop;
 use sandbox::{PluginState, Shared};

@@ -1,4 +1,4 @@
-//! A deployment's plugins mounted on a service, and reloading them.
+//! A deployment's plugins mounted on a waterfall, and reloading them.
 //!
 //! Each plugin sits in a [`Slot`]; the waterfall holds gates in file order in front and answerers
 //! in file order at the back. [`Mounted::apply`] moves to a new deployment: new versions are
@@ -12,10 +12,9 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::slot::{Counters, QuarantinePolicy, Slot, SlotListener, SlotState};
+use super::spec::{PluginSpec, Role};
 use super::{Plugin, PluginError, PluginHost};
-use crate::config::{Deployment, PluginSpec, Role};
-use crate::service::ApprovalService;
-use crate::waterfall::{Listener, Position, Registration, Scope};
+use crate::waterfall::{Listener, Position, Registration, Scope, Waterfall};
 
 /// A plugin as `plugins/list` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -53,9 +52,10 @@ pub struct ReloadReport {
     pub failed: Vec<(String, String)>,
 }
 
-/// Plugins registered on a service, in waterfall order. Dropping it unloads them all.
+/// Plugins registered on a waterfall (a service's: `&service` is one), in waterfall order.
+/// Dropping it unloads them all.
 pub struct Mounted {
-    service: ApprovalService,
+    waterfall: Waterfall,
     policy: QuarantinePolicy,
     slots: Vec<(PluginSpec, Arc<Slot>)>,
     /// Entries that never loaded: name → (spec, error).
@@ -72,20 +72,20 @@ impl std::fmt::Debug for Mounted {
 }
 
 impl Mounted {
-    /// Registers `plugins` on `service`: gates in front, in the given order, ahead of every
+    /// Registers `plugins` on `waterfall`: gates in front, in the given order, ahead of every
     /// listener already registered; answerers at the back, in the given order.
-    pub fn mount(service: &ApprovalService, plugins: Vec<Arc<Plugin>>) -> Mounted {
-        Self::mount_with(service, plugins, QuarantinePolicy::default())
+    pub fn mount(waterfall: &impl AsRef<Waterfall>, plugins: Vec<Arc<Plugin>>) -> Mounted {
+        Self::mount_with(waterfall, plugins, QuarantinePolicy::default())
     }
 
     /// [`Mounted::mount`] with a quarantine policy.
     pub fn mount_with(
-        service: &ApprovalService,
+        waterfall: &impl AsRef<Waterfall>,
         plugins: Vec<Arc<Plugin>>,
         policy: QuarantinePolicy,
     ) -> Mounted {
         let mut mounted = Mounted {
-            service: service.clone(),
+            waterfall: waterfall.as_ref().clone(),
             policy,
             slots: plugins
                 .into_iter()
@@ -98,29 +98,30 @@ impl Mounted {
         mounted
     }
 
-    /// Loads every plugin of `deployment` (all or nothing: a deployment that cannot load one of
-    /// its plugins must not run without it) and mounts them on `service`.
+    /// Loads every plugin `specs` lists (a deployment is such a list), all or nothing: a
+    /// deployment that cannot load one of its plugins must not run without it; and mounts them
+    /// on `waterfall`.
     pub fn load(
-        service: &ApprovalService,
+        waterfall: &impl AsRef<Waterfall>,
         host: &PluginHost,
-        deployment: &Deployment,
+        specs: &impl AsRef<[PluginSpec]>,
     ) -> Result<Mounted, PluginError> {
-        Self::load_with(service, host, deployment, QuarantinePolicy::default())
+        Self::load_with(waterfall, host, specs, QuarantinePolicy::default())
     }
 
     /// [`Mounted::load`] with a quarantine policy.
     pub fn load_with(
-        service: &ApprovalService,
+        waterfall: &impl AsRef<Waterfall>,
         host: &PluginHost,
-        deployment: &Deployment,
+        specs: &impl AsRef<[PluginSpec]>,
         policy: QuarantinePolicy,
     ) -> Result<Mounted, PluginError> {
-        let plugins = deployment
-            .plugins
+        let plugins = specs
+            .as_ref()
             .iter()
             .map(|spec| host.load(spec))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Self::mount_with(service, plugins, policy))
+        Ok(Self::mount_with(waterfall, plugins, policy))
     }
 
     /// Re-registers every slot in deployment order, as one change to the waterfall.
@@ -146,7 +147,7 @@ impl Mounted {
             ));
         }
         let old = std::mem::take(&mut self.registrations);
-        self.registrations = self.service.waterfall().swap(old, add);
+        self.registrations = self.waterfall.swap(old, add);
     }
 
     /// The mounted plugins' current versions, in deployment order.
@@ -218,14 +219,14 @@ impl Mounted {
         }
     }
 
-    /// Moves to `deployment`. Compiles what changed (a plugin whose spec or file digest differs)
-    /// before touching the waterfall; see the module doc for what happens on failure. Blocking:
-    /// run it off the async workers.
-    pub fn apply(&mut self, host: &PluginHost, deployment: &Deployment) -> ReloadReport {
+    /// Moves to the plugins `specs` lists (a deployment). Compiles what changed (a plugin whose
+    /// spec or file digest differs) before touching the waterfall; see the module doc for what
+    /// happens on failure. Blocking: run it off the async workers.
+    pub fn apply(&mut self, host: &PluginHost, specs: &impl AsRef<[PluginSpec]>) -> ReloadReport {
         let mut report = ReloadReport::default();
         let mut next: Vec<(PluginSpec, Arc<Slot>)> = Vec::new();
         let mut unloaded = BTreeMap::new();
-        for spec in &deployment.plugins {
+        for spec in specs.as_ref() {
             let current = self.slots.iter().find(|(s, _)| s.name == spec.name);
             let bytes = std::fs::read(&spec.path);
             let unchanged = match (&current, &bytes) {
@@ -280,7 +281,6 @@ impl Mounted {
         self.slots = next;
         self.unloaded = unloaded;
         self.reregister();
-        self.service.set_default_policy(deployment.default_policy);
         report
     }
 }

@@ -15,7 +15,7 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::limits::{Limits, Stop};
 use super::{LogLevel, LogSink};
-use crate::config::PluginSpec;
+use crate::plugin::spec::PluginSpec;
 use crate::waterfall::Question;
 
 /// Longest log line kept from a guest; the rest is cut, so a chatty guest cannot flood the log.

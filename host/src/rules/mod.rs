@@ -70,64 +70,6 @@ pub fn project_log(project: &str) -> String {
     )
 }
 
-/// The project a deployment's rules belong to: its file's canonical path (every session served
-/// from one deployment file shares them), or `default` for the embedded default.
-pub fn project_of(deployment: &crate::config::Deployment) -> String {
-    match &deployment.path {
-        Some(path) => std::fs::canonicalize(path)
-            .unwrap_or_else(|_| path.clone())
-            .display()
-            .to_string(),
-        None => "default".to_owned(),
-    }
-}
-
-/// The rule book of a deployment: its `[[rule]]` entries (ids `deployment-1`, `deployment-2`,
-/// ... in file order), its project's and the user's rules from `store`, and its
-/// `[rules] plugins-may-create`.
-///
-/// # Errors
-/// A rules log that cannot be opened or read.
-pub fn for_deployment(
-    store: Arc<dyn Store>,
-    deployment: &crate::config::Deployment,
-    clock: Clock,
-) -> Result<Arc<RuleBook>, RuleError> {
-    RuleBook::open(
-        store,
-        &project_of(deployment),
-        statics_of(deployment)?,
-        deployment.rules.plugins_may_create.clone(),
-        clock,
-    )
-}
-
-/// A deployment's `[[rule]]` entries as rules (ids `deployment-<n>` in file order).
-///
-/// # Errors
-/// An entry that does not parse (the deployment loader has already refused such a file).
-pub fn statics_of(deployment: &crate::config::Deployment) -> Result<Vec<Rule>, RuleError> {
-    let file = deployment
-        .path
-        .as_ref()
-        .map_or_else(|| "default".to_owned(), |p| p.display().to_string());
-    Ok(deployment
-        .rules
-        .rules
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            RuleBook::deployment_rule(
-                format!("deployment-{}", i + 1),
-                &r.rule,
-                r.effect,
-                &file,
-                r.reason.clone(),
-            )
-        })
-        .collect::<Result<Vec<_>, _>>()?)
-}
-
 pub use proposals::{DECLINED_RULES_OFF, declined_for_plugins, declined_unsaved};
 
 /// What the host says when a rules log cannot be trusted (stderr, `rules list`, the console).

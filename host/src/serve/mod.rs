@@ -29,13 +29,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
 use crate::answer::{Answer, Authority, Effect, RuleScope, clean_reason};
+use crate::assemble::{self, AssembleError};
 use crate::config::token::TokenRole;
 use crate::config::{ConfigError, Deployment};
 use crate::outcome::{Decision, Failure, Outcome};
 use crate::plugin::cache::CompiledCache;
-use crate::plugin::{
-    LogSink, Mounted, PluginError, PluginHost, QuarantinePolicy, ReloadReport, TracingSink,
-};
+use crate::plugin::{LogSink, Mounted, PluginHost, QuarantinePolicy, ReloadReport, TracingSink};
 use crate::policy::Policy;
 use crate::service::{ApprovalRequest, ApprovalService};
 use crate::tools::texts;
@@ -77,45 +76,13 @@ pub enum ServeError {
     /// The deployment file is invalid.
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// A plugin of the deployment did not load.
-    #[error("{file}: {source}")]
-    Plugin {
-        /// The deployment file.
-        file: String,
-        /// Why.
-        #[source]
-        source: PluginError,
-    },
-    /// The standing rules could not be read.
-    #[error("{file}: standing rules: {source}")]
-    Rules {
-        /// The deployment file.
-        file: String,
-        /// Why.
-        #[source]
-        source: crate::rules::RuleError,
-    },
+    /// A part of the deployment could not be put together (a plugin, the rules, the signing
+    /// key, the store), naming the deployment file.
+    #[error(transparent)]
+    Assemble(#[from] crate::assemble::AssembleError),
     /// Listening or watching failed.
     #[error("{0}")]
     Io(String),
-    /// The deployment's `[audit] signing-key` cannot be used.
-    #[error("{file}: [audit] signing-key: {source}")]
-    SigningKey {
-        /// The deployment file.
-        file: String,
-        /// Why.
-        #[source]
-        source: crate::audit::checkpoint::KeyError,
-    },
-    /// The store could not be opened.
-    #[error("{file}: store: {source}")]
-    Store {
-        /// The deployment file.
-        file: String,
-        /// Why.
-        #[source]
-        source: crate::postgres::DbError,
-    },
 }
 
 struct SessionEntry {
@@ -168,46 +135,25 @@ impl Server {
         sink: Arc<dyn LogSink>,
     ) -> Result<Server, ServeError> {
         let deployment = Deployment::load(&options.config)?;
+        let file = assemble::file_of(&deployment);
         let store = {
-            let (deployment, options) = (deployment.clone(), options.clone());
+            let (deployment, options, file) = (deployment.clone(), options.clone(), file.clone());
             tokio::task::spawn_blocking(move || {
-                crate::config::store::open(
+                assemble::open_store(
                     Some(&deployment),
                     options.store_url.as_deref(),
                     &options.state_dir,
                     options.migrate,
                 )
-                .map_err(|source| ServeError::Store {
-                    file: options.config.display().to_string(),
-                    source,
-                })
+                .map_err(|source| AssembleError::Store { file, source })
             })
             .await
             .expect("opening the store does not panic")?
         };
         let service = ApprovalService::with_store(store, deployment.default_policy);
-        let checkpointer =
-            crate::audit::checkpoint::for_deployment(&deployment, &options.state_dir).map_err(
-                |source| ServeError::SigningKey {
-                    file: options.config.display().to_string(),
-                    source,
-                },
-            )?;
-        service.set_checkpointer(checkpointer);
         // A server always keeps standing rules: its clients may add them at any time.
-        let book = crate::rules::for_deployment(
-            service.store(),
-            &deployment,
-            crate::rules::system_clock(),
-        )
-        .map_err(|source| ServeError::Rules {
-            file: options.config.display().to_string(),
-            source,
-        })?;
-        service.set_rules(Some(book));
-        // The places that hold this deployment's policy, which no agent may change.
-        service.set_protected(Some(deployment.protected(&options.state_dir)));
-        let hook_options = crate::claude_code::HookOptions::from_deployment(&deployment, None);
+        assemble::prepare(&service, &deployment, &options.state_dir, true)?;
+        let hook_options = assemble::hook_options(&deployment, None);
         let gatekeeper = Arc::new(auth::Gatekeeper::new(deployment.tokens.clone()));
         let web = deployment.web_answerer.clone().map(|spec| {
             let pending = Arc::new(console::pending::Pending::default());
@@ -223,21 +169,14 @@ impl Server {
             (pending, registration)
         });
         let cache = CompiledCache::new(options.state_dir.join("cache"));
-        let host = PluginHost::with_cache(sink, cache).map_err(|source| ServeError::Plugin {
-            file: options.config.display().to_string(),
-            source,
-        })?;
+        let host = PluginHost::with_cache(sink, cache)
+            .map_err(|source| AssembleError::Plugin { file, source })?;
         let started = Instant::now();
         let (svc, h, quarantine) = (service.clone(), host.clone(), options.quarantine);
-        let mounted = tokio::task::spawn_blocking(move || {
-            Mounted::load_with(&svc, &h, &deployment, quarantine)
-        })
-        .await
-        .map_err(|e| ServeError::Io(e.to_string()))?
-        .map_err(|source| ServeError::Plugin {
-            file: options.config.display().to_string(),
-            source,
-        })?;
+        let mounted =
+            tokio::task::spawn_blocking(move || assemble::mount(&svc, &h, &deployment, quarantine))
+                .await
+                .map_err(|e| ServeError::Io(e.to_string()))??;
         tracing::info!(
             plugins = mounted.plugins().len(),
             ms = started.elapsed().as_secs_f64() * 1e3,
@@ -277,27 +216,20 @@ impl Server {
             .inner
             .hook_options
             .lock()
-            .unwrap_or_else(|p| p.into_inner()) =
-            crate::claude_code::HookOptions::from_deployment(&deployment, None);
+            .unwrap_or_else(|p| p.into_inner()) = assemble::hook_options(&deployment, None);
         self.inner.gatekeeper.set_tokens(deployment.tokens.clone());
         self.inner
             .service
             .set_protected(Some(deployment.protected(&self.inner.options.state_dir)));
         if let Some(book) = self.inner.service.rules() {
-            match crate::rules::statics_of(&deployment) {
-                Ok(statics) => {
-                    book.set_deployment(statics, deployment.rules.plugins_may_create.clone());
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "the reloaded [[rule]] entries were not applied")
-                }
-            }
+            assemble::reload_rules(&book, &deployment);
         }
         let mounted = self.inner.mounted.clone();
         let host = self.inner.host.clone();
+        let service = self.inner.service.clone();
         let report = tokio::task::spawn_blocking(move || {
             let mut mounted = mounted.blocking_lock();
-            let report = mounted.apply(&host, &deployment);
+            let report = assemble::reload_plugins(&service, &mut mounted, &host, &deployment);
             mounted.release_all();
             report
         })

@@ -535,3 +535,10 @@ async fn settle_interrupted(log: &SessionLog) -> Result<(), LogError> {
     }
     Ok(())
 }
+
+impl AsRef<Waterfall> for ApprovalService {
+    /// The service's waterfall, for what mounts listeners on it.
+    fn as_ref(&self) -> &Waterfall {
+        &self.inner.waterfall
+    }
+}

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use approval_host::claude_code::{self, HookInput, HookOptions, HookTurns, WhenUndecided, output};
+use approval_host::claude_code::{self, HookInput, HookTurns, WhenUndecided, output};
 use approval_host::tools::texts;
 use approval_host::{ApprovalError, Deployment, LogError};
 use serde_json::{Value, json};
@@ -199,7 +199,7 @@ fn in_process(
                 other => break other?,
             }
         };
-        let options = HookOptions::from_deployment(deployment, when_undecided);
+        let options = approval_host::assemble::hook_options(deployment, when_undecided);
         let answer =
             claude_code::ask(&service, &HookTurns::default(), &agent, input, &options).await?;
         Ok(answer.output.map(|mut o| {

@@ -18,7 +18,8 @@ mod rules_cmd;
 mod store_cmd;
 mod test_cmd;
 
-use approval_host::acp::{AgentOptions, Script, ScriptedAgent};
+use approval_host::acp::{Script, ScriptedAgent};
+use approval_host::assemble::{self, AssembleError};
 use approval_host::plugin::QuarantinePolicy;
 use approval_host::plugin::inspect::inspect_bytes;
 use approval_host::serve::{ServeError, ServeOptions, Server};
@@ -889,7 +890,11 @@ async fn acp(state_dir: &Path, deployment: &Deployment, script: Script) -> Resul
     use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
     let service = store_cmd::service(state_dir, deployment)?;
     let _plugins = mount(&service, deployment, state_dir)?;
-    let agent = ScriptedAgent::new(service, script, AgentOptions::from_deployment(deployment));
+    let agent = ScriptedAgent::new(
+        service,
+        script,
+        approval_host::assemble::agent_options(deployment),
+    );
     let transport = agent_client_protocol::ByteStreams::new(
         tokio::io::stdout().compat_write(),
         tokio::io::stdin().compat(),
@@ -912,58 +917,32 @@ pub(crate) fn cached_host(state_dir: &Path) -> Result<PluginHost> {
     Ok(host)
 }
 
-/// Turns standing rules on when the deployment declares any (`[rules]`, `[[rule]]`) or the state
-/// directory holds user or project rules; otherwise a one-shot command does not open the rules
-/// logs at all.
-fn enable_rules(service: &ApprovalService, deployment: &Deployment) -> Result<()> {
-    use approval_host::rules;
-    let store = service.store();
-    let exists = |name: &str| store.log_len(name).ok().flatten() != Some(0);
-    let project_log = rules::project_log(&rules::project_of(deployment));
-    if !deployment.rules.declared && !exists(rules::USER_LOG) && !exists(&project_log) {
-        return Ok(());
+/// What a deployment that cannot be put together means for the exit code: its own fault (a
+/// signing key or a plugin that cannot be used, exit 2), or a failure (exit 1).
+pub(crate) fn assemble_error(e: AssembleError) -> anyhow::Error {
+    match e {
+        AssembleError::SigningKey { .. } | AssembleError::Plugin { .. } => {
+            UsageError(e.to_string()).into()
+        }
+        other => other.into(),
     }
-    let book = rules::for_deployment(service.store(), deployment, rules::system_clock())
-        .map_err(|e| anyhow::anyhow!("standing rules: {e}"))?;
-    service.set_rules(Some(book));
-    Ok(())
 }
 
-/// The deployment's checkpointer (`[audit] signing-key`); a key that cannot be read is the
-/// deployment's fault (exit 2).
-pub(crate) fn checkpointer(
-    deployment: &Deployment,
-    state_dir: &Path,
-) -> Result<Option<std::sync::Arc<approval_host::audit::checkpoint::Checkpointer>>> {
-    approval_host::audit::checkpoint::for_deployment(deployment, state_dir).map_err(|e| {
-        let file = deployment
-            .path
-            .as_ref()
-            .map_or_else(String::new, |p| format!("{}: ", p.display()));
-        UsageError(format!("{file}[audit] signing-key: {e}")).into()
-    })
-}
-
-/// Loads a deployment's plugins; a plugin that cannot load is the deployment's fault (exit 2).
+/// Puts a deployment together on `service` (checkpointer, protections, standing rules when it
+/// keeps any) and loads its plugins.
 pub(crate) fn mount(
     service: &ApprovalService,
     deployment: &Deployment,
     state_dir: &Path,
 ) -> Result<Option<(PluginHost, Mounted)>> {
-    service.set_checkpointer(checkpointer(deployment, state_dir)?);
-    service.set_protected(Some(deployment.protected(state_dir)));
-    enable_rules(service, deployment)?;
+    let rules = assemble::wants_rules(&*service.store(), deployment);
+    assemble::prepare(service, deployment, state_dir, rules).map_err(assemble_error)?;
     if deployment.plugins.is_empty() {
         return Ok(None);
     }
     let host = cached_host(state_dir)?;
-    let mounted = Mounted::load(service, &host, deployment).map_err(|e| {
-        let file = deployment
-            .path
-            .as_ref()
-            .map_or_else(String::new, |p| format!("{}: ", p.display()));
-        UsageError(format!("{file}{e}"))
-    })?;
+    let mounted = assemble::mount(service, &host, deployment, QuarantinePolicy::default())
+        .map_err(assemble_error)?;
     Ok(Some((host, mounted)))
 }
 

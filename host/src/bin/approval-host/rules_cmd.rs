@@ -164,10 +164,9 @@ fn deployment(config: Option<&Path>) -> Result<Deployment> {
 /// commands never run a gate).
 fn open(state_dir: &Path, deployment: &Deployment) -> Result<(ApprovalService, Arc<RuleBook>)> {
     let service = crate::store_cmd::service(state_dir, deployment)?;
-    service.set_checkpointer(crate::checkpointer(deployment, state_dir)?);
-    let book = rules::for_deployment(service.store(), deployment, rules::system_clock())
-        .map_err(|e| anyhow::anyhow!("standing rules: {e}"))?;
-    service.set_rules(Some(book.clone()));
+    approval_host::assemble::prepare(&service, deployment, state_dir, true)
+        .map_err(crate::assemble_error)?;
+    let book = service.rules().expect("prepared with rules");
     Ok((service, book))
 }
 

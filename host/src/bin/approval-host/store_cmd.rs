@@ -33,7 +33,7 @@ pub(crate) fn open(
     deployment: Option<&Deployment>,
     migrate: bool,
 ) -> Result<Arc<dyn Store>> {
-    approval_host::config::store::open(deployment, url(), state_dir, migrate).map_err(db_error)
+    approval_host::assemble::open_store(deployment, url(), state_dir, migrate).map_err(db_error)
 }
 
 /// A service over the command's store.
