@@ -15,8 +15,8 @@ pub(crate) struct AgentInner {
     notices: Mutex<Vec<String>>,
 }
 
-/// An agent of one session. Made by [`crate::ApprovalService::agent`] or
-/// [`crate::ApprovalService::subagent`]; clone it to share the same identity.
+/// An agent of one session. Made by [`crate::service::ApprovalService::agent`] or
+/// [`crate::service::ApprovalService::subagent`]; clone it to share the same identity.
 #[derive(Clone)]
 pub struct Agent {
     pub(crate) inner: Arc<AgentInner>,

@@ -127,7 +127,7 @@ impl HookInput {
             ));
         }
         let session_id = field("session_id")?;
-        crate::store::validate_session_id(&session_id).map_err(|e| e.to_string())?;
+        crate::audit::store::validate_session_id(&session_id).map_err(|e| e.to_string())?;
         Ok(HookInput {
             session_id,
             tool_name: field("tool_name")?,

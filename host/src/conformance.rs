@@ -165,7 +165,7 @@ pub async fn ask(
     session: &str,
     case: &Case,
     listener: impl Listener,
-) -> Result<Answer, crate::ApprovalError> {
+) -> Result<Answer, crate::service::ApprovalError> {
     ask_explained(service, session, case, listener)
         .await
         .map(|(answer, _)| answer)
@@ -177,7 +177,7 @@ pub async fn ask_explained(
     session: &str,
     case: &Case,
     listener: impl Listener,
-) -> Result<(Answer, Option<String>), crate::ApprovalError> {
+) -> Result<(Answer, Option<String>), crate::service::ApprovalError> {
     let agent = service.agent(session, "conformance").await?;
     service.start_turn(session).await?;
     let _registration = service.register(
@@ -202,7 +202,9 @@ pub async fn ask_explained(
         .log
         .with_fold(|f| f.last_decided().cloned())
         .ok_or_else(|| {
-            crate::ApprovalError::Internal("a request returned without a decision".to_owned())
+            crate::service::ApprovalError::Internal(
+                "a request returned without a decision".to_owned(),
+            )
         })?;
     let answer = match (decided.failure, decided.outcome) {
         (Some(failure), _) => Answer::Failed(failure.kind.as_str().to_owned()),
@@ -293,7 +295,7 @@ pub enum ConformanceError {
     Plugin(#[from] PluginError),
     /// The seam failed (the state directory).
     #[error(transparent)]
-    Approval(#[from] crate::ApprovalError),
+    Approval(#[from] crate::service::ApprovalError),
 }
 
 /// The spec a conformance run loads a plugin with: a gate named `name` at `path`.

@@ -56,6 +56,7 @@ pub mod claude_code;
 pub mod config;
 pub mod conformance;
 pub mod outcome;
+pub mod pem;
 pub mod plugin;
 pub mod policy;
 pub mod rules;
@@ -65,8 +66,6 @@ mod session;
 pub mod tools;
 pub mod waterfall;
 
-// The audit modules keep their paths at the crate root.
-pub(crate) use audit::commit;
 pub use audit::{check, event, fold, log, postgres, store, subscribe};
 
 pub use agent::Agent;

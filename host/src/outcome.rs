@@ -212,6 +212,17 @@ impl fmt::Display for FailureKind {
     }
 }
 
+/// What a caught panic says, for the failure it becomes (a listener's, a subscriber's, a tool's).
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_owned()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

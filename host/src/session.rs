@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::log::SessionLog;
+use crate::audit::log::SessionLog;
 
 /// A question asked outside an open turn (or while its turn is ending); the service turns it into
 /// its own error.
@@ -28,7 +28,7 @@ struct TurnGate {
     inflight: usize,
 }
 
-/// An open session: shared by every [`crate::Agent`] handle of it.
+/// An open session: shared by every [`crate::agent::Agent`] handle of it.
 #[derive(Debug)]
 pub(crate) struct Session {
     pub(crate) log: SessionLog,

@@ -9,7 +9,6 @@
 //! Registering returns a [`Registration`]; dropping it removes the listener, so the next request
 //! fails closed. A request already running keeps the listeners it started with.
 
-use std::any::Any;
 use std::fmt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -21,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::{Agent, AgentInner};
 use crate::answer::{Answer, Proposal};
-use crate::outcome::{Decision, Failure, FailureKind, Outcome};
+use crate::outcome::{Decision, Failure, FailureKind, Outcome, panic_message};
 
 /// An answer given at once ([`Listener::decide_now`]): the answering version, and the answer.
 pub type ImmediateAnswer = (Option<Arc<str>>, Result<Answer, Failure>);
@@ -239,7 +238,7 @@ impl Question {
     /// Waits until the question's `approval/asked` record is durable. The waterfall does this
     /// before asking a listener that [leaves the process](Listener::leaves_process); a listener
     /// that decides only later to send the question elsewhere calls it first.
-    pub async fn ensure_durable(&self) -> Result<(), crate::LogError> {
+    pub async fn ensure_durable(&self) -> Result<(), crate::audit::error::LogError> {
         self.inner
             .agent
             .session()
@@ -431,16 +430,6 @@ impl Settled {
             failure: Some((listener.to_owned(), failure)),
             ..Settled::plain(Outcome::Unavailable)
         }
-    }
-}
-
-pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_owned()
     }
 }
 

@@ -5,8 +5,8 @@
 
 use std::path::Path;
 
-use crate::event::{Event, Record};
-use crate::fold::SessionFold;
+use crate::audit::event::{Event, Record};
+use crate::audit::fold::SessionFold;
 
 /// What a clean log holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -9,13 +9,18 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
-use crate::log::Core;
+/// A log that commits in rounds: each writes and syncs what was appended since the last one
+/// and says whether more is wanted.
+pub(crate) trait Rounds: Send + Sync {
+    /// Runs one commit round; `true` when another is wanted.
+    fn commit_round(&self) -> bool;
+}
 
 /// Most commit threads: syncs of different logs overlap on the device up to about this many.
-pub(crate) const MAX_THREADS: usize = crate::store::MAX_COMMIT_THREADS;
+pub(crate) const MAX_THREADS: usize = crate::audit::store::MAX_COMMIT_THREADS;
 
 struct Queue {
-    logs: VecDeque<Arc<Core>>,
+    logs: VecDeque<Arc<dyn Rounds>>,
     threads: usize,
     idle: usize,
 }
@@ -38,7 +43,7 @@ fn pool() -> &'static Pool {
 }
 
 /// Queues `log` for a commit round.
-pub(crate) fn schedule(log: Arc<Core>) {
+pub(crate) fn schedule(log: Arc<dyn Rounds>) {
     let pool = pool();
     let mut queue = pool.queue.lock().unwrap_or_else(|p| p.into_inner());
     queue.logs.push_back(log);

@@ -8,7 +8,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::Value;
 
-use crate::event::{Decided, Event, PolicySwitch, RuleAdded, SandboxModeName, SandboxSwitch};
+use crate::audit::event::{
+    Decided, Event, PolicySwitch, RuleAdded, SandboxModeName, SandboxSwitch,
+};
 use crate::policy::Policy;
 use crate::policy::SOURCE_DELEGATION;
 

@@ -26,13 +26,13 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use tokio::sync::oneshot;
 
 use crate::audit::chain::{self, Head};
+use crate::audit::commit;
 use crate::audit::error::LogError;
-use crate::commit;
-use crate::event::{Event, Record};
-use crate::fold::SessionFold;
+use crate::audit::event::{Event, Record};
+use crate::audit::fold::SessionFold;
+use crate::audit::store::{CommitMode, Journal, OpenedLog, Store, validate_session_id};
+use crate::audit::subscribe::Subscribers;
 use crate::policy::Policy;
-use crate::store::{CommitMode, Journal, OpenedLog, Store, validate_session_id};
-use crate::subscribe::Subscribers;
 
 type Done = oneshot::Sender<Result<(), LogError>>;
 
@@ -306,6 +306,12 @@ impl SessionLog {
             core.deliver();
         }
         Ok((record, ticket))
+    }
+}
+
+impl commit::Rounds for Core {
+    fn commit_round(&self) -> bool {
+        Core::commit_round(self)
     }
 }
 

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::audit::error::LogError;
-use crate::event::Record;
+use crate::audit::event::Record;
 
 /// Durable storage for one session's records, appended in batches.
 ///

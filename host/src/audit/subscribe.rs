@@ -11,8 +11,8 @@ use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 
-use crate::event::Record;
-use crate::waterfall::panic_message;
+use crate::audit::event::Record;
+use crate::outcome::panic_message;
 
 /// Called with each durable record of the sessions it watches: `(session id, record)`.
 /// Implemented for any `Fn(&str, &Record) -> Result<(), String>`.

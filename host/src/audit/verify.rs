@@ -22,8 +22,8 @@ use ed25519_dalek::VerifyingKey;
 
 use crate::audit::chain::{self, Head};
 use crate::audit::checkpoint::Checkpoint;
-use crate::event::{Event, Record};
-use crate::fold::SessionFold;
+use crate::audit::event::{Event, Record};
+use crate::audit::fold::SessionFold;
 
 /// What is wrong at the first bad line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

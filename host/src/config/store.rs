@@ -33,7 +33,7 @@ pub struct StoreConfig {
 
 impl StoreConfig {
     /// The password, from the file or the variable the table names, or from
-    /// [`crate::postgres::PASSWORD_ENV`] when it names neither.
+    /// [`crate::audit::postgres::PASSWORD_ENV`] when it names neither.
     pub fn password(&self) -> Result<Option<String>, String> {
         if let Some(file) = &self.password_file {
             let text = std::fs::read_to_string(file)
@@ -43,7 +43,7 @@ impl StoreConfig {
         let var = self
             .password_env
             .as_deref()
-            .unwrap_or(crate::postgres::PASSWORD_ENV);
+            .unwrap_or(crate::audit::postgres::PASSWORD_ENV);
         match std::env::var(var) {
             Ok(v) => Ok(Some(v)),
             Err(std::env::VarError::NotPresent) if self.password_env.is_none() => Ok(None),
@@ -59,13 +59,13 @@ pub(super) fn parse(ctx: &Ctx, value: &Value) -> Result<StoreConfig, ConfigError
     let mut url = None;
     let mut password_file = None;
     let mut password_env = None;
-    let mut lease = crate::postgres::DEFAULT_LEASE;
+    let mut lease = crate::audit::postgres::DEFAULT_LEASE;
     let mut ca_file = None;
     for (k, v) in table {
         match k.as_str() {
             "url" => {
                 let u = string(ctx, "[store]", "url", v)?;
-                crate::postgres::check_url(u)
+                crate::audit::postgres::check_url(u)
                     .map_err(|e| ctx.err("[store]", format!("url: {e}")))?;
                 url = Some(u.to_owned());
             }
@@ -120,29 +120,29 @@ pub(super) fn parse(ctx: &Ctx, value: &Value) -> Result<StoreConfig, ConfigError
 pub fn options(
     deployment: Option<&super::Deployment>,
     url: Option<&str>,
-) -> Result<Option<crate::postgres::PgOptions>, crate::postgres::DbError> {
+) -> Result<Option<crate::audit::postgres::PgOptions>, crate::audit::postgres::DbError> {
     let table = deployment.and_then(|d| d.store.as_ref());
     let config = match (url, table) {
         (None, None) => return Ok(None),
         (Some(url), table) => {
-            crate::postgres::check_url(url)?;
+            crate::audit::postgres::check_url(url)?;
             StoreConfig {
                 url: url.to_owned(),
                 ..table.cloned().unwrap_or(StoreConfig {
                     url: String::new(),
                     password_file: None,
                     password_env: None,
-                    lease: crate::postgres::DEFAULT_LEASE,
+                    lease: crate::audit::postgres::DEFAULT_LEASE,
                     ca_file: None,
                 })
             }
         }
         (None, Some(table)) => table.clone(),
     };
-    let mut options = crate::postgres::PgOptions::new(&config.url);
+    let mut options = crate::audit::postgres::PgOptions::new(&config.url);
     options.password = config
         .password()
-        .map_err(crate::postgres::DbError::Password)?;
+        .map_err(crate::audit::postgres::DbError::Password)?;
     options.lease = config.lease;
     options.ca_file = config.ca_file.clone();
     Ok(Some(options))

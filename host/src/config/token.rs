@@ -119,7 +119,7 @@ pub(super) fn parse(ctx: &Ctx, value: &Value, index: usize) -> Result<TokenSpec,
                 })?;
                 for p in list {
                     let p = string(ctx, &place, "sessions", p)?;
-                    if crate::store::validate_session_id(p).is_err() {
+                    if crate::audit::store::validate_session_id(p).is_err() {
                         return Err(ctx.err(
                             &place,
                             format!("sessions: {p:?} is not a session-id prefix (A-Z a-z 0-9 . _ -, not starting with a dot)"),

@@ -14,7 +14,7 @@ pub struct ComponentizeError(String);
 
 /// Encodes `module` (a core module with the `component-type` custom section `wit-bindgen`
 /// embeds) as a component, adapting WASI preview1 imports with the reactor adapter. The result
-/// is validated; [`crate::PluginHost::load`] still checks that it fits the plugin world.
+/// is validated; [`crate::plugin::PluginHost::load`] still checks that it fits the plugin world.
 pub fn componentize(module: &[u8]) -> Result<Vec<u8>, ComponentizeError> {
     if wasmparser::Parser::is_component(module) {
         return Err(ComponentizeError(

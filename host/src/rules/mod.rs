@@ -42,8 +42,8 @@ use crate::audit::checkpoint::Checkpointer;
 use crate::audit::error::LogError;
 use crate::audit::event::{Event, RuleAdded, RuleRevoked};
 use crate::audit::log::SessionLog;
+use crate::audit::store::Store;
 use crate::outcome::Decision;
-use crate::store::Store;
 use crate::waterfall::{ImmediateAnswer, Listener, ListenerFuture, Question};
 use command::Command;
 use pattern::{ArgumentMatch, Call, Spec, SpecError, ToolMatch};
@@ -895,7 +895,7 @@ impl RuleBook {
     }
 
     /// Adds a project or user rule: durable in its rules log before this returns, then active.
-    /// (Session rules go through [`crate::ApprovalService::add_rule`], which writes the
+    /// (Session rules go through [`crate::service::ApprovalService::add_rule`], which writes the
     /// session's log.)
     pub async fn add_shared(self: &Arc<Self>, new: NewRule) -> Result<Arc<Rule>, RuleError> {
         let (added, rule) = self.record(&new)?;

@@ -30,7 +30,7 @@ pub const CHECKPOINT_GRACE: Duration = Duration::from_secs(2);
 /// Where a rules log stood when it was last read intact.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Seen {
-    /// The store's size for it ([`crate::store::Store::log_len`]), to reread only on change.
+    /// The store's size for it ([`crate::audit::store::Store::log_len`]), to reread only on change.
     pub len: Option<u64>,
     /// Its complete records.
     pub records: u64,

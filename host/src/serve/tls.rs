@@ -66,17 +66,12 @@ fn file_err(path: &Path, reason: impl ToString) -> TlsError {
     }
 }
 
-/// The certificates of a PEM file, refusing a file that holds none (also the database's
-/// `[store] ca-file`).
+/// The certificates of a PEM file, refusing a file that holds none ([`crate::pem::certs`]).
 pub fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let certs = CertificateDer::pem_file_iter(path)
-        .map_err(|e| file_err(path, e))?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| file_err(path, e))?;
-    if certs.is_empty() {
-        return Err(file_err(path, "no CERTIFICATE in the file"));
-    }
-    Ok(certs)
+    crate::pem::certs(path).map_err(|e| TlsError::File {
+        path: e.path,
+        reason: e.reason,
+    })
 }
 
 /// Builds the acceptor, refusing files that do not load.

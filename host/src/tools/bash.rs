@@ -97,7 +97,7 @@ impl BashTool {
     }
 
     /// The mode a call by `agent` runs under unless it escalates.
-    pub fn current_mode(&self, agent: Option<&crate::Agent>) -> SandboxMode {
+    pub fn current_mode(&self, agent: Option<&crate::agent::Agent>) -> SandboxMode {
         agent.map_or(self.mode, |a| sandbox::session_mode(a, self.mode))
     }
 

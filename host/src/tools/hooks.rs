@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
 use super::{PreCall, PreDecision, PreExecute, PreFuture, texts};
-use crate::event::{Event, HookInvoked, HookResult};
+use crate::audit::event::{Event, HookInvoked, HookResult};
 
 /// The one hook event served.
 pub const PRE_TOOL_USE: &str = "PreToolUse";

@@ -25,10 +25,11 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{Agent, AgentInner};
-use crate::event::{Event, ToolCall as ToolCallEvent, ToolResult as ToolResultEvent};
+use crate::audit::event::{Event, ToolCall as ToolCallEvent, ToolResult as ToolResultEvent};
 use crate::outcome::Outcome;
+use crate::outcome::panic_message;
 use crate::service::{ApprovalRequest, ApprovalService};
-use crate::waterfall::{Position, Scope, panic_message};
+use crate::waterfall::{Position, Scope};
 
 /// One call of a tool.
 #[derive(Debug, Clone)]

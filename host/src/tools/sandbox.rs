@@ -161,9 +161,9 @@ pub struct Workspace {
     pub temp: PathBuf,
 }
 
-impl From<crate::event::SandboxModeName> for SandboxMode {
-    fn from(m: crate::event::SandboxModeName) -> Self {
-        use crate::event::SandboxModeName as N;
+impl From<crate::audit::event::SandboxModeName> for SandboxMode {
+    fn from(m: crate::audit::event::SandboxModeName) -> Self {
+        use crate::audit::event::SandboxModeName as N;
         match m {
             N::ReadOnly => SandboxMode::ReadOnly,
             N::WorkspaceWrite => SandboxMode::WorkspaceWrite,
@@ -172,9 +172,9 @@ impl From<crate::event::SandboxModeName> for SandboxMode {
     }
 }
 
-impl From<SandboxMode> for crate::event::SandboxModeName {
+impl From<SandboxMode> for crate::audit::event::SandboxModeName {
     fn from(m: SandboxMode) -> Self {
-        use crate::event::SandboxModeName as N;
+        use crate::audit::event::SandboxModeName as N;
         match m {
             SandboxMode::ReadOnly => N::ReadOnly,
             SandboxMode::WorkspaceWrite => N::WorkspaceWrite,
@@ -184,7 +184,7 @@ impl From<SandboxMode> for crate::event::SandboxModeName {
 }
 
 /// The agent's session mode: its last logged `sandbox/mode`, else `default`.
-pub fn session_mode(agent: &crate::Agent, default: SandboxMode) -> SandboxMode {
+pub fn session_mode(agent: &crate::agent::Agent, default: SandboxMode) -> SandboxMode {
     agent
         .session()
         .log
@@ -194,17 +194,19 @@ pub fn session_mode(agent: &crate::Agent, default: SandboxMode) -> SandboxMode {
 
 /// Logs a switch of the agent's session to `mode`.
 pub async fn set_session_mode(
-    agent: &crate::Agent,
+    agent: &crate::agent::Agent,
     mode: SandboxMode,
     source: Option<&str>,
-) -> Result<(), crate::LogError> {
+) -> Result<(), crate::audit::error::LogError> {
     agent
         .session()
         .log
-        .append(crate::event::Event::Sandbox(crate::event::SandboxSwitch {
-            mode: mode.into(),
-            source: source.map(str::to_owned),
-        }))
+        .append(crate::audit::event::Event::Sandbox(
+            crate::audit::event::SandboxSwitch {
+                mode: mode.into(),
+                source: source.map(str::to_owned),
+            },
+        ))
         .await
         .map(|_| ())
 }

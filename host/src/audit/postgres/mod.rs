@@ -38,7 +38,7 @@ use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
 
 use crate::audit::error::LogError;
-use crate::store::{CommitMode, Journal, OpenedLog, Store, parse_lines};
+use crate::audit::store::{CommitMode, Journal, OpenedLog, Store, parse_lines};
 
 /// How long a lease lasts unless renewed; renewed every third of it.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(15);
@@ -152,7 +152,7 @@ fn tls_connector(
     let mut roots = rustls::RootCertStore::empty();
     match ca_file {
         Some(path) => {
-            let certs = crate::serve::tls::certs(path).map_err(|e| DbError::Tls(e.to_string()))?;
+            let certs = crate::pem::certs(path).map_err(|e| DbError::Tls(e.to_string()))?;
             for cert in certs {
                 roots
                     .add(cert)
@@ -598,7 +598,7 @@ async fn take_lease(
 
 impl Store for PgStore {
     fn open(&self, session: &str) -> Result<OpenedLog, LogError> {
-        crate::store::validate_session_id(session)?;
+        crate::audit::store::validate_session_id(session)?;
         let name = Self::log_name(session);
         let n = self.inner.opened.fetch_add(1, Ordering::Relaxed);
         let owner = format!(
@@ -688,7 +688,7 @@ impl Store for PgStore {
     }
 
     fn log_len(&self, session: &str) -> Result<Option<u64>, LogError> {
-        crate::store::validate_session_id(session)?;
+        crate::audit::store::validate_session_id(session)?;
         let pool = self.inner.pool.clone();
         let sess = session.to_owned();
         let len = self
@@ -708,7 +708,7 @@ impl Store for PgStore {
     }
 
     fn read(&self, session: &str) -> Result<Vec<u8>, LogError> {
-        crate::store::validate_session_id(session)?;
+        crate::audit::store::validate_session_id(session)?;
         let pool = self.inner.pool.clone();
         let sess = session.to_owned();
         let lines = self
@@ -744,7 +744,7 @@ impl Store for PgStore {
             .collect())
     }
 
-    fn list_lens(&self) -> Result<crate::store::LogLens, LogError> {
+    fn list_lens(&self) -> Result<crate::audit::store::LogLens, LogError> {
         let pool = self.inner.pool.clone();
         self.inner
             .block(async move {

@@ -101,7 +101,7 @@ impl AddForm {
                 if s.is_empty() {
                     return Err("session: a session rule needs the session's id".to_owned());
                 }
-                crate::store::validate_session_id(s).map_err(|e| format!("session: {e}"))?;
+                crate::audit::store::validate_session_id(s).map_err(|e| format!("session: {e}"))?;
                 if !viewer.sees(s) {
                     return Err(format!(
                         "session: token {:?} may not see session {s:?}",

@@ -2,7 +2,7 @@
 //! activity, how its questions ended), and one session's timeline, filterable by outcome and
 //! tool, each question linkable (`/sessions/<id>#q-<question>`).
 //!
-//! The pages read the logs through the [`Store`](crate::Store) the host writes them with, the way
+//! The pages read the logs through the [`Store`](crate::audit::store::Store) the host writes them with, the way
 //! `approval-host log` does: nothing here opens a log for writing. A summary is kept while the
 //! log's length is unchanged, so a page over many idle sessions rereads only the ones that grew.
 
@@ -17,11 +17,11 @@ use serde::Deserialize;
 
 use super::pages::{self, Tab};
 use super::{Console, Viewer};
-use crate::check::check_bytes;
-use crate::event::{Event, Record};
+use crate::audit::check::check_bytes;
+use crate::audit::event::{Event, Record};
+use crate::audit::store::{Store, validate_session_id};
 use crate::outcome::Outcome;
 use crate::policy::Policy;
-use crate::store::{Store, validate_session_id};
 
 /// The most sessions the list shows unless asked for all (most recent first).
 pub const LIST_LIMIT: usize = 200;
@@ -77,7 +77,7 @@ fn summarise(id: &str, bytes: &[u8]) -> Summary {
         problem: checked.problem.as_ref().map(ToString::to_string),
         undecided: checked.undecided,
     };
-    let mut fold = crate::fold::SessionFold::new();
+    let mut fold = crate::audit::fold::SessionFold::new();
     for r in &checked.records {
         fold.apply(r.seq, &r.event);
         match &r.event {
@@ -102,7 +102,10 @@ pub struct Summaries {
 
 impl Summaries {
     /// Every session log's summary (rules logs left out), most recent activity first.
-    pub fn all(&self, store: &dyn Store) -> Result<Vec<Arc<Summary>>, crate::LogError> {
+    pub fn all(
+        &self,
+        store: &dyn Store,
+    ) -> Result<Vec<Arc<Summary>>, crate::audit::error::LogError> {
         let mut out = Vec::new();
         for (id, len) in store.list_lens()? {
             if id.starts_with(crate::rules::LOG_PREFIX) {
