@@ -42,6 +42,42 @@ impl RuleScope {
     }
 }
 
+impl std::fmt::Display for RuleScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A word that names no rule scope or effect.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} {word:?} is not {expected}")]
+pub struct UnknownWord {
+    /// What it was meant to be: `scope`, `effect`.
+    pub what: &'static str,
+    /// The word.
+    pub word: String,
+    /// The words it may be.
+    pub expected: &'static str,
+}
+
+impl std::str::FromStr for RuleScope {
+    type Err = UnknownWord;
+
+    /// `session`, `project` or `user`.
+    fn from_str(s: &str) -> Result<Self, UnknownWord> {
+        match s {
+            "session" => Ok(RuleScope::Session),
+            "project" => Ok(RuleScope::Project),
+            "user" => Ok(RuleScope::User),
+            other => Err(UnknownWord {
+                what: "scope",
+                word: other.to_owned(),
+                expected: "\"session\", \"project\" or \"user\"",
+            }),
+        }
+    }
+}
+
 /// Whether a rule allows or rejects the calls it matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -58,6 +94,29 @@ impl Effect {
         match self {
             Effect::Allow => "allow",
             Effect::Reject => "reject",
+        }
+    }
+}
+
+impl std::fmt::Display for Effect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Effect {
+    type Err = UnknownWord;
+
+    /// `allow` or `reject`.
+    fn from_str(s: &str) -> Result<Self, UnknownWord> {
+        match s {
+            "allow" => Ok(Effect::Allow),
+            "reject" => Ok(Effect::Reject),
+            other => Err(UnknownWord {
+                what: "effect",
+                word: other.to_owned(),
+                expected: "\"allow\" or \"reject\"",
+            }),
         }
     }
 }

@@ -675,16 +675,11 @@ impl Deployment {
                                     rule = Some(text.to_owned());
                                 }
                                 "effect" => {
-                                    effect = match string(&ctx, &place, "effect", v)? {
-                                        "allow" => crate::answer::Effect::Allow,
-                                        "reject" => crate::answer::Effect::Reject,
-                                        other => {
-                                            return Err(ctx.err(
-                                                &place,
-                                                format!("effect {other:?} is not \"allow\" or \"reject\""),
-                                            ));
-                                        }
-                                    }
+                                    effect = string(&ctx, &place, "effect", v)?.parse().map_err(
+                                        |e: crate::answer::UnknownWord| {
+                                            ctx.err(&place, e.to_string())
+                                        },
+                                    )?;
                                 }
                                 "reason" => {
                                     reason = Some(string(&ctx, &place, "reason", v)?.to_owned())

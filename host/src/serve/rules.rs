@@ -4,6 +4,7 @@
 
 use serde_json::{Value, json};
 
+use crate::answer::UnknownWord;
 use crate::answer::{Effect, RuleScope};
 use crate::rules::{NewRule, RuleError};
 use crate::service::ApprovalError;
@@ -13,13 +14,9 @@ use super::rpc::{self, RpcError, opt_str_param, str_param};
 
 fn scope_param(params: &Value) -> Result<Option<RuleScope>, RpcError> {
     opt_str_param(params, "scope")?
-        .map(|s| match s {
-            "session" => Ok(RuleScope::Session),
-            "project" => Ok(RuleScope::Project),
-            "user" => Ok(RuleScope::User),
-            other => Err(RpcError::params(format!(
-                "scope {other:?} is not \"session\", \"project\" or \"user\""
-            ))),
+        .map(|s| {
+            s.parse()
+                .map_err(|e: UnknownWord| RpcError::params(e.to_string()))
         })
         .transpose()
 }

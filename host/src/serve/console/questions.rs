@@ -112,11 +112,13 @@ pub async fn answer(
         None => None,
         Some(effect) => {
             let scope = match form.scope.as_str() {
-                "session" => RuleScope::Session,
-                "project" | "" => RuleScope::Project,
-                "user" => RuleScope::User,
-                other => {
-                    let error = format!("scope {other:?} is not session, project or user");
+                "" => Ok(RuleScope::Project),
+                other => other.parse::<RuleScope>(),
+            };
+            let scope = match scope {
+                Ok(scope) => scope,
+                Err(e) => {
+                    let error = e.to_string();
                     return (
                         StatusCode::BAD_REQUEST,
                         render(&console, &viewer, Some(&error)),

@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use super::pages::{self, Tab};
 use super::{Console, Viewer};
-use crate::answer::{Effect, RuleScope};
+use crate::answer::{Effect, RuleScope, UnknownWord};
 use crate::rules::{NewRule, RuleView};
 
 /// The Rules page.
@@ -85,15 +85,12 @@ impl AddForm {
     /// The rule the form describes, or what is wrong with it (naming the field).
     fn new_rule(&self, viewer: &Viewer) -> Result<NewRule, String> {
         let effect = match self.effect.as_str() {
-            "allow" | "" => Effect::Allow,
-            "reject" => Effect::Reject,
-            other => return Err(format!("effect {other:?} is not allow or reject")),
+            "" => Effect::Allow,
+            other => other.parse().map_err(|e: UnknownWord| e.to_string())?,
         };
         let scope = match self.scope.as_str() {
-            "project" | "" => RuleScope::Project,
-            "user" => RuleScope::User,
-            "session" => RuleScope::Session,
-            other => return Err(format!("scope {other:?} is not session, project or user")),
+            "" => RuleScope::Project,
+            other => other.parse().map_err(|e: UnknownWord| e.to_string())?,
         };
         let session = match scope {
             RuleScope::Session => {
