@@ -5,7 +5,6 @@
 use wasmtime::Store;
 use wasmtime::component::{Component, HasSelf, Linker};
 
-use super::LogLevel;
 use super::sandbox::PluginState;
 use crate::answer::Answer;
 use crate::outcome::Decision;
@@ -29,27 +28,26 @@ pub(crate) const VERSION: &str = "0.1.0";
 
 impl types::Host for PluginState {}
 
+/// 0.1's host interface is 0.2's: each function forwards there.
 impl host::Host for PluginState {
     fn log(&mut self, level: host::Level, message: String) {
+        use super::v0_2::Level as L;
         let level = match level {
-            host::Level::Trace => LogLevel::Trace,
-            host::Level::Debug => LogLevel::Debug,
-            host::Level::Info => LogLevel::Info,
-            host::Level::Warn => LogLevel::Warn,
-            host::Level::Error => LogLevel::Error,
+            host::Level::Trace => L::Trace,
+            host::Level::Debug => L::Debug,
+            host::Level::Info => L::Info,
+            host::Level::Warn => L::Warn,
+            host::Level::Error => L::Error,
         };
-        self.shared.log(level, &message);
+        super::v0_2::Host::log(self, level, message);
     }
 
     fn config(&mut self, key: String) -> Option<String> {
-        self.shared.spec.config.get(&key).cloned()
+        super::v0_2::Host::config(self, key)
     }
 
     fn call_arguments(&mut self, call_id: String) -> Option<String> {
-        self.question
-            .as_ref()?
-            .call_arguments(&call_id)
-            .map(|v| v.to_string())
+        super::v0_2::Host::call_arguments(self, call_id)
     }
 }
 

@@ -24,11 +24,15 @@ mod bindings {
 
 use bindings::approval::plugin::{host, types};
 
+/// The 0.2 host interface, which 0.1 forwards to.
+pub(super) use host::{Host, Level};
+
 /// The version this module was generated from.
 pub(crate) const VERSION: &str = "0.2.0";
 
 impl types::Host for PluginState {}
 
+/// The host interface as every API version serves it: 0.1 forwards here.
 impl host::Host for PluginState {
     fn log(&mut self, level: host::Level, message: String) {
         let level = match level {
