@@ -11,6 +11,9 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use std::process::ExitCode;
+
+use crate::UsageError;
 use anyhow::Result;
 use approval_host::claude_code::{self, HookInput, HookTurns, WhenUndecided, output};
 use approval_host::tools::texts;
@@ -55,7 +58,7 @@ pub fn unreachable_note(socket: &Path, why: &str) -> String {
 }
 
 /// Runs the hook on `text` (its stdin); returns what to print (nothing when deferred).
-pub fn run(state_dir: &Path, options: &Options, text: &str) -> Result<Option<String>> {
+pub fn run(ctx: &crate::Context, options: &Options, text: &str) -> Result<Option<String>> {
     let input = HookInput::parse(text).map_err(super::UsageError)?;
     let deployment = match &options.config {
         Some(path) => Some(Deployment::load(path)?),
@@ -63,7 +66,7 @@ pub fn run(state_dir: &Path, options: &Options, text: &str) -> Result<Option<Str
     };
     let Some(socket) = &options.socket else {
         let deployment = deployment.unwrap_or_else(Deployment::embedded);
-        return in_process(state_dir, &deployment, &input, options.when_undecided, None);
+        return in_process(ctx, &deployment, &input, options.when_undecided, None);
     };
     let raw: Value = serde_json::from_str(text).map_err(|e| super::UsageError(e.to_string()))?;
     let why = match through_server(socket, &raw, options) {
@@ -74,7 +77,7 @@ pub fn run(state_dir: &Path, options: &Options, text: &str) -> Result<Option<Str
     tracing::warn!("{note}");
     match (options.fallback, deployment) {
         (Fallback::InProcess, Some(deployment)) => in_process(
-            state_dir,
+            ctx,
             &deployment,
             &input,
             options.when_undecided,
@@ -173,16 +176,17 @@ fn through_server(
 }
 
 fn in_process(
-    state_dir: &Path,
+    ctx: &crate::Context,
     deployment: &Deployment,
     input: &HookInput,
     when_undecided: Option<WhenUndecided>,
     note: Option<&str>,
 ) -> Result<Option<String>> {
+    let state_dir = ctx.dir.as_path();
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
-        let service = crate::store_cmd::service(state_dir, deployment)?;
-        let _plugins = super::mount(&service, deployment, state_dir)?;
+        let service = crate::store_cmd::service(ctx, deployment)?;
+        let _plugins = crate::wiring::mount(&service, deployment, state_dir, ctx.quiet)?;
         let started = Instant::now();
         // Claude Code runs hooks of parallel tool calls at once; one process writes a log at a
         // time.
@@ -212,4 +216,76 @@ fn in_process(
             o.to_string()
         }))
     })
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub(crate) enum HookCommand {
+    /// A Claude Code PreToolUse hook: reads the hook input on stdin, records the call, asks the
+    /// deployment, and prints `hookSpecificOutput`: `allow` for allowed-once, `deny` with a reason
+    /// for rejected and cancelled, `ask` for unavailable (Claude Code's own prompt decides; this
+    /// never grants). Bad input exits 2 with the reason on stderr, which Claude Code treats as a
+    /// block.
+    ///
+    /// With `--socket`, a running `approval-host serve --socket PATH` answers (warm plugins);
+    /// when it cannot, the hook never grants: it answers `ask` saying why, or with
+    /// `--fallback in-process` loads `--config` itself.
+    ///
+    /// Example (in `.claude/settings.json`, a PreToolUse command hook):
+    /// `approval-host --state-dir ~/.approval-host hook claude-code --socket ~/.approval-host/serve.sock --fallback in-process --config ~/.approval-host/claude-code.toml`
+    ClaudeCode {
+        /// The deployment file (TOML).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Ask a running `serve` on this Unix socket instead of loading the deployment here.
+        #[arg(long, value_name = "PATH")]
+        socket: Option<PathBuf>,
+        /// When the server is missing, refuses or does not answer in time.
+        #[arg(long, value_enum, default_value = "ask", requires = "socket")]
+        fallback: Fallback,
+        /// How long to wait for the server, in seconds.
+        #[arg(
+            long,
+            value_name = "SECONDS",
+            default_value_t = 50.0,
+            requires = "socket"
+        )]
+        timeout: f64,
+        /// For a call nobody decided: `ask` (Claude Code prompts) or `defer` (print no decision:
+        /// Claude Code's own rules and mode apply) [default: the deployment's
+        /// `[claude-code] when-undecided`, else ask].
+        #[arg(long, value_name = "ask|defer", value_parser = parse_when_undecided)]
+        when_undecided: Option<approval_host::claude_code::WhenUndecided>,
+    },
+}
+
+fn parse_when_undecided(s: &str) -> Result<approval_host::claude_code::WhenUndecided, String> {
+    s.parse()
+}
+
+/// Runs a `hook` command.
+pub(crate) fn run_command(ctx: &crate::Context, command: HookCommand) -> Result<ExitCode> {
+    let HookCommand::ClaudeCode {
+        config,
+        socket,
+        fallback,
+        timeout,
+        when_undecided,
+    } = command;
+    if !(timeout.is_finite() && timeout > 0.0) {
+        return Err(UsageError("--timeout must be a positive number".to_owned()).into());
+    }
+    let mut input = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut input)
+        .map_err(|e| UsageError(format!("reading the hook input: {e}")))?;
+    let options = Options {
+        config,
+        socket,
+        fallback,
+        timeout: Duration::from_secs_f64(timeout),
+        when_undecided,
+    };
+    if let Some(output) = run(ctx, &options, &input)? {
+        println!("{output}");
+    }
+    Ok(ExitCode::SUCCESS)
 }

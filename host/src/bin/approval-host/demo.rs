@@ -156,3 +156,19 @@ pub async fn run(state_dir: &Path, kept: bool) -> Result<()> {
     }
     Ok(())
 }
+
+/// Runs `demo`: in `--state-dir` when given, else in a fresh temporary directory.
+pub(crate) fn run_command(ctx: &crate::Context) -> anyhow::Result<std::process::ExitCode> {
+    use anyhow::Context as _;
+    let temp;
+    let dir = match &ctx.named_dir {
+        Some(dir) => dir.clone(),
+        None => {
+            temp = tempfile::tempdir().context("creating a state directory")?;
+            temp.path().to_owned()
+        }
+    };
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(run(&dir, ctx.named_dir.is_some()))?;
+    Ok(std::process::ExitCode::SUCCESS)
+}

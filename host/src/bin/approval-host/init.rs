@@ -328,3 +328,72 @@ fn print_diff(c: &Change) {
             .header(&format!("a/{name}"), &format!("b/{name}"))
     );
 }
+
+/// The arguments of `init`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct InitArgs {
+    /// The harness.
+    #[command(subcommand)]
+    pub(crate) harness: InitCommand,
+    /// (Given to the harness's subcommand, which says where its hook keeps state.)
+    #[arg(id = "state_dir", long = "state-dir", value_name = "DIR", hide = true)]
+    pub(crate) no_state_dir: Option<PathBuf>,
+    /// (No store: this command opens no log.)
+    #[arg(id = "store", long = "store", value_name = "URL", hide = true)]
+    pub(crate) no_store: Option<String>,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub(crate) enum InitCommand {
+    /// Write a deployment of the example gates for Claude Code's tool names, install its plugins
+    /// beside it, and merge the PreToolUse hook into Claude Code's settings.json. Never
+    /// overwrites: other settings and hooks stay, an existing deployment is kept, and a second
+    /// run changes nothing.
+    ///
+    /// Example: `approval-host init claude-code --project .` (then commit `.claude/settings.json`
+    /// and `.approval-host/`).
+    ClaudeCode {
+        /// Set up this project: the deployment and plugins in `DIR/.approval-host/`, the hook in
+        /// `DIR/.claude/settings.json`, state outside the project.
+        #[arg(long, value_name = "DIR", conflicts_with = "user")]
+        project: Option<PathBuf>,
+        /// Set up every project of this user: `~/.approval-host/` and `~/.claude/settings.json`.
+        #[arg(long)]
+        user: bool,
+        /// Show what would change (a diff) and write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Where the hook keeps logs, rules and its cache [default for --project: the user's
+        /// state directory, keyed by the project's path (see --project-state); for --user:
+        /// ~/.approval-host].
+        #[arg(id = "state_dir", long = "state-dir", value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+        /// (No store: this command opens no log.)
+        #[arg(id = "store", long = "store", value_name = "URL", hide = true)]
+        no_store: Option<String>,
+    },
+}
+
+/// Runs `init`.
+pub(crate) fn run_command(ctx: &crate::Context, args: InitArgs) -> Result<()> {
+    let InitCommand::ClaudeCode {
+        project,
+        user,
+        dry_run,
+        state_dir: hook_state,
+        ..
+    } = args.harness;
+    let target = match (project, user) {
+        (Some(dir), false) => Target::Project(dir),
+        (None, true) => Target::User(
+            std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .ok_or_else(|| UsageError("--user needs $HOME".to_owned()))?,
+        ),
+        _ => {
+            return Err(UsageError("say where: --project DIR or --user".to_owned()).into());
+        }
+    };
+    let hook_state = hook_state.or(ctx.named_dir.clone());
+    run(&target, hook_state.as_deref(), dry_run)
+}

@@ -8,9 +8,12 @@
 //! Both refuse a config key they do not read (`validate-config`).
 
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::ValueEnum;
+
+use crate::UsageError;
 
 /// The plugin contract every skeleton builds against: the newest served version.
 const WIT: &str = include_str!("../../../../wit/approval-0.2.wit");
@@ -424,4 +427,60 @@ pub fn write(dir: &Path, name: &str, lang: Lang, role: Role) -> Result<Vec<PathB
     let staged = staging.keep();
     std::fs::rename(&staged, dir).with_context(|| format!("creating {}", dir.display()))?;
     Ok(written)
+}
+
+/// The arguments of `new`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct NewArgs {
+    /// The plugin's name (lowercase letters, digits and '-').
+    pub(crate) name: String,
+    /// The language.
+    #[arg(long, value_enum)]
+    pub(crate) lang: Lang,
+    /// What the plugin is in the waterfall.
+    #[arg(long, value_enum, default_value = "gate")]
+    pub(crate) role: Role,
+    /// Where to write it [default: ./NAME].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dir: Option<PathBuf>,
+    /// (No state directory: this command neither reads nor writes one.)
+    #[arg(id = "state_dir", long = "state-dir", value_name = "DIR", hide = true)]
+    pub(crate) no_state_dir: Option<PathBuf>,
+    /// (No store: this command opens no log.)
+    #[arg(id = "store", long = "store", value_name = "URL", hide = true)]
+    pub(crate) no_store: Option<String>,
+}
+
+/// Runs `new`.
+pub(crate) fn run(args: NewArgs) -> Result<ExitCode> {
+    let NewArgs {
+        name,
+        lang,
+        role,
+        dir,
+        ..
+    } = args;
+    check_name(&name).map_err(UsageError)?;
+    let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
+    if dir.exists() {
+        return Err(UsageError(format!(
+            "{} already exists; `new` writes only into a new directory",
+            dir.display()
+        ))
+        .into());
+    }
+    // The sample deployment's sample question: a gate rejects `bash`, an answerer
+    // grants `read` once.
+    let tool = match role {
+        Role::Gate => "bash",
+        Role::Answerer => "read",
+    };
+    for file in write(&dir, &name, lang, role)? {
+        println!("{}", file.display());
+    }
+    println!(
+        "next: approval-host test {}, then approval-host ask --session s1 --agent a1 --tool {tool} --config {0}/deployment.toml",
+        dir.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }

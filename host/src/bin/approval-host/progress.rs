@@ -3,7 +3,6 @@
 
 use std::io::IsTerminal;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use approval_host::plugin::CompileObserver;
@@ -18,14 +17,11 @@ pub fn compiled_line(plugin: &str, bytes: usize, ok: bool, took: Duration) -> St
     )
 }
 
-/// `-q`: no progress either.
-pub static QUIET: AtomicBool = AtomicBool::new(false);
-
 /// An observer printing compile progress on stderr.
-pub fn observer() -> CompileObserver {
+pub fn observer(quiet: bool) -> CompileObserver {
     let terminal = std::io::stderr().is_terminal();
     Arc::new(move |plugin: &str, bytes: usize| -> Box<dyn FnOnce(bool)> {
-        if QUIET.load(Ordering::Relaxed) {
+        if quiet {
             return Box::new(|_| {});
         }
         let started = Instant::now();

@@ -162,10 +162,11 @@ fn deployment(config: Option<&Path>) -> Result<Deployment> {
 
 /// A service over the state directory with the deployment's rules on (no plugins: rules
 /// commands never run a gate).
-fn open(state_dir: &Path, deployment: &Deployment) -> Result<(ApprovalService, Arc<RuleBook>)> {
-    let service = crate::store_cmd::service(state_dir, deployment)?;
+fn open(ctx: &crate::Context, deployment: &Deployment) -> Result<(ApprovalService, Arc<RuleBook>)> {
+    let state_dir = ctx.dir.as_path();
+    let service = crate::store_cmd::service(ctx, deployment)?;
     approval_host::assemble::prepare(&service, deployment, state_dir, true)
-        .map_err(crate::assemble_error)?;
+        .map_err(crate::wiring::assemble_error)?;
     let book = service.rules().expect("prepared with rules");
     Ok((service, book))
 }
@@ -222,12 +223,13 @@ fn describe(r: &RuleView) -> String {
 }
 
 /// Runs a `rules` command.
-pub fn run(state_dir: &Path, command: RulesCommand) -> Result<ExitCode> {
+pub fn run(ctx: &crate::Context, command: RulesCommand) -> Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    runtime.block_on(run_async(state_dir, command))
+    runtime.block_on(run_async(ctx, command))
 }
 
-async fn run_async(state_dir: &Path, command: RulesCommand) -> Result<ExitCode> {
+async fn run_async(ctx: &crate::Context, command: RulesCommand) -> Result<ExitCode> {
+    let state_dir = ctx.dir.as_path();
     match command {
         RulesCommand::List {
             config,
@@ -237,7 +239,7 @@ async fn run_async(state_dir: &Path, command: RulesCommand) -> Result<ExitCode> 
         } => {
             check_session(session.as_deref())?;
             let deployment = deployment(config.as_deref())?;
-            let (service, book) = open(state_dir, &deployment)?;
+            let (service, book) = open(ctx, &deployment)?;
             // Opening the session indexes its rules.
             if let Some(s) = &session {
                 service.load_session_rules(s).await?;
@@ -295,7 +297,7 @@ async fn run_async(state_dir: &Path, command: RulesCommand) -> Result<ExitCode> 
             }
             // A rule that does not parse changes nothing, not even the rules logs' existence.
             rules::pattern::parse(&rule).map_err(|e| UsageError(e.to_string()))?;
-            let (service, _book) = open(state_dir, &deployment(config.as_deref())?)?;
+            let (service, _book) = open(ctx, &deployment(config.as_deref())?)?;
             let view = service
                 .add_rule(NewRule {
                     rule,
@@ -323,7 +325,7 @@ async fn run_async(state_dir: &Path, command: RulesCommand) -> Result<ExitCode> 
             reason,
         } => {
             check_session(session.as_deref())?;
-            let (service, _book) = open(state_dir, &deployment(config.as_deref())?)?;
+            let (service, _book) = open(ctx, &deployment(config.as_deref())?)?;
             if let Some(s) = &session {
                 service.load_session_rules(s).await?;
             }
@@ -349,7 +351,7 @@ async fn run_async(state_dir: &Path, command: RulesCommand) -> Result<ExitCode> 
                 })
                 .transpose()?;
             let deployment = deployment(config.as_deref())?;
-            let (service, book) = open(state_dir, &deployment)?;
+            let (service, book) = open(ctx, &deployment)?;
             if let Some(s) = &session {
                 service.load_session_rules(s).await?;
             }

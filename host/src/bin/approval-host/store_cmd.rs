@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use anyhow::{Context, Result};
@@ -13,40 +13,30 @@ use approval_host::store::{parse_lines, validate_session_id};
 use approval_host::{ApprovalService, Deployment, DirStore, Store};
 use clap::Subcommand;
 
-use crate::UsageError;
-
-/// The command line's `--store`, set once at start.
-static STORE_URL: OnceLock<Option<String>> = OnceLock::new();
-
-/// Records the command line's `--store`.
-pub(crate) fn set_url(url: Option<String>) {
-    let _ = STORE_URL.set(url);
-}
-
-fn url() -> Option<&'static str> {
-    STORE_URL.get().and_then(|u| u.as_deref())
-}
+use crate::{Context as Ctx, UsageError};
 
 /// The store of a command: `--store`, else the deployment's `[store]`, else the state directory.
 pub(crate) fn open(
-    state_dir: &Path,
+    ctx: &Ctx,
     deployment: Option<&Deployment>,
     migrate: bool,
 ) -> Result<Arc<dyn Store>> {
-    approval_host::assemble::open_store(deployment, url(), state_dir, migrate).map_err(db_error)
+    let state_dir = ctx.dir.as_path();
+    approval_host::assemble::open_store(deployment, ctx.store.as_deref(), state_dir, migrate)
+        .map_err(db_error)
 }
 
 /// A service over the command's store.
-pub(crate) fn service(state_dir: &Path, deployment: &Deployment) -> Result<ApprovalService> {
+pub(crate) fn service(ctx: &Ctx, deployment: &Deployment) -> Result<ApprovalService> {
     Ok(ApprovalService::with_store(
-        open(state_dir, Some(deployment), false)?,
+        open(ctx, Some(deployment), false)?,
         deployment.default_policy,
     ))
 }
 
 /// Whether the command works on a database rather than the state directory.
-pub(crate) fn on_database(deployment: Option<&Deployment>) -> bool {
-    url().is_some() || deployment.is_some_and(|d| d.store.is_some())
+pub(crate) fn on_database(ctx: &Ctx, deployment: Option<&Deployment>) -> bool {
+    ctx.store.as_deref().is_some() || deployment.is_some_and(|d| d.store.is_some())
 }
 
 /// A store the user named wrongly (or one at the wrong schema) is a usage error (exit 2); one
@@ -59,8 +49,9 @@ fn db_error(e: DbError) -> anyhow::Error {
 }
 
 /// Where the logs are, for messages: the sessions directory or the database.
-fn place(state_dir: &Path) -> String {
-    match url() {
+fn place(ctx: &Ctx) -> String {
+    let state_dir = ctx.dir.as_path();
+    match ctx.store.as_deref() {
         Some(_) => "the database".to_owned(),
         None => DirStore::new(state_dir)
             .sessions_dir()
@@ -69,8 +60,9 @@ fn place(state_dir: &Path) -> String {
     }
 }
 
-fn log_name(state_dir: &Path, session: &str) -> String {
-    match url() {
+fn log_name(ctx: &Ctx, session: &str) -> String {
+    let state_dir = ctx.dir.as_path();
+    match ctx.store.as_deref() {
         Some(_) => format!("postgres:{session}"),
         None => DirStore::new(state_dir)
             .session_path(session)
@@ -80,8 +72,8 @@ fn log_name(state_dir: &Path, session: &str) -> String {
 }
 
 /// `log` without a session: one line per session log.
-pub(crate) fn list_sessions(state_dir: &Path) -> Result<ExitCode> {
-    let store = open(state_dir, None, false)?;
+pub(crate) fn list_sessions(ctx: &Ctx) -> Result<ExitCode> {
+    let store = open(ctx, None, false)?;
     let mut rows = Vec::new();
     for id in store.list()? {
         let checked = check_bytes(&store.read(&id)?);
@@ -106,7 +98,7 @@ pub(crate) fn list_sessions(state_dir: &Path) -> Result<ExitCode> {
         ));
     }
     if rows.is_empty() {
-        println!("no sessions in {}", place(state_dir));
+        println!("no sessions in {}", place(ctx));
         return Ok(ExitCode::SUCCESS);
     }
     // Most recent first.
@@ -128,13 +120,15 @@ pub(crate) fn list_sessions(state_dir: &Path) -> Result<ExitCode> {
 }
 
 /// `log SESSION`: every record, then the check's verdict.
-pub(crate) fn print_log(state_dir: &Path, session: &str) -> Result<ExitCode> {
+pub(crate) fn print_log(ctx: &Ctx, session: &str) -> Result<ExitCode> {
+    let state_dir = ctx.dir.as_path();
     validate_session_id(session).map_err(|e| UsageError(e.to_string()))?;
-    let store = open(state_dir, None, false)?;
-    let name = log_name(state_dir, session);
+    let store = open(ctx, None, false)?;
+    let name = log_name(ctx, session);
     let bytes = store.read(session)?;
     // An empty database log is no log; an empty file is still one.
-    let exists = url().is_none() && DirStore::new(state_dir).session_path(session).exists();
+    let exists =
+        ctx.store.as_deref().is_none() && DirStore::new(state_dir).session_path(session).exists();
     if bytes.is_empty() && !exists {
         return Err(UsageError(format!("no session log at {name}")).into());
     }
@@ -166,11 +160,7 @@ pub(crate) fn print_log(state_dir: &Path, session: &str) -> Result<ExitCode> {
 
 /// `export`: records as JSON lines on stdout, each `{"session": ..., "record": <the stored
 /// line, byte for byte>}`, sessions in name order, records in seq order.
-pub(crate) fn export(
-    state_dir: &Path,
-    sessions: Vec<String>,
-    since: Option<String>,
-) -> Result<ExitCode> {
+pub(crate) fn export(ctx: &Ctx, sessions: Vec<String>, since: Option<String>) -> Result<ExitCode> {
     use std::io::Write;
     let since = since
         .map(|s| {
@@ -181,7 +171,7 @@ pub(crate) fn export(
     for s in &sessions {
         validate_session_id(s).map_err(|e| UsageError(e.to_string()))?;
     }
-    let store = open(state_dir, None, false)?;
+    let store = open(ctx, None, false)?;
     let sessions = if sessions.is_empty() {
         store.list()?
     } else {
@@ -191,7 +181,7 @@ pub(crate) fn export(
     let mut out = std::io::BufWriter::new(stdout.lock());
     for session in sessions {
         let bytes = store.read(&session)?;
-        let name = log_name(state_dir, &session);
+        let name = log_name(ctx, &session);
         let records = parse_lines(&name, &bytes)?;
         let session_json = serde_json::to_string(&session)?;
         for (line, record) in bytes
@@ -258,20 +248,20 @@ fn no_database() -> anyhow::Error {
     .into()
 }
 
-fn database(state_dir: &Path, config: Option<&Path>, migrate: bool) -> Result<Arc<dyn Store>> {
+fn database(ctx: &Ctx, config: Option<&Path>, migrate: bool) -> Result<Arc<dyn Store>> {
     let deployment = config.map(Deployment::load).transpose()?;
-    if !on_database(deployment.as_ref()) {
+    if !on_database(ctx, deployment.as_ref()) {
         return Err(no_database());
     }
-    open(state_dir, deployment.as_ref(), migrate)
+    open(ctx, deployment.as_ref(), migrate)
 }
 
-pub(crate) fn db(state_dir: &Path, command: DbCommand) -> Result<ExitCode> {
+pub(crate) fn db(ctx: &Ctx, command: DbCommand) -> Result<ExitCode> {
     match command {
         DbCommand::Migrate { config } => {
             let deployment = config.as_deref().map(Deployment::load).transpose()?;
             let Some(mut options) =
-                approval_host::config::store::options(deployment.as_ref(), url())
+                approval_host::config::store::options(deployment.as_ref(), ctx.store.as_deref())
                     .map_err(db_error)?
             else {
                 return Err(no_database());
@@ -296,7 +286,7 @@ pub(crate) fn db(state_dir: &Path, command: DbCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         DbCommand::Import { dir, config } => {
-            let target = database(state_dir, config.as_deref(), false)?;
+            let target = database(ctx, config.as_deref(), false)?;
             import(&dir, &*target)
         }
     }
@@ -383,4 +373,22 @@ fn open_patiently(store: &dyn Store, session: &str) -> Result<approval_host::Ope
             other => return Ok(other?),
         }
     }
+}
+
+/// The arguments of `log`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct LogArgs {
+    /// The session id.
+    pub(crate) session: Option<String>,
+}
+
+/// The arguments of `export`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct ExportArgs {
+    /// Only these sessions (every session and rules log when none is named).
+    #[arg(long = "session", value_name = "S")]
+    pub(crate) sessions: Vec<String>,
+    /// Only records at or after this time (RFC 3339).
+    #[arg(long, value_name = "TIME")]
+    pub(crate) since: Option<String>,
 }

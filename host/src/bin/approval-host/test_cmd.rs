@@ -18,7 +18,7 @@ pub const CASES: &str = "cases.json";
 pub const BUILD: &str = "build.sh";
 
 /// Runs `test` on `dir`.
-pub fn run(state_dir: &Path, dir: &Path) -> Result<ExitCode> {
+pub fn run(ctx: &crate::Context, dir: &Path) -> Result<ExitCode> {
     let deployment_file = dir.join(DEPLOYMENT);
     if !deployment_file.exists() || !dir.join(BUILD).exists() {
         return Err(UsageError(format!(
@@ -76,7 +76,7 @@ pub fn run(state_dir: &Path, dir: &Path) -> Result<ExitCode> {
     );
 
     // 2. Check it against the plugin world.
-    let checked = crate::check(state_dir, &wasm)?;
+    let checked = crate::check::check(ctx, &wasm)?;
     if checked != ExitCode::SUCCESS {
         println!(
             "FAIL  check: {} does not fit the plugin world",
@@ -90,8 +90,13 @@ pub fn run(state_dir: &Path, dir: &Path) -> Result<ExitCode> {
     let suite = approval_host::conformance::Suite::load(&cases_file)
         .map_err(|e| UsageError(e.to_string()))?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    let conformed =
-        runtime.block_on(crate::conform(state_dir, &wasm, &suite, &name, &cases_file))?;
+    let conformed = runtime.block_on(crate::conform::conform(
+        ctx,
+        &wasm,
+        &suite,
+        &name,
+        &cases_file,
+    ))?;
     if conformed != ExitCode::SUCCESS {
         println!("FAIL  conformance: see the cases above");
         return Ok(conformed);
@@ -124,4 +129,12 @@ fn plugin_of(file: &Path) -> Result<(String, PathBuf)> {
     };
     let dir = file.parent().unwrap_or(Path::new("."));
     Ok((field("name")?, dir.join(field("path")?)))
+}
+
+/// The arguments of `test`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct TestArgs {
+    /// The plugin's directory [default: .].
+    #[arg(default_value = ".")]
+    pub(crate) dir: PathBuf,
 }

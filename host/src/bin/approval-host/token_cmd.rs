@@ -1,0 +1,114 @@
+//! `approval-host token new`: a token for `serve` clients, printed once, its hashed entry appended
+//! to the deployment.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context as _, Result};
+use approval_host::Deployment;
+use clap::Subcommand;
+
+use crate::UsageError;
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum TokenCommand {
+    /// Make a token: print it once, and its `[[token]]` entry (only its SHA-256 is kept).
+    ///
+    /// With --config the entry is appended to that deployment file (a running `serve` picks it
+    /// up on reload). The client presents the token in `initialize` (`"token": "aht_…"`; the
+    /// Claude Code hook reads APPROVAL_HOST_TOKEN).
+    ///
+    /// Example: `approval-host token new --name ci --role agent --sessions ci- --config deploy.toml`
+    New {
+        /// Its name in logs and in the deployment file.
+        #[arg(long, value_name = "NAME")]
+        name: String,
+        /// What it may do (repeatable): agent, answerer, admin.
+        #[arg(long = "role", value_name = "ROLE", required = true)]
+        roles: Vec<String>,
+        /// Limit it to sessions whose id starts with PREFIX (repeatable).
+        #[arg(long = "sessions", value_name = "PREFIX")]
+        sessions: Vec<String>,
+        /// Append the entry to this deployment file.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// (No state directory: this command neither reads nor writes one.)
+        #[arg(id = "state_dir", long = "state-dir", value_name = "DIR", hide = true)]
+        no_state_dir: Option<PathBuf>,
+        /// (No store: this command opens no log.)
+        #[arg(id = "store", long = "store", value_name = "URL", hide = true)]
+        no_store: Option<String>,
+    },
+}
+
+/// Runs a `token` command.
+pub(crate) fn run(command: TokenCommand) -> Result<ExitCode> {
+    let TokenCommand::New {
+        name,
+        roles,
+        sessions,
+        config,
+        ..
+    } = command;
+    token_new(&name, &roles, &sessions, config.as_deref())
+}
+
+/// `token new`: a fresh token, printed once, and its `[[token]]` entry.
+fn token_new(
+    name: &str,
+    roles: &[String],
+    sessions: &[String],
+    config: Option<&Path>,
+) -> Result<ExitCode> {
+    use approval_host::config::token::TokenRole;
+    use approval_host::serve::auth;
+    for role in roles {
+        if TokenRole::parse(role).is_none() {
+            return Err(
+                UsageError(format!("--role {role:?}: must be agent, answerer or admin")).into(),
+            );
+        }
+    }
+    let token = auth::new_token().context("reading random bytes")?;
+    let quoted = |list: &[String]| {
+        list.iter()
+            .map(|s| format!("{s:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut entry = format!(
+        "\n[[token]]\nname = {name:?}\nsha256 = \"{}\"\nroles = [{}]\n",
+        auth::token_hash(&token),
+        quoted(roles)
+    );
+    if !sessions.is_empty() {
+        entry.push_str(&format!("sessions = [{}]\n", quoted(sessions)));
+    }
+    if let Some(path) = config {
+        // The file must still load with the entry (a duplicate name, a bad prefix): check a copy
+        // first, then append; the original is never left half-written.
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let probe = tempfile::Builder::new()
+            .suffix(".toml")
+            .tempfile_in(dir)
+            .with_context(|| format!("writing beside {}", path.display()))?;
+        std::fs::write(probe.path(), format!("{text}{entry}"))?;
+        std::fs::set_permissions(probe.path(), std::fs::metadata(path)?.permissions())?;
+        Deployment::load(probe.path()).map_err(|e| {
+            UsageError(e.to_string().replace(
+                &probe.path().display().to_string(),
+                &path.display().to_string(),
+            ))
+        })?;
+        probe
+            .persist(path)
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!("token {name:?} added to {}", path.display());
+    } else {
+        print!("add to the deployment file:\n{entry}");
+    }
+    println!("\ntoken (shown once; the deployment keeps only its SHA-256):\n{token}");
+    Ok(ExitCode::SUCCESS)
+}
