@@ -1,0 +1,131 @@
+//! Where `serve` listens: stdio, a Unix socket (0600), TCP with TLS, and the web console's HTTP.
+
+use std::path::Path;
+
+use tokio::sync::oneshot;
+
+use super::{ServeError, Server, console, tls};
+
+impl Server {
+    /// Serves one client on stdin/stdout until stdin closes.
+    pub async fn serve_stdio(&self) {
+        self.connection(tokio::io::stdin(), tokio::io::stdout())
+            .await;
+    }
+
+    /// Serves many clients on a Unix socket at `path` until the task is dropped.
+    pub async fn serve_unix(&self, path: &Path) -> Result<(), ServeError> {
+        if path.exists() {
+            if tokio::net::UnixStream::connect(path).await.is_ok() {
+                return Err(ServeError::Io(format!(
+                    "{}: another server is listening there",
+                    path.display()
+                )));
+            }
+            std::fs::remove_file(path)
+                .map_err(|e| ServeError::Io(format!("{}: {e}", path.display())))?;
+        }
+        let listener = tokio::net::UnixListener::bind(path)
+            .map_err(|e| ServeError::Io(format!("{}: {e}", path.display())))?;
+        // Only the owner may connect; with tokens declared, each connection also authenticates.
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| ServeError::Io(format!("{}: {e}", path.display())))?;
+        }
+        loop {
+            let (stream, _) = listener
+                .accept()
+                .await
+                .map_err(|e| ServeError::Io(format!("{}: {e}", path.display())))?;
+            let server = self.clone();
+            tokio::spawn(async move {
+                let (read, write) = stream.into_split();
+                let authenticate = server.inner.gatekeeper.has_tokens();
+                server
+                    .connection_as(read, write, "unix socket".to_owned(), authenticate)
+                    .await;
+            });
+        }
+    }
+
+    /// Serves the web console on `listener` (over TLS when `tls` is given) until the task is
+    /// dropped. The deployment must have `[[answerer]] kind = "web"` (what the console answers)
+    /// and tokens (who may log in).
+    pub async fn serve_console(
+        &self,
+        listener: tokio::net::TcpListener,
+        tls: Option<tokio_rustls::TlsAcceptor>,
+    ) -> Result<(), ServeError> {
+        let file = self.inner.options.config.display().to_string();
+        let Some((pending, _)) = &self.inner.web else {
+            return Err(ServeError::Io(format!(
+                "{file}: the web console needs [[answerer]] kind = \"web\" in the deployment"
+            )));
+        };
+        if !self.inner.gatekeeper.has_tokens() {
+            return Err(ServeError::Io(format!(
+                "{file}: the web console needs [[token]] entries with the answerer role: people log in with them"
+            )));
+        }
+        let console = console::Console::new(self.clone(), pending.clone(), tls.is_some());
+        console
+            .serve(listener, tls)
+            .await
+            .map_err(|e| ServeError::Io(format!("web console: {e}")))
+    }
+
+    /// Serves many clients over TCP at `addr`, over TLS unless `tls` is `None` (plain TCP, which
+    /// the command line allows only with `--insecure-plaintext`). Every connection authenticates
+    /// with a token: the deployment must declare some. Returns the bound address through `bound`
+    /// (port 0 picks a free one).
+    pub async fn serve_tcp(
+        &self,
+        addr: &str,
+        tls: Option<tokio_rustls::TlsAcceptor>,
+        bound: Option<oneshot::Sender<std::net::SocketAddr>>,
+    ) -> Result<(), ServeError> {
+        if !self.inner.gatekeeper.has_tokens() {
+            return Err(ServeError::Io(format!(
+                "{}: serving over the network needs [[token]] entries: every connection must authenticate (approval-host token new --role agent --config FILE)",
+                self.inner.options.config.display()
+            )));
+        }
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| ServeError::Io(format!("{addr}: {e}")))?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| ServeError::Io(format!("{addr}: {e}")))?;
+        tracing::info!(%local, tls = tls.is_some(), "listening");
+        if let Some(bound) = bound {
+            let _ = bound.send(local);
+        }
+        loop {
+            let (stream, peer) = listener
+                .accept()
+                .await
+                .map_err(|e| ServeError::Io(format!("{addr}: {e}")))?;
+            let _ = stream.set_nodelay(true);
+            let server = self.clone();
+            let tls = tls.clone();
+            tokio::spawn(async move {
+                // Failures are counted per address, not per port: a client reconnects from a new
+                // port each time.
+                let peer_name = format!("tcp {}", peer.ip());
+                match tls {
+                    None => {
+                        let (read, write) = stream.into_split();
+                        server.connection_as(read, write, peer_name, true).await;
+                    }
+                    Some(acceptor) => {
+                        if let Some(stream) = tls::accept(&acceptor, stream, &peer).await {
+                            let (read, write) = tokio::io::split(stream);
+                            server.connection_as(read, write, peer_name, true).await;
+                        }
+                    }
+                }
+            });
+        }
+    }
+}
