@@ -12,7 +12,10 @@ use std::time::Duration;
 
 use toml::Value;
 
-use super::{ConfigError, Ctx, positive, string};
+use super::ConfigError;
+use super::read::{Ctx, positive, string, unknown_key};
+
+const KEYS: [&str; 3] = ["kind", "timeout_s", "sessions"];
 
 /// How long a question waits on the console unless the file says otherwise.
 pub const DEFAULT_WEB_TIMEOUT: Duration = Duration::from_secs(300);
@@ -52,12 +55,7 @@ pub(super) fn parse(
                     sessions.push(string(ctx, &place, "sessions", p)?.to_owned());
                 }
             }
-            other => {
-                return Err(ctx.err(
-                    &place,
-                    format!("unknown key {other:?} (expected kind, timeout_s or sessions)"),
-                ));
-            }
+            other => return Err(unknown_key(ctx, &place, other, &KEYS)),
         }
     }
     match kind.as_deref() {

@@ -3,85 +3,43 @@
 //! Loading is strict: an unknown key, a value outside a vocabulary, a duplicate plugin name or a
 //! missing file is an error that names the file, the plugin and the field, never a silently
 //! ignored setting. Relative paths are resolved against the deployment file's directory.
+//!
+//! Each section has a file of its own that parses it into the type of the feature it configures
+//! (`approval.rs`, `sandbox.rs`, `audit.rs`, `store.rs`, `rules.rs`, `claude_code.rs`,
+//! `plugin.rs`, `answerer.rs`, `hook.rs`, `token.rs`); this file calls one function per section
+//! ([`SECTIONS`], the top-level keys written once). How values are read is `read.rs`; where an
+//! error points in the file, `locate.rs`; the places the deployment's policy lives, which its
+//! built-in rules protect, `protected.rs`.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use toml::{Table, Value};
 
 pub mod answerer;
+mod approval;
+mod audit;
+mod claude_code;
+pub mod hook;
 mod locate;
+mod plugin;
 mod protected;
+mod read;
+pub mod rules;
+mod sandbox;
 pub mod store;
 pub mod token;
 pub use locate::Location;
 
+pub use crate::plugin::spec::{DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, Isolation, PluginSpec, Role};
+pub use hook::DEFAULT_HOOK_TIMEOUT;
+pub use rules::{RulesConfig, StaticRule};
+
 use crate::claude_code::HookOptions;
 use crate::policy::{POLICY_VOCABULARY_ERROR, Policy};
-use crate::tools::hooks::{HookSpec, PRE_TOOL_USE};
+use crate::tools::hooks::HookSpec;
 use crate::tools::sandbox::SandboxMode;
-
-/// Default time a hook may run.
-pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(60);
-
-const HOOK_KEYS: [&str; 4] = ["event", "matcher", "command", "timeout_ms"];
-
-fn hook(ctx: &Ctx, index: usize, entry: &Value) -> Result<HookSpec, ConfigError> {
-    let place = format!("hook #{}", index + 1);
-    let place = place.as_str();
-    let table = entry
-        .as_table()
-        .ok_or_else(|| ctx.err(place, "each [[hook]] must be a table"))?;
-    for key in table.keys() {
-        if !HOOK_KEYS.contains(&key.as_str()) {
-            return Err(ctx.err(
-                place,
-                format!(
-                    "unknown key {key:?} (expected one of {})",
-                    HOOK_KEYS.join(", ")
-                ),
-            ));
-        }
-    }
-    match table.get("event") {
-        None => return Err(ctx.err(place, "event is missing (\"PreToolUse\")")),
-        Some(v) => {
-            let event = string(ctx, place, "event", v)?;
-            if event != PRE_TOOL_USE {
-                return Err(ctx.err(
-                    place,
-                    format!("event = {event:?}: only \"PreToolUse\" is supported"),
-                ));
-            }
-        }
-    }
-    let command = match table.get("command") {
-        None => return Err(ctx.err(place, "command is missing")),
-        Some(v) => string(ctx, place, "command", v)?.to_owned(),
-    };
-    if command.trim().is_empty() {
-        return Err(ctx.err(place, "command must not be empty"));
-    }
-    let matcher = match table.get("matcher") {
-        None => String::new(),
-        Some(v) => string(ctx, place, "matcher", v)?.to_owned(),
-    };
-    if !matches!(matcher.as_str(), "" | "*")
-        && let Err(e) = regex::Regex::new(&matcher)
-    {
-        return Err(ctx.err(place, format!("matcher = {matcher:?}: {e}")));
-    }
-    let timeout = match table.get("timeout_ms") {
-        None => DEFAULT_HOOK_TIMEOUT,
-        Some(v) => Duration::from_millis(positive(ctx, place, "timeout_ms", v, 600_000)?),
-    };
-    Ok(HookSpec {
-        matcher,
-        command,
-        timeout,
-    })
-}
+use read::Ctx;
 
 /// A deployment file that could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -129,8 +87,6 @@ pub enum ConfigError {
     },
 }
 
-pub use crate::plugin::spec::{DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, Isolation, PluginSpec, Role};
-
 /// A loaded deployment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Deployment {
@@ -169,225 +125,110 @@ pub struct Deployment {
 /// the hook's own options type.
 pub type ClaudeCodeConfig = HookOptions;
 
-/// A deployment's standing-rule settings.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RulesConfig {
-    /// Whether the file has a `[rules]` table or `[[rule]]` entries (standing rules are then on
-    /// even before any rule was added).
-    pub declared: bool,
-    /// `[rules] plugins-may-create`: the scopes a plugin's `allow-always` / `reject-always`
-    /// proposal may create (none by default: such a proposal is the one-shot decision).
-    pub plugins_may_create: Vec<crate::answer::RuleScope>,
-    /// `[[rule]]` entries: static project rules, in file order.
-    pub rules: Vec<StaticRule>,
-}
+/// How one top-level key is parsed into the deployment.
+type Section = fn(&Ctx, &Value, &mut Deployment) -> Result<(), ConfigError>;
 
-/// A `[[rule]]` entry: `rule = "Bash(npm run test:*)"`, `effect = "allow" | "reject"` (default
-/// `allow`), `reason = "..."`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StaticRule {
-    /// `Tool` or `Tool(pattern)`.
-    pub rule: String,
-    /// Allow or reject.
-    pub effect: crate::answer::Effect,
-    /// Why.
-    pub reason: Option<String>,
-}
-
-const PLUGIN_KEYS: [&str; 9] = [
-    "name",
-    "path",
-    "role",
-    "sha256",
-    "timeout_ms",
-    "memory_mb",
-    "isolation",
-    "config",
-    "files",
+/// The top-level keys of a deployment file, as the unknown-key message lists them, and their
+/// parsers.
+pub const SECTIONS: [(&str, &str); 11] = [
+    ("approval", "[approval]"),
+    ("sandbox", "[sandbox]"),
+    ("audit", "[audit]"),
+    ("store", "[store]"),
+    ("rules", "[rules]"),
+    ("claude-code", "[claude-code]"),
+    ("plugin", "[[plugin]]"),
+    ("answerer", "[[answerer]]"),
+    ("rule", "[[rule]]"),
+    ("hook", "[[hook]]"),
+    ("token", "[[token]]"),
 ];
 
-struct Ctx<'a> {
-    path: &'a Path,
-    dir: &'a Path,
-    locator: locate::Locator<'a>,
-}
-
-impl Ctx<'_> {
-    fn err(&self, place: &str, message: impl Into<String>) -> ConfigError {
-        let message = message.into();
-        ConfigError::Field {
-            path: self.path.to_owned(),
-            at: self.locator.locate(place, &message),
-            place: place.to_owned(),
-            message,
-        }
-    }
-
-    fn resolve(&self, p: &str) -> PathBuf {
-        let p = Path::new(p);
-        if p.is_absolute() {
-            p.to_owned()
-        } else {
-            self.dir.join(p)
-        }
-    }
-}
-
-fn type_name(v: &Value) -> &'static str {
-    v.type_str()
-}
-
-fn string<'v>(ctx: &Ctx, place: &str, key: &str, v: &'v Value) -> Result<&'v str, ConfigError> {
-    v.as_str().ok_or_else(|| {
-        ctx.err(
-            place,
-            format!("{key} must be a string, not {}", type_name(v)),
-        )
+fn section(key: &str) -> Option<Section> {
+    Some(match key {
+        "approval" => approval::parse,
+        "sandbox" => sandbox::parse,
+        "audit" => audit::parse,
+        "store" => store_section,
+        "rules" => rules::parse,
+        "claude-code" => claude_code::parse,
+        "plugin" => plugins,
+        "answerer" => answerers,
+        "rule" => rules::entries,
+        "hook" => hooks,
+        "token" => tokens,
+        _ => return None,
     })
 }
 
-fn positive(ctx: &Ctx, place: &str, key: &str, v: &Value, max: i64) -> Result<u64, ConfigError> {
-    match v.as_integer() {
-        Some(n) if n > 0 && n <= max => Ok(n as u64),
-        Some(n) => Err(ctx.err(place, format!("{key} = {n}: must be between 1 and {max}"))),
-        None => Err(ctx.err(
-            place,
-            format!("{key} must be an integer, not {}", type_name(v)),
-        )),
-    }
+fn store_section(ctx: &Ctx, value: &Value, d: &mut Deployment) -> Result<(), ConfigError> {
+    d.store = Some(store::parse(ctx, value)?);
+    Ok(())
 }
 
-fn string_table(
-    ctx: &Ctx,
-    place: &str,
-    key: &str,
-    v: &Value,
-) -> Result<Vec<(String, String)>, ConfigError> {
-    let table = v.as_table().ok_or_else(|| {
-        ctx.err(
-            place,
-            format!("[plugin.{key}] must be a table, not {}", type_name(v)),
-        )
-    })?;
-    table
-        .iter()
-        .map(|(k, v)| {
-            let s = v.as_str().ok_or_else(|| {
-                ctx.err(
-                    place,
-                    format!("{key}.{k} must be a string, not {}", type_name(v)),
-                )
-            })?;
-            Ok((k.clone(), s.to_owned()))
-        })
-        .collect()
-}
-
-fn plugin(ctx: &Ctx, index: usize, entry: &Value) -> Result<PluginSpec, ConfigError> {
-    let numbered = format!("plugin #{}", index + 1);
-    let table = entry
-        .as_table()
-        .ok_or_else(|| ctx.err(&numbered, "each [[plugin]] must be a table"))?;
-    let name = match table.get("name") {
-        None => return Err(ctx.err(&numbered, "name is missing")),
-        Some(v) => string(ctx, &numbered, "name", v)?.to_owned(),
-    };
-    if name.is_empty() || name.chars().any(|c| c.is_control()) {
-        return Err(ctx.err(
-            &numbered,
-            format!("name = {name:?}: must be non-empty, without control characters"),
-        ));
-    }
-    let place = format!("plugin {name:?}");
-    let place = place.as_str();
-    for key in table.keys() {
-        if !PLUGIN_KEYS.contains(&key.as_str()) {
+fn plugins(ctx: &Ctx, value: &Value, d: &mut Deployment) -> Result<(), ConfigError> {
+    let entries = value
+        .as_array()
+        .ok_or_else(|| ctx.err("plugin", "must be an array of [[plugin]] tables"))?;
+    let mut names = HashSet::new();
+    for (i, entry) in entries.iter().enumerate() {
+        let spec = plugin::entry(ctx, i, entry)?;
+        if !names.insert(spec.name.clone()) {
             return Err(ctx.err(
-                place,
+                &format!("plugin #{}", i + 1),
                 format!(
-                    "unknown key {key:?} (expected one of {})",
-                    PLUGIN_KEYS.join(", ")
+                    "name = {:?} is used by an earlier plugin; names must be unique",
+                    spec.name
                 ),
             ));
         }
+        d.plugins.push(spec);
     }
-    let path = match table.get("path") {
-        None => return Err(ctx.err(place, "path is missing")),
-        Some(v) => ctx.resolve(string(ctx, place, "path", v)?),
-    };
-    if !path.is_file() {
-        return Err(ctx.err(
-            place,
-            format!("path {:?}: no such file", path.display().to_string()),
-        ));
-    }
-    let role = match table.get("role") {
-        None => return Err(ctx.err(place, "role is missing (\"gate\" or \"answerer\")")),
-        Some(v) => match string(ctx, place, "role", v)? {
-            "gate" => Role::Gate,
-            "answerer" => Role::Answerer,
-            other => {
-                return Err(ctx.err(
-                    place,
-                    format!("role = {other:?}: must be \"gate\" or \"answerer\""),
-                ));
-            }
-        },
-    };
-    let mut spec = PluginSpec::new(name, path, role);
-    if let Some(v) = table.get("sha256") {
-        let digest = string(ctx, place, "sha256", v)?;
-        if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+    Ok(())
+}
+
+fn answerers(ctx: &Ctx, value: &Value, d: &mut Deployment) -> Result<(), ConfigError> {
+    let list = value
+        .as_array()
+        .ok_or_else(|| ctx.err("[[answerer]]", "must be an array of tables"))?;
+    for (i, v) in list.iter().enumerate() {
+        let spec = answerer::parse(ctx, v, i + 1)?;
+        if d.web_answerer.is_some() {
             return Err(ctx.err(
-                place,
-                format!("sha256 = {digest:?}: must be 64 hexadecimal digits"),
+                &format!("[[answerer]] #{}", i + 1),
+                "a second kind = \"web\" answerer: the console answers once",
             ));
         }
-        spec.sha256 = Some(digest.to_ascii_lowercase());
+        d.web_answerer = Some(spec);
     }
-    if let Some(v) = table.get("timeout_ms") {
-        spec.timeout = Duration::from_millis(positive(ctx, place, "timeout_ms", v, 600_000)?);
+    Ok(())
+}
+
+fn hooks(ctx: &Ctx, value: &Value, d: &mut Deployment) -> Result<(), ConfigError> {
+    let entries = value
+        .as_array()
+        .ok_or_else(|| ctx.err("hook", "must be an array of [[hook]] tables"))?;
+    for (i, entry) in entries.iter().enumerate() {
+        d.hooks.push(hook::entry(ctx, i, entry)?);
     }
-    if let Some(v) = table.get("memory_mb") {
-        spec.memory_bytes = positive(ctx, place, "memory_mb", v, 4096)? << 20;
-    }
-    if let Some(v) = table.get("isolation") {
-        spec.isolation = match string(ctx, place, "isolation", v)? {
-            "reuse" => Isolation::Reuse,
-            "per-decision" => Isolation::PerDecision,
-            other => {
-                return Err(ctx.err(
-                    place,
-                    format!("isolation = {other:?}: must be \"reuse\" or \"per-decision\""),
-                ));
-            }
-        };
-    }
-    if let Some(v) = table.get("config") {
-        spec.config = string_table(ctx, place, "config", v)?.into_iter().collect();
-    }
-    if let Some(v) = table.get("files") {
-        for (guest, host) in string_table(ctx, place, "files", v)? {
-            if !guest.starts_with('/') {
-                return Err(ctx.err(
-                    place,
-                    format!("files.{guest:?}: the guest path must be absolute"),
-                ));
-            }
-            let host = ctx.resolve(&host);
-            if !host.is_dir() {
-                return Err(ctx.err(
-                    place,
-                    format!(
-                        "files.{guest:?} = {:?}: no such directory",
-                        host.display().to_string()
-                    ),
-                ));
-            }
-            spec.files.push((guest, host));
+    Ok(())
+}
+
+fn tokens(ctx: &Ctx, value: &Value, d: &mut Deployment) -> Result<(), ConfigError> {
+    let list = value
+        .as_array()
+        .ok_or_else(|| ctx.err("[[token]]", "must be an array of tables"))?;
+    for (i, v) in list.iter().enumerate() {
+        let spec = token::parse(ctx, v, i + 1)?;
+        if d.tokens.iter().any(|t| t.name == spec.name) {
+            return Err(ctx.err(
+                &format!("[[token]] #{}", i + 1),
+                format!("name {:?} is used twice", spec.name),
+            ));
         }
+        d.tokens.push(spec);
     }
-    Ok(spec)
+    Ok(())
 }
 
 impl Deployment {
@@ -430,308 +271,23 @@ impl Deployment {
                     .map_or_else(Location::default, |s| locate::line_column(text, s.start)),
                 message: e.message().trim_end().to_owned(),
             })?;
-        let dir = path.parent().unwrap_or(Path::new("."));
         let ctx = Ctx {
             path,
-            dir,
+            dir: path.parent().unwrap_or(Path::new(".")),
             locator: locate::Locator::new(text),
         };
-        let mut default_policy = Policy::Ask;
-        let mut plugins = Vec::new();
-        let mut hooks = Vec::new();
-        let mut sandbox_mode = SandboxMode::ReadOnly;
-        let mut signing_key = None;
-        let mut checkpoint_copy = None;
-        let mut rules = RulesConfig::default();
-        let mut claude_code = HookOptions::default();
-        let mut store = None;
-        let mut tokens: Vec<token::TokenSpec> = Vec::new();
-        let mut web_answerer = None;
-        for (key, value) in &doc {
-            match key.as_str() {
-                "approval" => {
-                    let table = value
-                        .as_table()
-                        .ok_or_else(|| ctx.err("[approval]", "must be a table"))?;
-                    for (k, v) in table {
-                        match k.as_str() {
-                            "policy" => {
-                                let value = string(&ctx, "[approval]", "policy", v)?;
-                                default_policy =
-                                    value.parse().map_err(|_| ConfigError::Policy {
-                                        path: path.to_owned(),
-                                        at: ctx.locator.locate("[approval]", "policy"),
-                                        value: value.to_owned(),
-                                    })?;
-                            }
-                            other => {
-                                return Err(ctx.err(
-                                    "[approval]",
-                                    format!("unknown key {other:?} (expected policy)"),
-                                ));
-                            }
-                        }
-                    }
-                }
-                "plugin" => {
-                    let entries = value.as_array().ok_or_else(|| {
-                        ctx.err("plugin", "must be an array of [[plugin]] tables")
-                    })?;
-                    let mut names = HashSet::new();
-                    for (i, entry) in entries.iter().enumerate() {
-                        let spec = plugin(&ctx, i, entry)?;
-                        if !names.insert(spec.name.clone()) {
-                            return Err(ctx.err(
-                                &format!("plugin #{}", i + 1),
-                                format!(
-                                    "name = {:?} is used by an earlier plugin; names must be unique",
-                                    spec.name
-                                ),
-                            ));
-                        }
-                        plugins.push(spec);
-                    }
-                }
-                "sandbox" => {
-                    let table = value
-                        .as_table()
-                        .ok_or_else(|| ctx.err("[sandbox]", "must be a table"))?;
-                    for (k, v) in table {
-                        match k.as_str() {
-                            "mode" => {
-                                sandbox_mode = string(&ctx, "[sandbox]", "mode", v)?
-                                    .parse()
-                                    .map_err(|e: String| ctx.err("[sandbox]", e))?;
-                            }
-                            other => {
-                                return Err(ctx.err(
-                                    "[sandbox]",
-                                    format!("unknown key {other:?} (expected mode)"),
-                                ));
-                            }
-                        }
-                    }
-                }
-                "store" => store = Some(store::parse(&ctx, value)?),
-                "answerer" => {
-                    let list = value
-                        .as_array()
-                        .ok_or_else(|| ctx.err("[[answerer]]", "must be an array of tables"))?;
-                    for (i, v) in list.iter().enumerate() {
-                        let spec = answerer::parse(&ctx, v, i + 1)?;
-                        if web_answerer.is_some() {
-                            return Err(ctx.err(
-                                &format!("[[answerer]] #{}", i + 1),
-                                "a second kind = \"web\" answerer: the console answers once",
-                            ));
-                        }
-                        web_answerer = Some(spec);
-                    }
-                }
-                "token" => {
-                    let list = value
-                        .as_array()
-                        .ok_or_else(|| ctx.err("[[token]]", "must be an array of tables"))?;
-                    for (i, v) in list.iter().enumerate() {
-                        let spec = token::parse(&ctx, v, i + 1)?;
-                        if tokens.iter().any(|t| t.name == spec.name) {
-                            return Err(ctx.err(
-                                &format!("[[token]] #{}", i + 1),
-                                format!("name {:?} is used twice", spec.name),
-                            ));
-                        }
-                        tokens.push(spec);
-                    }
-                }
-                "audit" => {
-                    let table = value
-                        .as_table()
-                        .ok_or_else(|| ctx.err("[audit]", "must be a table"))?;
-                    for (k, v) in table {
-                        match k.as_str() {
-                            "signing-key" => {
-                                let file = string(&ctx, "[audit]", "signing-key", v)?;
-                                signing_key = Some(ctx.dir.join(file));
-                            }
-                            "checkpoint-copy" => {
-                                let dir = string(&ctx, "[audit]", "checkpoint-copy", v)?;
-                                checkpoint_copy = Some(ctx.dir.join(dir));
-                            }
-                            other => {
-                                return Err(ctx.err(
-                                    "[audit]",
-                                    format!(
-                                        "unknown key {other:?} (expected signing-key or checkpoint-copy)"
-                                    ),
-                                ));
-                            }
-                        }
-                    }
-                    if checkpoint_copy.is_some() && signing_key.is_none() {
-                        return Err(ctx.err(
-                            "[audit]",
-                            "checkpoint-copy needs signing-key: only signed checkpoints are copied",
-                        ));
-                    }
-                }
-                "rules" => {
-                    rules.declared = true;
-                    let table = value
-                        .as_table()
-                        .ok_or_else(|| ctx.err("[rules]", "must be a table"))?;
-                    for (k, v) in table {
-                        match k.as_str() {
-                            "plugins-may-create" => {
-                                let list = v.as_array().ok_or_else(|| {
-                                    ctx.err(
-                                        "[rules]",
-                                        "plugins-may-create must be a list of scopes",
-                                    )
-                                })?;
-                                for s in list {
-                                    let s = string(&ctx, "[rules]", "plugins-may-create", s)?;
-                                    let scope = serde_json::from_value(serde_json::json!(s))
-                                        .map_err(|_| {
-                                            ctx.err(
-                                                "[rules]",
-                                                format!("plugins-may-create: {s:?} is not one of \"session\", \"project\" or \"user\""),
-                                            )
-                                        })?;
-                                    rules.plugins_may_create.push(scope);
-                                }
-                            }
-                            other => {
-                                return Err(ctx.err(
-                                    "[rules]",
-                                    format!("unknown key {other:?} (expected plugins-may-create)"),
-                                ));
-                            }
-                        }
-                    }
-                }
-                "claude-code" => {
-                    let table = value
-                        .as_table()
-                        .ok_or_else(|| ctx.err("[claude-code]", "must be a table"))?;
-                    for (k, v) in table {
-                        match k.as_str() {
-                            "when-undecided" => {
-                                claude_code.when_undecided =
-                                    string(&ctx, "[claude-code]", "when-undecided", v)?
-                                        .parse()
-                                        .map_err(|e: String| ctx.err("[claude-code]", e))?;
-                            }
-                            "defer-in-modes" => {
-                                let list = v.as_array().ok_or_else(|| {
-                                    ctx.err(
-                                        "[claude-code]",
-                                        "defer-in-modes must be a list of permission modes",
-                                    )
-                                })?;
-                                for m in list {
-                                    let m = string(&ctx, "[claude-code]", "defer-in-modes", m)?;
-                                    if !crate::claude_code::PERMISSION_MODES.contains(&m) {
-                                        return Err(ctx.err(
-                                            "[claude-code]",
-                                            format!(
-                                                "defer-in-modes: {m:?} is not a Claude Code permission mode (expected one of {})",
-                                                crate::claude_code::PERMISSION_MODES.join(", ")
-                                            ),
-                                        ));
-                                    }
-                                    claude_code.defer_in_modes.push(m.to_owned());
-                                }
-                            }
-                            other => {
-                                return Err(ctx.err(
-                                    "[claude-code]",
-                                    format!(
-                                        "unknown key {other:?} (expected when-undecided or defer-in-modes)"
-                                    ),
-                                ));
-                            }
-                        }
-                    }
-                }
-                "rule" => {
-                    rules.declared = true;
-                    let entries = value
-                        .as_array()
-                        .ok_or_else(|| ctx.err("rule", "must be an array of [[rule]] tables"))?;
-                    for (i, entry) in entries.iter().enumerate() {
-                        let place = format!("[[rule]] #{}", i + 1);
-                        let table = entry
-                            .as_table()
-                            .ok_or_else(|| ctx.err(&place, "must be a table"))?;
-                        let mut rule = None;
-                        let mut effect = crate::answer::Effect::Allow;
-                        let mut reason = None;
-                        for (k, v) in table {
-                            match k.as_str() {
-                                "rule" => {
-                                    let text = string(&ctx, &place, "rule", v)?;
-                                    crate::rules::pattern::parse(text)
-                                        .map_err(|e| ctx.err(&place, e.to_string()))?;
-                                    rule = Some(text.to_owned());
-                                }
-                                "effect" => {
-                                    effect = string(&ctx, &place, "effect", v)?.parse().map_err(
-                                        |e: crate::answer::UnknownWord| {
-                                            ctx.err(&place, e.to_string())
-                                        },
-                                    )?;
-                                }
-                                "reason" => {
-                                    reason = Some(string(&ctx, &place, "reason", v)?.to_owned())
-                                }
-                                other => {
-                                    return Err(ctx.err(
-                                        &place,
-                                        format!("unknown key {other:?} (expected rule, effect or reason)"),
-                                    ));
-                                }
-                            }
-                        }
-                        let rule = rule.ok_or_else(|| ctx.err(&place, "missing key \"rule\""))?;
-                        rules.rules.push(StaticRule {
-                            rule,
-                            effect,
-                            reason,
-                        });
-                    }
-                }
-                "hook" => {
-                    let entries = value
-                        .as_array()
-                        .ok_or_else(|| ctx.err("hook", "must be an array of [[hook]] tables"))?;
-                    for (i, entry) in entries.iter().enumerate() {
-                        hooks.push(hook(&ctx, i, entry)?);
-                    }
-                }
-                other => {
-                    return Err(ctx.err(
-                        "top level",
-                        format!(
-                            "unknown key {other:?} (expected [approval], [sandbox], [audit], [store], [rules], [claude-code], [[plugin]], [[answerer]], [[rule]], [[hook]] or [[token]])"
-                        ),
-                    ));
-                }
-            }
-        }
-        Ok(Deployment {
+        let mut deployment = Deployment {
             path: Some(path.to_owned()),
-            default_policy,
-            plugins,
-            hooks,
-            sandbox_mode,
-            signing_key,
-            checkpoint_copy,
-            rules,
-            claude_code,
-            store,
-            tokens,
-            web_answerer,
-        })
+            ..Deployment::embedded()
+        };
+        for (key, value) in &doc {
+            let Some(parse) = section(key) else {
+                let known: Vec<&str> = SECTIONS.iter().map(|(_, shown)| *shown).collect();
+                return Err(read::unknown_key(&ctx, "top level", key, &known));
+            };
+            parse(&ctx, value, &mut deployment)?;
+        }
+        Ok(deployment)
     }
 }
 

@@ -13,7 +13,16 @@ use std::time::Duration;
 
 use toml::Value;
 
-use super::{ConfigError, Ctx, positive, string};
+use super::ConfigError;
+use super::read::{Ctx, positive, string, unknown_key};
+
+const KEYS: [&str; 5] = [
+    "url",
+    "password-file",
+    "password-env",
+    "lease-seconds",
+    "ca-file",
+];
 
 /// The deployment's `[store]` table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,14 +97,7 @@ pub(super) fn parse(ctx: &Ctx, value: &Value) -> Result<StoreConfig, ConfigError
             "lease-seconds" => {
                 lease = Duration::from_secs(positive(ctx, "[store]", "lease-seconds", v, 3600)?);
             }
-            other => {
-                return Err(ctx.err(
-                    "[store]",
-                    format!(
-                        "unknown key {other:?} (expected url, password-file, password-env, lease-seconds or ca-file)"
-                    ),
-                ));
-            }
+            other => return Err(unknown_key(ctx, "[store]", other, &KEYS)),
         }
     }
     if password_file.is_some() && password_env.is_some() {

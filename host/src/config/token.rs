@@ -15,7 +15,10 @@ use std::fmt;
 
 use toml::Value;
 
-use super::{ConfigError, Ctx, string};
+use super::ConfigError;
+use super::read::{Ctx, string, unknown_key};
+
+const KEYS: [&str; 4] = ["name", "sha256", "roles", "sessions"];
 
 /// What a token's holder may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -128,12 +131,7 @@ pub(super) fn parse(ctx: &Ctx, value: &Value, index: usize) -> Result<TokenSpec,
                     sessions.push(p.to_owned());
                 }
             }
-            other => {
-                return Err(ctx.err(
-                    &place,
-                    format!("unknown key {other:?} (expected name, sha256, roles or sessions)"),
-                ));
-            }
+            other => return Err(unknown_key(ctx, &place, other, &KEYS)),
         }
     }
     let name = name.ok_or_else(|| ctx.err(&place, "name is missing"))?;

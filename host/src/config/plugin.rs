@@ -1,0 +1,119 @@
+//! `[[plugin]]`: each entry parsed into the plugin host's own [`PluginSpec`], its paths resolved
+//! against the deployment file and checked to exist.
+
+use std::time::Duration;
+
+use toml::Value;
+
+use super::ConfigError;
+use super::read::{Ctx, known_keys, positive, string, string_table};
+use crate::plugin::spec::{Isolation, PluginSpec, Role};
+
+const KEYS: [&str; 9] = [
+    "name",
+    "path",
+    "role",
+    "sha256",
+    "timeout_ms",
+    "memory_mb",
+    "isolation",
+    "config",
+    "files",
+];
+
+pub(super) fn entry(ctx: &Ctx, index: usize, entry: &Value) -> Result<PluginSpec, ConfigError> {
+    let numbered = format!("plugin #{}", index + 1);
+    let table = entry
+        .as_table()
+        .ok_or_else(|| ctx.err(&numbered, "each [[plugin]] must be a table"))?;
+    let name = match table.get("name") {
+        None => return Err(ctx.err(&numbered, "name is missing")),
+        Some(v) => string(ctx, &numbered, "name", v)?.to_owned(),
+    };
+    if name.is_empty() || name.chars().any(|c| c.is_control()) {
+        return Err(ctx.err(
+            &numbered,
+            format!("name = {name:?}: must be non-empty, without control characters"),
+        ));
+    }
+    let place = format!("plugin {name:?}");
+    let place = place.as_str();
+    known_keys(ctx, place, table, &KEYS)?;
+    let path = match table.get("path") {
+        None => return Err(ctx.err(place, "path is missing")),
+        Some(v) => ctx.resolve(string(ctx, place, "path", v)?),
+    };
+    if !path.is_file() {
+        return Err(ctx.err(
+            place,
+            format!("path {:?}: no such file", path.display().to_string()),
+        ));
+    }
+    let role = match table.get("role") {
+        None => return Err(ctx.err(place, "role is missing (\"gate\" or \"answerer\")")),
+        Some(v) => match string(ctx, place, "role", v)? {
+            "gate" => Role::Gate,
+            "answerer" => Role::Answerer,
+            other => {
+                return Err(ctx.err(
+                    place,
+                    format!("role = {other:?}: must be \"gate\" or \"answerer\""),
+                ));
+            }
+        },
+    };
+    let mut spec = PluginSpec::new(name, path, role);
+    if let Some(v) = table.get("sha256") {
+        let digest = string(ctx, place, "sha256", v)?;
+        if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(ctx.err(
+                place,
+                format!("sha256 = {digest:?}: must be 64 hexadecimal digits"),
+            ));
+        }
+        spec.sha256 = Some(digest.to_ascii_lowercase());
+    }
+    if let Some(v) = table.get("timeout_ms") {
+        spec.timeout = Duration::from_millis(positive(ctx, place, "timeout_ms", v, 600_000)?);
+    }
+    if let Some(v) = table.get("memory_mb") {
+        spec.memory_bytes = positive(ctx, place, "memory_mb", v, 4096)? << 20;
+    }
+    if let Some(v) = table.get("isolation") {
+        spec.isolation = match string(ctx, place, "isolation", v)? {
+            "reuse" => Isolation::Reuse,
+            "per-decision" => Isolation::PerDecision,
+            other => {
+                return Err(ctx.err(
+                    place,
+                    format!("isolation = {other:?}: must be \"reuse\" or \"per-decision\""),
+                ));
+            }
+        };
+    }
+    if let Some(v) = table.get("config") {
+        spec.config = string_table(ctx, place, "config", v)?.into_iter().collect();
+    }
+    if let Some(v) = table.get("files") {
+        for (guest, host) in string_table(ctx, place, "files", v)? {
+            if !guest.starts_with('/') {
+                return Err(ctx.err(
+                    place,
+                    format!("files.{guest:?}: the guest path must be absolute"),
+                ));
+            }
+            let host = ctx.resolve(&host);
+            if !host.is_dir() {
+                return Err(ctx.err(
+                    place,
+                    format!(
+                        "files.{guest:?} = {:?}: no such directory",
+                        host.display().to_string()
+                    ),
+                ));
+            }
+            spec.files.push((guest, host));
+        }
+    }
+    Ok(spec)
+}

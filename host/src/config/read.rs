@@ -1,0 +1,149 @@
+//! How a deployment file's values are read: where an error points (file, line, section, field),
+//! strings, bounded integers, string tables, and the known keys of each section, written once
+//! and used for both the check and the message.
+
+use std::path::{Path, PathBuf};
+
+use toml::{Table, Value};
+
+use super::ConfigError;
+use super::locate;
+
+pub(super) struct Ctx<'a> {
+    pub(super) path: &'a Path,
+    pub(super) dir: &'a Path,
+    pub(super) locator: locate::Locator<'a>,
+}
+
+impl Ctx<'_> {
+    pub(super) fn err(&self, place: &str, message: impl Into<String>) -> ConfigError {
+        let message = message.into();
+        ConfigError::Field {
+            path: self.path.to_owned(),
+            at: self.locator.locate(place, &message),
+            place: place.to_owned(),
+            message,
+        }
+    }
+
+    pub(super) fn resolve(&self, p: &str) -> PathBuf {
+        let p = Path::new(p);
+        if p.is_absolute() {
+            p.to_owned()
+        } else {
+            self.dir.join(p)
+        }
+    }
+}
+
+pub(super) fn type_name(v: &Value) -> &'static str {
+    v.type_str()
+}
+
+pub(super) fn string<'v>(
+    ctx: &Ctx,
+    place: &str,
+    key: &str,
+    v: &'v Value,
+) -> Result<&'v str, ConfigError> {
+    v.as_str().ok_or_else(|| {
+        ctx.err(
+            place,
+            format!("{key} must be a string, not {}", type_name(v)),
+        )
+    })
+}
+
+pub(super) fn positive(
+    ctx: &Ctx,
+    place: &str,
+    key: &str,
+    v: &Value,
+    max: i64,
+) -> Result<u64, ConfigError> {
+    match v.as_integer() {
+        Some(n) if n > 0 && n <= max => Ok(n as u64),
+        Some(n) => Err(ctx.err(place, format!("{key} = {n}: must be between 1 and {max}"))),
+        None => Err(ctx.err(
+            place,
+            format!("{key} must be an integer, not {}", type_name(v)),
+        )),
+    }
+}
+
+pub(super) fn string_table(
+    ctx: &Ctx,
+    place: &str,
+    key: &str,
+    v: &Value,
+) -> Result<Vec<(String, String)>, ConfigError> {
+    let table = v.as_table().ok_or_else(|| {
+        ctx.err(
+            place,
+            format!("[plugin.{key}] must be a table, not {}", type_name(v)),
+        )
+    })?;
+    table
+        .iter()
+        .map(|(k, v)| {
+            let s = v.as_str().ok_or_else(|| {
+                ctx.err(
+                    place,
+                    format!("{key}.{k} must be a string, not {}", type_name(v)),
+                )
+            })?;
+            Ok((k.clone(), s.to_owned()))
+        })
+        .collect()
+}
+
+/// Words joined as a person lists them: `a`, `a or b`, `a, b or c`.
+pub(super) fn listed(words: &[&str]) -> String {
+    match words {
+        [] => String::new(),
+        [one] => (*one).to_owned(),
+        [init @ .., last] => format!("{} or {last}", init.join(", ")),
+    }
+}
+
+/// The error for a key `place` does not know.
+pub(super) fn unknown_key(ctx: &Ctx, place: &str, key: &str, known: &[&str]) -> ConfigError {
+    ctx.err(
+        place,
+        format!("unknown key {key:?} (expected {})", listed(known)),
+    )
+}
+
+/// Refuses the first key of `table` that is not one of `known`.
+pub(super) fn known_keys(
+    ctx: &Ctx,
+    place: &str,
+    table: &Table,
+    known: &[&str],
+) -> Result<(), ConfigError> {
+    match table.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(key) => Err(unknown_key(ctx, place, key, known)),
+        None => Ok(()),
+    }
+}
+
+/// `value` as the table `place` must be.
+pub(super) fn table<'v>(
+    ctx: &Ctx,
+    place: &str,
+    value: &'v Value,
+) -> Result<&'v Table, ConfigError> {
+    value
+        .as_table()
+        .ok_or_else(|| ctx.err(place, "must be a table"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn words_are_listed_as_a_person_lists_them() {
+        assert_eq!(super::listed(&["policy"]), "policy");
+        assert_eq!(super::listed(&["a", "b"]), "a or b");
+        assert_eq!(super::listed(&["a", "b", "c"]), "a, b or c");
+    }
+}
