@@ -1,0 +1,150 @@
+//! How to reach the database: its URL (never with a password), the password's source, the lease,
+//! the pool's size and TLS; and why it could not be reached or used.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+/// How long a lease lasts unless renewed; renewed every third of it.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(15);
+
+/// Most connections one store opens.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 16;
+
+/// How to reach the database and how this host takes part.
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    /// `postgres://user@host:port/dbname?...` or `host=... dbname=...`, without a password.
+    pub url: String,
+    /// The password, read from an environment variable or a file by the caller.
+    pub password: Option<String>,
+    /// How long a session's lease lasts without renewal: how soon another host may take over the
+    /// sessions of a host that died.
+    pub lease: Duration,
+    /// How this host names itself in lease rows (and so in another host's "in use by" error).
+    pub host_label: String,
+    /// Create or migrate the schema when it is behind, instead of refusing to start.
+    pub migrate: bool,
+    /// Most connections open at once.
+    pub max_connections: usize,
+    /// The certificate authorities (PEM) a TLS connection's server certificate must chain to;
+    /// `None`: the system's. TLS is used as the URL's `sslmode` says (`prefer` by default,
+    /// `require` to refuse a server without it; a Unix socket never uses it).
+    pub ca_file: Option<std::path::PathBuf>,
+}
+
+impl PgOptions {
+    /// Options for `url` with the defaults: a 15 s lease, the machine's host name and process id
+    /// as the label, no migration.
+    pub fn new(url: impl Into<String>) -> Self {
+        PgOptions {
+            url: url.into(),
+            password: None,
+            lease: DEFAULT_LEASE,
+            host_label: default_host_label(),
+            migrate: false,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            ca_file: None,
+        }
+    }
+}
+
+pub(super) fn default_host_label() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "localhost".to_owned());
+    format!("{host} pid {}", std::process::id())
+}
+
+/// Why the store could not be opened or migrated.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    /// The URL does not parse.
+    #[error("store URL: {0}")]
+    Url(String),
+    /// The URL carries a password, which would show in process listings and shell history.
+    #[error(
+        "store URL: a password in the URL is refused (it would show in process listings); set {env} or the deployment's [store] password-file instead"
+    )]
+    PasswordInUrl {
+        /// The environment variable to use instead.
+        env: &'static str,
+    },
+    /// The TLS settings for the database could not be used.
+    #[error("store TLS: {0}")]
+    Tls(String),
+    /// The password file or variable could not be read.
+    #[error("store password: {0}")]
+    Password(String),
+    /// The database could not be reached or refused a statement.
+    #[error("database {what}: {reason}")]
+    Database {
+        /// What was being done.
+        what: &'static str,
+        /// The database's or the connection's error.
+        reason: String,
+    },
+    /// The schema is older than this host's and migration was not asked for.
+    #[error(
+        "the database schema is at version {found}, this host needs version {needed}: run `approval-host db migrate` (or start with --migrate)"
+    )]
+    SchemaBehind {
+        /// The version found.
+        found: i32,
+        /// The version this host needs.
+        needed: i32,
+    },
+    /// The schema is newer than this host knows.
+    #[error(
+        "the database schema is at version {found}, newer than this host knows ({known}): upgrade approval-host"
+    )]
+    SchemaAhead {
+        /// The version found.
+        found: i32,
+        /// The newest version this host knows.
+        known: i32,
+    },
+}
+
+/// The TLS connector for database connections: the server's certificate must chain to the
+/// authorities in `ca_file`, or to the system's.
+pub(super) fn tls_connector(
+    ca_file: Option<&std::path::Path>,
+) -> Result<tokio_postgres_rustls::MakeRustlsConnect, DbError> {
+    let mut roots = rustls::RootCertStore::empty();
+    match ca_file {
+        Some(path) => {
+            let certs = crate::pem::certs(path).map_err(|e| DbError::Tls(e.to_string()))?;
+            for cert in certs {
+                roots
+                    .add(cert)
+                    .map_err(|e| DbError::Tls(format!("{}: {e}", path.display())))?;
+            }
+        }
+        None => {
+            // Certificates the system store holds but rustls cannot use are skipped.
+            let found = rustls_native_certs::load_native_certs();
+            roots.add_parsable_certificates(found.certs);
+        }
+    }
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| DbError::Tls(e.to_string()))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}
+
+/// The environment variable a command-line store URL's password comes from.
+pub const PASSWORD_ENV: &str = "APPROVAL_HOST_DB_PASSWORD";
+
+/// Checks a store URL given where it could be seen (a command line, a deployment file): it must
+/// parse and must not carry a password.
+pub fn check_url(url: &str) -> Result<(), DbError> {
+    let config = tokio_postgres::Config::from_str(url).map_err(|e| DbError::Url(e.to_string()))?;
+    if config.get_password().is_some() {
+        return Err(DbError::PasswordInUrl { env: PASSWORD_ENV });
+    }
+    Ok(())
+}
