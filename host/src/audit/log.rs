@@ -7,14 +7,14 @@
 //!
 //! - `Inline`: the appending task writes the pending bytes itself, under the lock. No hand-off.
 //! - `Blocking` and `Split`: the first append that needs its record durable while no commit runs
-//!   hands the log to the shared commit threads ([`commit`]); appends arriving while a commit runs
+//!   hands the log to the shared commit threads (`commit`); appends arriving while a commit runs
 //!   wait and are committed together by the next round, with one write and one sync (group
 //!   commit). A few threads serve every open session.
 //!
-//! An approval question ([`SessionLog::append_question`]) need not be durable before it is asked
+//! An approval question (`SessionLog::append_question`) need not be durable before it is asked
 //! in process: with a `Split` journal it is written at once (on the asking task when the journal is
 //! idle) and becomes durable with the decision that follows, so a request costs one sync. A
-//! question about to leave the process is synced first ([`SessionLog::sync_to`]).
+//! question about to leave the process is synced first (`SessionLog::sync_to`).
 //!
 //! A failed write or sync stops the log (it is "poisoned"): memory may be ahead of what reached
 //! the disk, so nothing more is accepted until the log is reopened, which recovers from what is on

@@ -14,23 +14,26 @@
 //! first in the waterfall, after the `never` check: a matching reject rule rejects (rejects
 //! outrank allows at every scope), a matching allow rule allows this one call, anything else is
 //! `next`. A revoked rule leaves the index before its revocation is written, so no decision that
-//! starts after [`RuleBook::revoke`] begins can use it; an expired rule never matches. Another
-//! process's changes (the CLI's `rules add`, another `serve`) are picked up within
+//! starts after [`RuleBook::revoke_shared`] begins can use it; an expired rule never matches.
+//! Another process's changes (the CLI's `rules add`, another `serve`) are picked up within
 //! [`REFRESH_EVERY`], by a thread of the book's own: a decision never waits on the store to learn
 //! of them (on a database that is two round trips).
 //!
 //! Where things are: `rule.rs` a rule, a rule to add, `RuleError`; `book/` the rule book (`mod.rs`
 //! adding and revoking, `decide.rs` which rule decides a call, `refresh.rs` rereading the rules
 //! logs, `index.rs` the index); `gate.rs` the gate and proposals; `pattern.rs` the `Tool(pattern)`
-//! syntax; reading commands in `shell.rs` (the parser), `programs.rs` (what they run and write),
-//! `wrappers.rs`, `options.rs` and `command.rs` (one reading per decision); `paths.rs` paths
-//! resolved through symlinks; `protect.rs` the built-in rules; `proposals.rs` who may make which
-//! rule; `trust.rs` when a rules log may be believed; `suggest.rs` the rule offered to a person;
-//! `view.rs` a rule as lists show it.
+//! syntax, `call.rs` what it reads from a call, `glob.rs` a path pattern as a glob; reading
+//! commands in `shell.rs` (the parser), `programs.rs` (what they run and write), `wrappers.rs`,
+//! `options.rs` and `command.rs` (one reading per decision); `paths.rs` paths resolved through
+//! symlinks; `protect.rs` the built-in rules; `proposals.rs` who may make which rule; `trust.rs`
+//! when a rules log may be believed; `suggest.rs` the rule offered to a person; `view.rs` a rule as
+//! lists show it.
 
 pub mod book;
+mod call;
 pub mod command;
 mod gate;
+mod glob;
 mod options;
 pub mod paths;
 pub mod pattern;

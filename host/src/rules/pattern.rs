@@ -20,10 +20,13 @@
 
 use std::path::{Path, PathBuf};
 
-use globset::{Glob, GlobBuilder, GlobMatcher};
+use globset::{Glob, GlobMatcher};
 use serde_json::Value;
 
+pub use super::call::Call;
+use super::call::url_host;
 use super::command::{Command, Part};
+use super::glob::{path_glob, path_matcher};
 use super::programs::base_name;
 use super::{paths, shell};
 
@@ -40,9 +43,6 @@ const PATH_TOOLS: [&str; 10] = [
     "read",
     "edit",
 ];
-
-/// The call arguments a path pattern reads.
-pub(crate) const PATH_FIELDS: [&str; 3] = ["file_path", "path", "notebook_path"];
 
 /// The schemes `domain:` matches when the rule names none.
 const WEB_SCHEMES: [&str; 2] = ["http", "https"];
@@ -221,128 +221,6 @@ fn domain_match(domain: &str) -> Result<ArgumentMatch, String> {
         return Err(USAGE.into());
     }
     Ok(ArgumentMatch::Domain { host, schemes })
-}
-
-/// What a path rule matches for one working directory: its glob and, for a glob ending in
-/// `/**`, the directory itself (`Glob(./src/**)` covers searching `src`).
-struct PathMatcher {
-    glob: GlobMatcher,
-    dir: Option<GlobMatcher>,
-}
-
-impl PathMatcher {
-    fn is_match(&self, path: &Path) -> bool {
-        self.glob.is_match(path) || self.dir.as_ref().is_some_and(|d| d.is_match(path))
-    }
-}
-
-fn path_matcher(pattern: &str, cwd: &Path) -> Result<PathMatcher, globset::Error> {
-    let text = path_glob_text(pattern, cwd);
-    let dir = match text.strip_suffix("/**") {
-        Some(dir) if !dir.is_empty() => Some(compile(dir)?),
-        _ => None,
-    };
-    Ok(PathMatcher {
-        glob: compile(&text)?,
-        dir,
-    })
-}
-
-fn compile(text: &str) -> Result<GlobMatcher, globset::Error> {
-    GlobBuilder::new(text)
-        .literal_separator(true)
-        // A backslash in a directory name is a character, never an escape.
-        .backslash_escape(false)
-        .build()
-        .map(|g| g.compile_matcher())
-}
-
-fn path_glob(pattern: &str, cwd: &Path) -> Result<GlobMatcher, globset::Error> {
-    compile(&path_glob_text(pattern, cwd))
-}
-
-/// The glob `pattern` means for a call whose working directory is `cwd`: the directory in front
-/// of the rule's own text (the working directory, the home, the rule's literal leading
-/// directories) resolved and escaped, the rest as written.
-fn path_glob_text(pattern: &str, cwd: &Path) -> String {
-    let (base, rest): (PathBuf, &str) = if let Some(abs) = pattern.strip_prefix("//") {
-        (PathBuf::from("/"), abs)
-    } else if let Some(rest) = pattern.strip_prefix("~/") {
-        (
-            paths::home().unwrap_or_else(|| PathBuf::from("/nonexistent-home")),
-            rest,
-        )
-    } else {
-        (
-            cwd.to_owned(),
-            pattern.strip_prefix("./").unwrap_or(pattern),
-        )
-    };
-    let is_glob = |c: &str| c.contains(['*', '?', '[', ']', '{', '}', '\\']);
-    let components: Vec<&str> = rest.split('/').filter(|c| !c.is_empty()).collect();
-    let literal = components.iter().take_while(|c| !is_glob(c)).count();
-    let mut literal_path = base;
-    for c in &components[..literal] {
-        literal_path.push(c);
-    }
-    let literal_path = paths::real_dir(&literal_path);
-    let mut text = globset::escape(&literal_path.to_string_lossy());
-    for c in &components[literal..] {
-        if !text.ends_with('/') {
-            text.push('/');
-        }
-        text.push_str(c);
-    }
-    if rest.ends_with('/') && !text.ends_with('/') {
-        text.push_str("/**");
-    }
-    text
-}
-
-/// How the call's arguments look to a matcher.
-pub struct Call<'a> {
-    /// The tool.
-    pub tool: &'a str,
-    /// The recorded arguments, if any.
-    pub arguments: Option<&'a Value>,
-    /// The asker's working directory, if given.
-    pub cwd: Option<&'a str>,
-}
-
-impl Call<'_> {
-    /// The `command` argument, for a shell tool.
-    pub fn command(&self) -> Option<&str> {
-        self.arguments
-            .and_then(|a| a.get("command"))
-            .and_then(Value::as_str)
-    }
-
-    /// Every path argument the call carries.
-    pub fn paths(&self) -> Vec<&str> {
-        PATH_FIELDS
-            .iter()
-            .filter_map(|f| {
-                self.arguments
-                    .and_then(|a| a.get(*f))
-                    .and_then(Value::as_str)
-            })
-            .collect()
-    }
-
-    /// The `url` argument.
-    pub fn url(&self) -> Option<&str> {
-        self.arguments
-            .and_then(|a| a.get("url"))
-            .and_then(Value::as_str)
-    }
-}
-
-/// The host of a URL as a WHATWG parser reads it (lowercase, IDNA to ASCII, no trailing dot),
-/// with its scheme; `None` when it does not parse or has no host.
-pub(crate) fn url_host(url: &str) -> Option<(String, String)> {
-    let parsed = url::Url::parse(url.trim()).ok()?;
-    let host = parsed.host_str()?.trim_end_matches('.');
-    (!host.is_empty()).then(|| (parsed.scheme().to_owned(), host.to_owned()))
 }
 
 /// Whether `words` matches a rule's words, as a prefix or exactly.

@@ -16,9 +16,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::call::PATH_FIELDS;
 use super::command::{self, Command};
 use super::paths;
-use super::pattern::PATH_FIELDS;
 use crate::answer::{Answer, RuleRef, RuleScope};
 use crate::outcome::Decision;
 use crate::waterfall::{ImmediateAnswer, Listener, ListenerFuture, Question};

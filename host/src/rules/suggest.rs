@@ -17,9 +17,10 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::call::{PATH_FIELDS, url_host};
 use super::command::{self, Command};
 use super::paths;
-use super::pattern::{self, PATH_FIELDS};
+use super::pattern;
 
 /// The most leading words a suggested command prefix keeps.
 const MAX_PREFIX_WORDS: usize = 3;
@@ -148,7 +149,7 @@ pub fn suggest(tool: &str, arguments: Option<&Value>, cwd: Option<&str>) -> Opti
         ) {
             (Some(path), _) => path_rule(tool, path, cwd)?,
             (None, Some(url)) => {
-                let (scheme, host) = pattern::url_host(url)?;
+                let (scheme, host) = url_host(url)?;
                 if scheme == "http" || scheme == "https" {
                     format!("{tool}(domain:{host})")
                 } else {

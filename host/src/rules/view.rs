@@ -33,7 +33,7 @@ pub struct RuleView {
     /// The last of them (RFC 3339).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_use: Option<String>,
-    /// A built-in rule ([`protect`]): it protects the host's own policy and cannot be revoked.
+    /// A built-in rule ([`protect`](crate::rules::protect)): it protects the host's own policy and cannot be revoked.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub built_in: bool,
 }

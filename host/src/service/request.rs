@@ -32,7 +32,7 @@ pub struct ApprovalRequest {
 }
 
 /// How a request settled, with what the deciding listener said: what an asker needs to write the
-/// text a model reads ([`crate::tools::texts::refusal`]).
+/// text a model reads (`tools::texts::rejection`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
     /// The outcome.
@@ -114,7 +114,7 @@ impl ApprovalService {
     ///
     /// Runs on the caller's task: nothing is spawned and no thread is woken unless the store has
     /// to wait for the disk. Once the question is asked, dropping this future does not leave it
-    /// open: it is settled `cancelled` and audited (see [`Unsettled`]).
+    /// open: it is settled `cancelled` and audited (see `Unsettled`).
     ///
     /// # Errors
     /// [`ApprovalError::NoOpenTurn`] when the session has no open turn (nothing is appended);

@@ -2,7 +2,7 @@
 //! activity, how its questions ended), and one session's timeline, filterable by outcome and
 //! tool, each question linkable (`/sessions/<id>#q-<question>`).
 //!
-//! The pages read the logs through the [`Store`](crate::audit::store::Store) the host writes them with, the way
+//! The pages read the logs through the [`Store`] the host writes them with, the way
 //! `approval-host log` does: nothing here opens a log for writing. A summary is kept while the
 //! log's length is unchanged, so a page over many idle sessions rereads only the ones that grew.
 

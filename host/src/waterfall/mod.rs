@@ -8,279 +8,25 @@
 //!
 //! Registering returns a [`Registration`]; dropping it removes the listener, so the next request
 //! fails closed. A request already running keeps the listeners it started with.
+//!
+//! The files: `listener.rs` (what an answerer implements), `question.rs` (what it is asked); this
+//! file keeps the ordered list and walks it.
+
+mod listener;
+mod question;
+
+pub use listener::{AnswerFuture, Explained, ImmediateAnswer, Listener, ListenerFuture};
+pub use question::Question;
 
 use std::fmt;
-use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
 use std::sync::{Arc, RwLock, Weak};
 
 use futures_util::FutureExt;
-use tokio_util::sync::CancellationToken;
 
 use crate::agent::{Agent, AgentInner};
 use crate::answer::{Answer, Proposal};
 use crate::outcome::{Decision, Failure, FailureKind, Outcome, panic_message};
-
-/// An answer given at once ([`Listener::decide_now`]): the answering version, and the answer.
-pub type ImmediateAnswer = (Option<Arc<str>>, Result<Answer, Failure>);
-
-/// The future a listener returns.
-pub type ListenerFuture = Pin<Box<dyn Future<Output = Result<Decision, Failure>> + Send>>;
-
-/// The future of a listener that answers with a reason or a proposal ([`Listener::answer`]).
-pub type AnswerFuture = Pin<Box<dyn Future<Output = Result<Answer, Failure>> + Send>>;
-
-/// An answerer or gate. Implemented for any `Fn(Question) -> impl Future<Output =
-/// Result<Decision, Failure>>`; wrap a closure answering `Result<Answer, Failure>` in
-/// [`Explained`] to give a reason.
-pub trait Listener: Send + Sync + 'static {
-    /// Decides `question`, or says [`Decision::Next`].
-    fn decide(&self, question: Question) -> ListenerFuture;
-
-    /// Like [`Listener::decide`], also naming the version of the listener that will answer (a
-    /// plugin's digest), for the audit. A listener whose version can change between calls takes
-    /// its snapshot here.
-    fn decide_versioned(&self, question: Question) -> (Option<Arc<str>>, ListenerFuture) {
-        (None, self.decide(question))
-    }
-
-    /// Answers at once, on the asking task, when this listener can (a warm in-process plugin):
-    /// the waterfall tries this first and skips the future. `None` (the default) means "ask me
-    /// through [`Listener::decide_versioned`]". The answer carries the version, as there.
-    fn decide_now(&self, _question: &Question) -> Option<ImmediateAnswer> {
-        None
-    }
-
-    /// Answers with more than a decision (a reason, a proposed rule), when this listener can: the
-    /// waterfall tries this after [`Listener::decide_now`] and before
-    /// [`Listener::decide_versioned`]. `None` (the default) means "ask me for a bare decision".
-    fn answer(&self, _question: &Question) -> Option<(Option<Arc<str>>, AnswerFuture)> {
-        None
-    }
-
-    /// Whether this listener sends the question out of the process (to a person, an editor, a
-    /// remote service). The waterfall makes the question's `approval/asked` record durable before
-    /// asking such a listener, so nobody outside ever sees a question the log could lose. In-process
-    /// gates (the default) decide before that sync, and the question and its decision are then
-    /// made durable together.
-    fn leaves_process(&self) -> bool {
-        false
-    }
-}
-
-impl<F, Fut> Listener for F
-where
-    F: Fn(Question) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Decision, Failure>> + Send + 'static,
-{
-    fn decide(&self, question: Question) -> ListenerFuture {
-        Box::pin(self(question))
-    }
-}
-
-/// A closure listener that answers with a full [`Answer`] (a reason, a proposal):
-/// `Explained(|q| async { Ok(Answer::reject("not on Fridays")) })`.
-pub struct Explained<F>(pub F);
-
-impl<F, Fut> Listener for Explained<F>
-where
-    F: Fn(Question) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Answer, Failure>> + Send + 'static,
-{
-    fn decide(&self, question: Question) -> ListenerFuture {
-        let future = (self.0)(question);
-        Box::pin(async move { future.await.map(|a| a.decision) })
-    }
-
-    fn answer(&self, question: &Question) -> Option<(Option<Arc<str>>, AnswerFuture)> {
-        Some((None, Box::pin((self.0)(question.clone()))))
-    }
-}
-
-struct QuestionInner {
-    id: String,
-    /// The seq of its `approval/asked` record.
-    asked_seq: u64,
-    agent: Agent,
-    tool_name: String,
-    call_id: Option<String>,
-    reason: Option<String>,
-    cwd: Option<String>,
-    cancel: CancellationToken,
-    caller: Option<CancellationToken>,
-    /// The asked-about call's arguments as JSON text, serialized once for every plugin that
-    /// reads them.
-    arguments_json: std::sync::OnceLock<Option<String>>,
-    /// The session's sandbox mode as the first plugin that asked read it: every gate of one
-    /// question sees the same mode, and the session's fold is locked once, not once a gate.
-    sandbox_mode: std::sync::OnceLock<Option<&'static str>>,
-    /// The listeners that said `next` before the question reached one outside the process
-    /// (filled only then: a person may want to know which gates passed it on).
-    passed: std::sync::Mutex<Vec<String>>,
-}
-
-/// What a listener is asked: the request's identity, without tool arguments. Cheap to clone.
-#[derive(Clone)]
-pub struct Question {
-    inner: Arc<QuestionInner>,
-}
-
-impl Question {
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        id: String,
-        asked_seq: u64,
-        agent: Agent,
-        tool_name: String,
-        call_id: Option<String>,
-        reason: Option<String>,
-        cwd: Option<String>,
-        cancel: CancellationToken,
-        caller: Option<CancellationToken>,
-    ) -> Self {
-        Question {
-            inner: Arc::new(QuestionInner {
-                id,
-                asked_seq,
-                agent,
-                tool_name,
-                call_id,
-                reason,
-                cwd,
-                cancel,
-                caller,
-                arguments_json: std::sync::OnceLock::new(),
-                sandbox_mode: std::sync::OnceLock::new(),
-                passed: std::sync::Mutex::default(),
-            }),
-        }
-    }
-
-    /// The question id, as recorded in `approval/asked`.
-    pub fn id(&self) -> &str {
-        &self.inner.id
-    }
-
-    /// The asking agent.
-    pub fn agent(&self) -> &Agent {
-        &self.inner.agent
-    }
-
-    /// The asking agent's session id.
-    pub fn session_id(&self) -> &str {
-        self.inner.agent.session_id()
-    }
-
-    /// The tool the call is for.
-    pub fn tool_name(&self) -> &str {
-        &self.inner.tool_name
-    }
-
-    /// The exact call id, when the asker has one.
-    pub fn call_id(&self) -> Option<&str> {
-        self.inner.call_id.as_deref()
-    }
-
-    /// The asker's human-readable reason.
-    pub fn reason(&self) -> Option<&str> {
-        self.inner.reason.as_deref()
-    }
-
-    /// The asker's working directory, when it gave one.
-    pub fn cwd(&self) -> Option<&str> {
-        self.inner.cwd.as_deref()
-    }
-
-    /// The JSON arguments of the asked-about call, as the asking session recorded them on its
-    /// `tool/call` event; `None` without a call id or a recorded call.
-    pub fn arguments(&self) -> Option<serde_json::Value> {
-        self.call_id().and_then(|id| self.call_arguments(id))
-    }
-
-    /// [`Question::arguments`] as JSON text, serialized on first use and shared by every listener
-    /// that asks.
-    pub fn arguments_json(&self) -> Option<&str> {
-        self.inner
-            .arguments_json
-            .get_or_init(|| self.arguments().map(|v| v.to_string()))
-            .as_deref()
-    }
-
-    /// The session's own sandbox mode (its last `sandbox/mode` event), read once per question.
-    pub fn sandbox_mode(&self) -> Option<&'static str> {
-        *self.inner.sandbox_mode.get_or_init(|| {
-            self.inner
-                .agent
-                .session()
-                .log
-                .with_fold(|f| f.sandbox_override().map(|s| s.mode.as_str()))
-        })
-    }
-
-    /// The JSON arguments of the call `call_id` as the asking session recorded them in its
-    /// `tool/call` event, or `None`.
-    pub fn call_arguments(&self, call_id: &str) -> Option<serde_json::Value> {
-        self.inner.agent.call_arguments(call_id)
-    }
-
-    /// The listeners that said `next` before a listener that [leaves the
-    /// process](Listener::leaves_process) got the question, in order; empty for a question that
-    /// never reached one.
-    pub fn passed(&self) -> Vec<String> {
-        self.inner
-            .passed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
-    /// Waits until the question's `approval/asked` record is durable. The waterfall does this
-    /// before asking a listener that [leaves the process](Listener::leaves_process); a listener
-    /// that decides only later to send the question elsewhere calls it first.
-    pub async fn ensure_durable(&self) -> Result<(), crate::audit::error::LogError> {
-        self.inner
-            .agent
-            .session()
-            .log
-            .sync_to(self.inner.asked_seq)
-            .wait()
-            .await
-    }
-
-    /// Whether the question was cancelled (by the asker, by the caller leaving, or because its
-    /// turn ended). Once it is, any answer is discarded. Cheap: a listener that blocks should
-    /// check it.
-    pub fn is_cancelled(&self) -> bool {
-        self.inner.cancel.is_cancelled()
-            || self.inner.caller.as_ref().is_some_and(|c| c.is_cancelled())
-    }
-
-    /// Completes when the question is cancelled.
-    pub async fn cancelled(&self) {
-        match &self.inner.caller {
-            Some(caller) => {
-                tokio::select! {
-                    () = self.inner.cancel.cancelled() => {}
-                    () = caller.cancelled() => {}
-                }
-            }
-            None => self.inner.cancel.cancelled().await,
-        }
-    }
-}
-
-impl fmt::Debug for Question {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Question")
-            .field("id", &self.inner.id)
-            .field("agent", &self.inner.agent)
-            .field("tool_name", &self.inner.tool_name)
-            .field("call_id", &self.inner.call_id)
-            .field("reason", &self.inner.reason)
-            .finish()
-    }
-}
 
 /// Which requests a listener sees.
 #[derive(Debug, Clone)]
@@ -561,12 +307,7 @@ impl Waterfall {
         for (i, entry) in snapshot.iter().enumerate() {
             if entry.listener.leaves_process() {
                 // Every listener before this one said `next` (any other answer returned).
-                *question
-                    .inner
-                    .passed
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner()) =
-                    snapshot[..i].iter().map(|e| e.name.clone()).collect();
+                question.set_passed(snapshot[..i].iter().map(|e| e.name.clone()).collect());
             }
             if entry.listener.leaves_process()
                 && let Err(e) = question.ensure_durable().await
