@@ -1,36 +1,45 @@
 //! approval-host answers one question for AI coding agents: may this specific action proceed?
 //!
-//! The path of a request, module by module:
+//! The modules in layers, top down; a module imports only from layers below it:
 //!
-//! - [`service`]: the seam. An asker calls [`ApprovalService::request`] with an
-//!   [`ApprovalRequest`] (agent, tool name, optional call id, reason and cancellation); the
-//!   service checks the turn, audits the question, applies the session's [`policy`], runs the
-//!   waterfall and audits the decision.
-//! - [`waterfall`]: the ordered answerers (gates in front, one terminal answerer) that decide or
-//!   delegate; failures are contained as `unavailable`. A listener that sends the question out of
-//!   the process gets it only once it is durable.
-//! - [`rules`]: standing rules, the first gate of the waterfall (after the `never` check): a
-//!   matching reject rule rejects, a matching allow rule allows the one call, anything else goes
-//!   on; proposals a person (or, by scope, a plugin) makes with a decision become rules.
-//! - [`plugin`]: answerers and gates as sandboxed WebAssembly components; a plugin that imports
-//!   only the host interface decides in place on the asking task.
-//! - [`outcome`]: the closed vocabularies, `allowed-once | rejected | cancelled | unavailable`
-//!   and `allow-once | reject | cancel | next`; [`answer`]: what a listener says beyond its
-//!   decision (a bounded reason, a proposed standing rule), which the decided event records and
-//!   the asker turns into the text the model reads ([`tools::texts`]).
-//! - [`audit`]: everything that makes the record: [`log`], [`store`], [`fold`], [`event`], the
-//!   durable session log, validated before commit,
-//!   group-committed with `fdatasync` on a few shared commit threads (`commit`; no thread per
-//!   session), crash-recovered on open. A question decided in process and its decision share one
-//!   sync.
-//! - [`subscribe`]: subscribers to sessions' durable events (what `serve` notifications and a
-//!   console follow).
 //! - [`serve`]: the host as a process: JSON-RPC clients over stdio, a Unix socket or TCP with TLS
 //!   and tokens ([`serve::auth`]), and the web console ([`serve::console`]), whose people answer
 //!   as the last listener of the waterfall and see sessions, rules and plugins.
-//! - [`policy`]: `ask | never` per session, folded from the log over the deployment default, and
-//!   the exact texts an agent sees.
-//! - [`config`]: the deployment file. [`check`]: reading a log back for the `log` command.
+//! - [`assemble`]: turns a [`Deployment`] into the running parts (the store, the checkpointer, the
+//!   rule book, the plugin host and mounted plugins, the hook's and the agent's options) and
+//!   reloads them. No feature module reads the deployment file.
+//! - [`config`]: the deployment file, one file per section, each parsing into the type of the
+//!   feature it configures.
+//! - [`acp`], [`claude_code`], [`tools`]: the askers (an ACP client, the Claude Code hook, the
+//!   tool runtime and its exact texts, [`tools::texts`]); [`conformance`]: the cases every build
+//!   of the example gates must pass.
+//! - [`service`]: the seam. An asker calls [`ApprovalService::request`] with an
+//!   [`ApprovalRequest`] (agent, tool name, optional call id, reason and cancellation); the
+//!   service checks the turn, audits the question, applies the session's [`policy`], runs the
+//!   waterfall and audits the decision (`request.rs`); standing rules made with a decision are
+//!   vetted and kept (`standing.rs`).
+//! - [`rules`]: standing rules, the first gate of the waterfall (after the built-in protections
+//!   and the `never` check): a matching reject rule rejects, a matching allow rule allows the one
+//!   call, anything else goes on. [`plugin`]: answerers and gates as sandboxed WebAssembly
+//!   components; a plugin that imports only the host interface decides in place on the asking
+//!   task.
+//! - [`waterfall`]: the ordered answerers (gates in front, one terminal answerer) that decide or
+//!   delegate; failures are contained as `unavailable`. A listener that sends the question out of
+//!   the process gets it only once it is durable.
+//! - [`agent`] and the session registry: who asks, and the open turn of each session.
+//! - [`audit`]: everything that makes the record: [`audit::log`] (the durable session log,
+//!   validated before commit, group-committed with `fdatasync` on a few shared commit threads,
+//!   crash-recovered on open), [`audit::store`] (the store seam and the directory store),
+//!   [`audit::postgres`], [`audit::event`], [`audit::fold`], the hash chain and signed
+//!   checkpoints, [`audit::verify`], [`audit::subscribe`] (what `serve` notifications and the
+//!   console follow), and [`audit::error::LogError`].
+//! - The vocabulary: [`outcome`] (`allowed-once | rejected | cancelled | unavailable` and
+//!   `allow-once | reject | cancel | next`), [`answer`] (what a listener says beyond its decision:
+//!   a bounded reason, a proposed standing rule, and who may make it), [`policy`] (`ask | never`
+//!   and the exact texts an agent sees), [`pem`] (certificates and keys read from files).
+//!
+//! The crate-root re-exports (`approval_host::event`, `approval_host::store`, …, and the types
+//! below) are for embedders; the crate itself uses the real paths.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), approval_host::ApprovalError> {
@@ -71,8 +80,9 @@ pub use audit::{check, event, fold, log, postgres, store, subscribe};
 pub use agent::Agent;
 pub use answer::{Answer, Proposal};
 pub use audit::error::LogError;
-pub use config::{ConfigError, Deployment, Isolation, PluginSpec, Role};
+pub use config::{ConfigError, Deployment};
 pub use outcome::{Decision, Failure, FailureKind, Outcome};
+pub use plugin::spec::{Isolation, PluginSpec, Role};
 pub use plugin::{Mounted, Plugin, PluginError, PluginHost};
 pub use policy::Policy;
 pub use postgres::{PgOptions, PgStore};

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
-use approval_host::store::validate_session_id;
+use approval_host::audit::store::validate_session_id;
 use approval_host::{ApprovalRequest, Deployment};
 use tokio_util::sync::CancellationToken;
 

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use anyhow::Result;
-use approval_host::check::check_file;
+use approval_host::audit::check::check_file;
 use approval_host::{
     ApprovalRequest, ApprovalService, DirStore, Mounted, PluginHost, PluginSpec, Policy, Role,
     bundled,

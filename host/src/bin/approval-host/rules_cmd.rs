@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use approval_host::answer::{Effect, RuleScope};
+use approval_host::audit::store::validate_session_id;
 use approval_host::rules::{self, NewRule, RuleBook, RuleView, pattern::Call};
-use approval_host::store::validate_session_id;
 use approval_host::{ApprovalError, ApprovalService, Deployment};
 use clap::{Subcommand, ValueEnum};
 

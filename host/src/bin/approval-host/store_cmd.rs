@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use anyhow::{Context, Result};
-use approval_host::check::check_bytes;
-use approval_host::postgres::DbError;
-use approval_host::store::{parse_lines, validate_session_id};
+use approval_host::audit::check::check_bytes;
+use approval_host::audit::postgres::DbError;
+use approval_host::audit::store::{parse_lines, validate_session_id};
 use approval_host::{ApprovalService, Deployment, DirStore, Store};
 use clap::Subcommand;
 

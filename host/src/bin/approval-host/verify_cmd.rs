@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
 use approval_host::DirStore;
-use approval_host::store::validate_session_id;
+use approval_host::audit::store::validate_session_id;
 
 use crate::{Context, UsageError, store_cmd};
 

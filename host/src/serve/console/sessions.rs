@@ -108,7 +108,7 @@ impl Summaries {
     ) -> Result<Vec<Arc<Summary>>, crate::audit::error::LogError> {
         let mut out = Vec::new();
         for (id, len) in store.list_lens()? {
-            if id.starts_with(crate::rules::LOG_PREFIX) {
+            if id.starts_with(crate::audit::store::RULES_LOG_PREFIX) {
                 continue;
             }
             let cached = len.and_then(|len| {
