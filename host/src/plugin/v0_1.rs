@@ -3,7 +3,6 @@
 //! stays so 0.1 plugins keep loading.
 
 use wasmtime::Store;
-use wasmtime::component::{Component, HasSelf, Linker};
 
 use super::sandbox::PluginState;
 use crate::answer::Answer;
@@ -51,39 +50,7 @@ impl host::Host for PluginState {
     }
 }
 
-/// Adds the 0.1 host interfaces to `linker`.
-pub(crate) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
-    bindings::Answerer::add_to_linker::<PluginState, HasSelf<PluginState>>(linker, |s| s)
-}
-
-/// A compiled, pre-linked 0.1 plugin, ready to instantiate.
-pub(crate) struct Template {
-    pre: bindings::AnswererPre<PluginState>,
-}
-
-/// A live 0.1 instance.
-pub(crate) struct Instance {
-    bindings: bindings::Answerer,
-}
-
-impl Template {
-    /// Links and type-checks `component` against the 0.1 world.
-    pub(crate) fn new(
-        linker: &Linker<PluginState>,
-        component: &Component,
-    ) -> wasmtime::Result<Template> {
-        let pre = linker.instantiate_pre(component)?;
-        Ok(Template {
-            pre: bindings::AnswererPre::new(pre)?,
-        })
-    }
-
-    pub(crate) fn instantiate(&self, store: &mut Store<PluginState>) -> wasmtime::Result<Instance> {
-        Ok(Instance {
-            bindings: self.pre.instantiate(store)?,
-        })
-    }
-}
+super::api::linked_world!("0.1");
 
 impl Instance {
     pub(crate) fn decide(

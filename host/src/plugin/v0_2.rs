@@ -3,7 +3,6 @@
 //! `validate-config` at load, and a richer request (arguments, cwd, sandbox mode).
 
 use wasmtime::Store;
-use wasmtime::component::{Component, HasSelf, Linker};
 
 use super::LogLevel;
 use super::sandbox::PluginState;
@@ -57,39 +56,7 @@ impl host::Host for PluginState {
     }
 }
 
-/// Adds the 0.2 host interfaces to `linker`.
-pub(crate) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
-    bindings::Answerer::add_to_linker::<PluginState, HasSelf<PluginState>>(linker, |s| s)
-}
-
-/// A compiled, pre-linked 0.2 plugin, ready to instantiate.
-pub(crate) struct Template {
-    pre: bindings::AnswererPre<PluginState>,
-}
-
-/// A live 0.2 instance.
-pub(crate) struct Instance {
-    bindings: bindings::Answerer,
-}
-
-impl Template {
-    /// Links and type-checks `component` against the 0.2 world.
-    pub(crate) fn new(
-        linker: &Linker<PluginState>,
-        component: &Component,
-    ) -> wasmtime::Result<Template> {
-        let pre = linker.instantiate_pre(component)?;
-        Ok(Template {
-            pre: bindings::AnswererPre::new(pre)?,
-        })
-    }
-
-    pub(crate) fn instantiate(&self, store: &mut Store<PluginState>) -> wasmtime::Result<Instance> {
-        Ok(Instance {
-            bindings: self.pre.instantiate(store)?,
-        })
-    }
-}
+super::api::linked_world!("0.2");
 
 impl Instance {
     /// Runs the plugin's `validate-config` over its whole config table: `Ok(Err(message))` when

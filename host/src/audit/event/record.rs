@@ -162,21 +162,7 @@ mod tests {
 
     #[test]
     fn line_round_trips() {
-        let r = Record::now(
-            7,
-            Event::Decided(Decided {
-                id: "q".into(),
-                outcome: Outcome::Cancelled,
-                answerer: None,
-                digest: None,
-                failure: None,
-                reason: None,
-                proposal: None,
-                rule_added: None,
-                rule_declined: None,
-                rule: None,
-            }),
-        );
+        let r = Record::now(7, Event::Decided(Decided::bare("q", Outcome::Cancelled)));
         let line = r.to_line();
         assert_eq!(*line.last().unwrap(), b'\n');
         let back = Record::parse_line(&line[..line.len() - 1]).unwrap();
