@@ -17,6 +17,7 @@ mod fixtures;
 mod fleet;
 mod hooks;
 mod init;
+mod layering;
 mod log_contract;
 mod on_postgres;
 mod plugin_api;

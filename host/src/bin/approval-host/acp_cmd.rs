@@ -7,7 +7,7 @@ use anyhow::{Context as _, Result};
 use approval_host::Deployment;
 use approval_host::acp::{Script, ScriptedAgent};
 
-use crate::{Context, UsageError, store_cmd, wiring};
+use crate::{Context, UsageError, wiring};
 
 /// The arguments of `acp`.
 #[derive(clap::Args, Debug)]
@@ -34,7 +34,7 @@ pub(crate) fn run(ctx: &Context, args: AcpArgs) -> Result<ExitCode> {
 async fn acp(ctx: &crate::Context, deployment: &Deployment, script: Script) -> Result<()> {
     let state_dir = ctx.dir.as_path();
     use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
-    let service = store_cmd::service(ctx, deployment)?;
+    let service = crate::wiring::service(ctx, deployment)?;
     let _plugins = wiring::mount(&service, deployment, state_dir, ctx.quiet)?;
     let agent = ScriptedAgent::new(
         service,

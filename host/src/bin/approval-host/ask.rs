@@ -9,7 +9,7 @@ use approval_host::audit::store::validate_session_id;
 use approval_host::{ApprovalRequest, Deployment};
 use tokio_util::sync::CancellationToken;
 
-use crate::{Context, UsageError, store_cmd, wiring};
+use crate::{Context, UsageError, wiring};
 
 /// The arguments of `ask`.
 #[derive(clap::Args, Debug)]
@@ -118,7 +118,7 @@ async fn ask(
         reason,
         arguments,
     } = ask;
-    let service = store_cmd::service(ctx, deployment)?;
+    let service = crate::wiring::service(ctx, deployment)?;
     let _plugins = wiring::mount(&service, deployment, state_dir, ctx.quiet)?;
     let agent = service.agent(session, agent).await?;
     if service.turn_open(session).await? {

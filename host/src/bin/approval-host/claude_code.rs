@@ -185,7 +185,7 @@ fn in_process(
     let state_dir = ctx.dir.as_path();
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
-        let service = crate::store_cmd::service(ctx, deployment)?;
+        let service = crate::wiring::service(ctx, deployment)?;
         let _plugins = crate::wiring::mount(&service, deployment, state_dir, ctx.quiet)?;
         let started = Instant::now();
         // Claude Code runs hooks of parallel tool calls at once; one process writes a log at a

@@ -164,7 +164,7 @@ fn deployment(config: Option<&Path>) -> Result<Deployment> {
 /// commands never run a gate).
 fn open(ctx: &crate::Context, deployment: &Deployment) -> Result<(ApprovalService, Arc<RuleBook>)> {
     let state_dir = ctx.dir.as_path();
-    let service = crate::store_cmd::service(ctx, deployment)?;
+    let service = crate::wiring::service(ctx, deployment)?;
     approval_host::assemble::prepare(&service, deployment, state_dir, true)
         .map_err(crate::wiring::assemble_error)?;
     let book = service.rules().expect("prepared with rules");

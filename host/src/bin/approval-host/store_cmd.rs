@@ -1,5 +1,4 @@
-//! Where a command's logs live (`--store`, `[store]`, or the state directory), and the commands
-//! that work on a store as a whole: `log`, `export`, `db migrate`, `db import`.
+//! The commands that work on a store as a whole: `log`, `export`, `db migrate`, `db import`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -10,43 +9,11 @@ use anyhow::{Context, Result};
 use approval_host::audit::check::check_bytes;
 use approval_host::audit::postgres::DbError;
 use approval_host::audit::store::{parse_lines, validate_session_id};
-use approval_host::{ApprovalService, Deployment, DirStore, Store};
+use approval_host::{Deployment, DirStore, Store};
 use clap::Subcommand;
 
+use crate::wiring::{db_error, on_database, open};
 use crate::{Context as Ctx, UsageError};
-
-/// The store of a command: `--store`, else the deployment's `[store]`, else the state directory.
-pub(crate) fn open(
-    ctx: &Ctx,
-    deployment: Option<&Deployment>,
-    migrate: bool,
-) -> Result<Arc<dyn Store>> {
-    let state_dir = ctx.dir.as_path();
-    approval_host::assemble::open_store(deployment, ctx.store.as_deref(), state_dir, migrate)
-        .map_err(db_error)
-}
-
-/// A service over the command's store.
-pub(crate) fn service(ctx: &Ctx, deployment: &Deployment) -> Result<ApprovalService> {
-    Ok(ApprovalService::with_store(
-        open(ctx, Some(deployment), false)?,
-        deployment.default_policy,
-    ))
-}
-
-/// Whether the command works on a database rather than the state directory.
-pub(crate) fn on_database(ctx: &Ctx, deployment: Option<&Deployment>) -> bool {
-    ctx.store.as_deref().is_some() || deployment.is_some_and(|d| d.store.is_some())
-}
-
-/// A store the user named wrongly (or one at the wrong schema) is a usage error (exit 2); one
-/// that cannot be reached is an error (exit 1).
-fn db_error(e: DbError) -> anyhow::Error {
-    match e {
-        DbError::Database { .. } => anyhow::Error::new(e),
-        other => UsageError(format!("store: {other}")).into(),
-    }
-}
 
 /// Where the logs are, for messages: the sessions directory or the database.
 fn place(ctx: &Ctx) -> String {

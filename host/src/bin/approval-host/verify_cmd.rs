@@ -8,7 +8,7 @@ use anyhow::{Context as _, Result};
 use approval_host::DirStore;
 use approval_host::audit::store::validate_session_id;
 
-use crate::{Context, UsageError, store_cmd};
+use crate::{Context, UsageError};
 
 /// The arguments of `verify`.
 #[derive(clap::Args, Debug)]
@@ -68,8 +68,8 @@ fn verify(
     use approval_host::audit::checkpoint::{checkpoints_in, read_checkpoints};
     let store = DirStore::new(state_dir);
     // A database is read whole per session; the directory store streams each file.
-    let database = store_cmd::on_database(ctx, None)
-        .then(|| store_cmd::open(ctx, None, false))
+    let database = crate::wiring::on_database(ctx, None)
+        .then(|| crate::wiring::open(ctx, None, false))
         .transpose()?;
     let sessions = if all {
         match &database {

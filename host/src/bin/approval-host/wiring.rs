@@ -1,15 +1,51 @@
-//! Putting a deployment together for a command: its parts through [`approval_host::assemble`],
-//! a plugin host whose compiled cache lives in the state directory, and what an assembly error
-//! means for the exit code.
+//! Putting a deployment together for a command: where its logs live (`--store`, `[store]`, or
+//! the state directory), its parts through [`approval_host::assemble`], a plugin host whose
+//! compiled cache lives in the state directory, and what a store or assembly error means for the
+//! exit code.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::Result;
 use approval_host::assemble::{self, AssembleError};
+use approval_host::audit::postgres::DbError;
 use approval_host::plugin::QuarantinePolicy;
-use approval_host::{ApprovalService, Deployment, Mounted, PluginHost};
+use approval_host::{ApprovalService, Deployment, Mounted, PluginHost, Store};
 
-use crate::{UsageError, progress};
+use crate::{Context as Ctx, UsageError, progress};
+
+/// The store of a command: `--store`, else the deployment's `[store]`, else the state directory.
+pub(crate) fn open(
+    ctx: &Ctx,
+    deployment: Option<&Deployment>,
+    migrate: bool,
+) -> Result<Arc<dyn Store>> {
+    let state_dir = ctx.dir.as_path();
+    approval_host::assemble::open_store(deployment, ctx.store.as_deref(), state_dir, migrate)
+        .map_err(db_error)
+}
+
+/// A service over the command's store.
+pub(crate) fn service(ctx: &Ctx, deployment: &Deployment) -> Result<ApprovalService> {
+    Ok(ApprovalService::with_store(
+        open(ctx, Some(deployment), false)?,
+        deployment.default_policy,
+    ))
+}
+
+/// Whether the command works on a database rather than the state directory.
+pub(crate) fn on_database(ctx: &Ctx, deployment: Option<&Deployment>) -> bool {
+    ctx.store.as_deref().is_some() || deployment.is_some_and(|d| d.store.is_some())
+}
+
+/// A store the user named wrongly (or one at the wrong schema) is a usage error (exit 2); one
+/// that cannot be reached is an error (exit 1).
+pub(crate) fn db_error(e: DbError) -> anyhow::Error {
+    match e {
+        DbError::Database { .. } => anyhow::Error::new(e),
+        other => UsageError(format!("store: {other}")).into(),
+    }
+}
 
 /// A plugin host keeping compiled components under `<state-dir>/cache`: a command run per tool
 /// call (`ask`, the Claude Code hook) would otherwise compile a Python or JavaScript plugin, which
