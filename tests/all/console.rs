@@ -22,6 +22,8 @@ const AGENT: &str = "aht_agent_only_token_for_tests_0000000000000000000000000000
 pub(crate) const ADMIN: &str = "aht_admin_token_for_tests_0000000000000000000000000000000000000000";
 /// An answerer limited to sessions starting with `team-`.
 const TEAM: &str = "aht_team_answerer_token_for_tests_00000000000000000000000000000000000";
+/// An admin limited to sessions starting with `team-`.
+const TEAM_ADMIN: &str = "aht_team_admin_token_for_tests_000000000000000000000000000000000000000";
 
 const PATIENCE: Duration = Duration::from_secs(20);
 
@@ -46,11 +48,13 @@ async fn server_on(
              [[token]]\nname = \"console\"\nsha256 = \"{}\"\nroles = [\"answerer\"]\n\n\
              [[token]]\nname = \"ci\"\nsha256 = \"{}\"\nroles = [\"agent\"]\n\n\
              [[token]]\nname = \"root\"\nsha256 = \"{}\"\nroles = [\"admin\"]\n\n\
-             [[token]]\nname = \"team\"\nsha256 = \"{}\"\nroles = [\"answerer\"]\nsessions = [\"team-\"]\n",
+             [[token]]\nname = \"team\"\nsha256 = \"{}\"\nroles = [\"answerer\"]\nsessions = [\"team-\"]\n\n\
+             [[token]]\nname = \"team-admin\"\nsha256 = \"{}\"\nroles = [\"admin\"]\nsessions = [\"team-\"]\n",
             auth::token_hash(ANSWERER),
             auth::token_hash(AGENT),
             auth::token_hash(ADMIN),
-            auth::token_hash(TEAM)
+            auth::token_hash(TEAM),
+            auth::token_hash(TEAM_ADMIN)
         ),
     )
     .unwrap();
@@ -1221,4 +1225,74 @@ async fn a_long_session_shows_its_latest_entries_and_all_on_request() {
         filtered.contains("<a href=\"/sessions/long?tool=bash&amp;all=1\">show all</a>"),
         "{filtered}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_limited_to_some_sessions_changes_only_their_session_rules_on_the_rules_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, addr) = server(dir.path(), 60).await;
+    let (root, root_csrf) = log_in_as(addr, ADMIN).await;
+    let reply = http(
+        addr,
+        "POST",
+        "/rules/add",
+        Some(&root),
+        Some(&[
+            ("csrf", &root_csrf),
+            ("rule", "bash(make test)"),
+            ("scope", "project"),
+        ]),
+    )
+    .await;
+    assert_eq!(reply.status, 303, "{}", reply.body);
+    let project = server.service().rules().unwrap().list(None)[0].id.clone();
+
+    let (team, csrf) = log_in_as(addr, TEAM_ADMIN).await;
+    for scope in ["project", "user"] {
+        let reply = http(
+            addr,
+            "POST",
+            "/rules/add",
+            Some(&team),
+            Some(&[("csrf", &csrf), ("rule", "bash(ls)"), ("scope", scope)]),
+        )
+        .await;
+        assert_eq!(reply.status, 400, "{}", reply.body);
+        let said = format!(
+            "<p class=\"error\" role=\"alert\">token &quot;team-admin&quot; is limited to some \
+             sessions and so may add only session rules in them, not a {scope} rule</p>"
+        );
+        assert!(reply.body.contains(&said), "{}", reply.body);
+    }
+    let reply = http(
+        addr,
+        "POST",
+        "/rules/revoke",
+        Some(&team),
+        Some(&[("csrf", &csrf), ("id", &project)]),
+    )
+    .await;
+    assert_eq!(reply.status, 403, "{}", reply.body);
+    let said = format!(
+        "token &quot;team-admin&quot; is limited to some sessions and so may revoke only their \
+         session rules; rule &quot;{project}&quot; is not one"
+    );
+    assert!(reply.body.contains(&said), "{}", reply.body);
+    assert_eq!(server.service().rules().unwrap().list(None).len(), 1);
+
+    // A session rule in one of its sessions: added.
+    let reply = http(
+        addr,
+        "POST",
+        "/rules/add",
+        Some(&team),
+        Some(&[
+            ("csrf", &csrf),
+            ("rule", "bash(ls)"),
+            ("scope", "session"),
+            ("session", "team-1"),
+        ]),
+    )
+    .await;
+    assert_eq!(reply.status, 303, "{}", reply.body);
 }

@@ -20,6 +20,7 @@ mod init;
 mod layering;
 mod log_contract;
 mod on_postgres;
+mod ownership;
 mod plugin_api;
 mod plugins;
 mod policy;

@@ -5,7 +5,7 @@
 //! [[answerer]]
 //! kind = "web"
 //! timeout_s = 300          # then the question settles `unavailable` (never a grant)
-//! sessions = ["ci-"]       # optional: the session-id prefixes it answers for
+//! sessions = ["ci-"]       # optional: the sessions it answers for (prefixes end with - _ or .)
 //! ```
 
 use std::time::Duration;
@@ -25,7 +25,8 @@ pub const DEFAULT_WEB_TIMEOUT: Duration = Duration::from_secs(300);
 pub struct WebAnswererSpec {
     /// How long a question waits for a click.
     pub timeout: Duration,
-    /// The session-id prefixes it answers for; empty: every session.
+    /// The sessions it answers for, as a token's `sessions` (see
+    /// [`super::token::grants_session`]); empty: every session.
     pub sessions: Vec<String>,
 }
 
@@ -49,7 +50,10 @@ pub(super) fn parse(
             }
             "sessions" => {
                 let list = v.as_array().ok_or_else(|| {
-                    ctx.err(&place, "sessions must be a list of session-id prefixes")
+                    ctx.err(
+                        &place,
+                        "sessions must be a list of session-id prefixes or ids",
+                    )
                 })?;
                 for p in list {
                     sessions.push(string(ctx, &place, "sessions", p)?.to_owned());

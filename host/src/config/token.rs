@@ -5,8 +5,12 @@
 //! name = "ci-runners"                  # appears in logs and in the audit of what it did
 //! sha256 = "9f2c…"                     # SHA-256 of the token (`approval-host token new` prints both)
 //! roles = ["agent"]                    # agent, answerer, admin
-//! sessions = ["ci-"]                   # optional: the session-id prefixes it may open
+//! sessions = ["ci-"]                   # optional: the sessions it may open
 //! ```
+//!
+//! A `sessions` entry ending with `-`, `_` or `.` is a prefix and grants whole segments: `ci-`
+//! grants `ci-7` and `ci-build.2`. Any other entry is one whole session id: `ci` grants `ci`,
+//! never `cider-prod`.
 //!
 //! Only the hash is kept: a token is 32 random bytes, so a plain SHA-256 of it cannot be
 //! reversed by guessing, and checking it costs one hash.
@@ -19,6 +23,47 @@ use super::ConfigError;
 use super::read::{Ctx, string, unknown_key};
 
 const KEYS: [&str; 4] = ["name", "sha256", "roles", "sessions"];
+
+/// The characters a session-id prefix ends with: where one segment of an id ends.
+pub const PREFIX_ENDS: [char; 3] = ['-', '_', '.'];
+
+/// Whether the `sessions` entry `entry` grants `session`: a prefix (ending with one of
+/// [`PREFIX_ENDS`]) grants the ids that start with it; any other entry grants exactly that id.
+pub fn grants_session(entry: &str, session: &str) -> bool {
+    if entry.ends_with(PREFIX_ENDS) {
+        session.starts_with(entry)
+    } else {
+        session == entry
+    }
+}
+
+/// Whether `entry` is a prefix (it ends where a segment ends) rather than one whole id.
+pub fn is_prefix(entry: &str) -> bool {
+    entry.ends_with(PREFIX_ENDS)
+}
+
+/// How a token's `sessions` read to a person: `sessions starting with "ci-"`, `the session
+/// "nightly"`, or both joined by `or`.
+pub fn describe_sessions(entries: &[String]) -> String {
+    let quoted = |prefix: bool| {
+        entries
+            .iter()
+            .filter(|e| is_prefix(e) == prefix)
+            .map(|e| format!("{e:?}"))
+            .collect::<Vec<_>>()
+    };
+    let (prefixes, whole) = (quoted(true), quoted(false));
+    let mut parts = Vec::new();
+    if !prefixes.is_empty() {
+        parts.push(format!("sessions starting with {}", prefixes.join(", ")));
+    }
+    match whole.len() {
+        0 => {}
+        1 => parts.push(format!("the session {}", whole[0])),
+        _ => parts.push(format!("the sessions {}", whole.join(", "))),
+    }
+    parts.join(" or ")
+}
 
 /// What a token's holder may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -67,7 +112,8 @@ pub struct TokenSpec {
     pub sha256: String,
     /// What it may do.
     pub roles: Vec<TokenRole>,
-    /// The session-id prefixes it may open; empty: any session.
+    /// The sessions it may open (prefixes and whole ids, see [`grants_session`]); empty: any
+    /// session.
     pub sessions: Vec<String>,
 }
 
@@ -118,14 +164,17 @@ pub(super) fn parse(ctx: &Ctx, value: &Value, index: usize) -> Result<TokenSpec,
             }
             "sessions" => {
                 let list = v.as_array().ok_or_else(|| {
-                    ctx.err(&place, "sessions must be a list of session-id prefixes")
+                    ctx.err(
+                        &place,
+                        "sessions must be a list of session-id prefixes or ids",
+                    )
                 })?;
                 for p in list {
                     let p = string(ctx, &place, "sessions", p)?;
                     if crate::audit::store::validate_session_id(p).is_err() {
                         return Err(ctx.err(
                             &place,
-                            format!("sessions: {p:?} is not a session-id prefix (A-Z a-z 0-9 . _ -, not starting with a dot)"),
+                            format!("sessions: {p:?} is not a session-id prefix or id (A-Z a-z 0-9 . _ -, not starting with a dot)"),
                         ));
                     }
                     sessions.push(p.to_owned());

@@ -11,7 +11,6 @@ use tokio::sync::oneshot;
 use super::connection::Conn;
 use super::{Inner, RULE_DECLINED, rpc};
 use crate::answer::{Answer, Authority, Effect, RuleScope, clean_reason};
-use crate::config::token::TokenRole;
 use crate::outcome::{Decision, Failure};
 use crate::waterfall::{AnswerFuture, Listener, ListenerFuture, Question};
 
@@ -71,17 +70,10 @@ impl Listener for ClientAnswerer {
         if !owned {
             return next();
         }
-        // A person at the host (stdio, a socket without tokens) or an admin may make rules of
-        // any scope with an answer; an answerer token, session rules only.
-        let authority = if conn
+        let authority = conn
             .lock_grant()
             .as_ref()
-            .is_some_and(|g| g.roles.contains(&TokenRole::Admin))
-        {
-            Authority::Person
-        } else {
-            Authority::Answerer
-        };
+            .map_or(Authority::Answerer, super::auth::Grant::authority);
         let call_tool = question.tool_name().to_owned();
         let call_arguments = question.arguments();
         let call_cwd = question.cwd().map(str::to_owned);

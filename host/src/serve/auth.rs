@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use crate::config::token::{TokenRole, TokenSpec};
+use crate::answer::{Authority, RuleScope};
+use crate::config::token::{TokenRole, TokenSpec, grants_session};
+use crate::rules::RuleView;
 
 /// Failed attempts a peer may make within [`FAILURE_WINDOW`].
 pub const MAX_FAILURES: u32 = 5;
@@ -47,7 +49,7 @@ pub struct Grant {
     pub name: String,
     /// Its roles.
     pub roles: Vec<TokenRole>,
-    /// The session-id prefixes it may open; empty: any.
+    /// The sessions it may open (prefixes and whole ids); empty: any.
     pub sessions: Vec<String>,
 }
 
@@ -68,7 +70,55 @@ impl Grant {
 
     /// Whether it may open `session`.
     pub fn may_open(&self, session: &str) -> bool {
-        self.sessions.is_empty() || self.sessions.iter().any(|p| session.starts_with(p))
+        self.sessions.is_empty() || self.sessions.iter().any(|p| grants_session(p, session))
+    }
+
+    /// Whether it is limited to some sessions.
+    pub fn is_limited(&self) -> bool {
+        !self.sessions.is_empty()
+    }
+
+    /// Which standing rules its answers may make: any scope for an admin of every session (a
+    /// person at the host is one), session rules for anyone else (an answerer, an admin limited
+    /// to some sessions).
+    pub fn authority(&self) -> Authority {
+        if self.roles.contains(&TokenRole::Admin) && !self.is_limited() {
+            Authority::Person
+        } else {
+            Authority::Answerer
+        }
+    }
+
+    /// Refuses a standing rule a token limited to some sessions may not add: anything but a
+    /// session rule in one of its sessions (a project or user rule decides every session's calls).
+    pub fn may_add_rule(&self, scope: RuleScope, session: Option<&str>) -> Result<(), String> {
+        if !self.is_limited() {
+            return Ok(());
+        }
+        match (scope, session) {
+            (RuleScope::Session, Some(s)) if self.may_open(s) => Ok(()),
+            _ => Err(format!(
+                "token {:?} is limited to some sessions and so may add only session rules in them, \
+                 not a {scope} rule",
+                self.name
+            )),
+        }
+    }
+
+    /// Refuses revoking the rule `id` (`rule`, when it is active) for a token limited to some
+    /// sessions, unless it is a session rule of one of them.
+    pub fn may_revoke_rule(&self, id: &str, rule: Option<&RuleView>) -> Result<(), String> {
+        if !self.is_limited() {
+            return Ok(());
+        }
+        match rule.and_then(|r| r.session.as_deref()) {
+            Some(s) if self.may_open(s) => Ok(()),
+            _ => Err(format!(
+                "token {:?} is limited to some sessions and so may revoke only their session \
+                 rules; rule {id:?} is not one",
+                self.name
+            )),
+        }
     }
 }
 

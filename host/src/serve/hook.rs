@@ -2,13 +2,67 @@
 //! process (`approval-host hook claude-code --socket PATH`) costs a connection instead of
 //! loading every plugin. The call goes through exactly the sequence the in-process hook writes
 //! ([`crate::claude_code`]); parallel calls of one session share a turn.
+//!
+//! A Claude Code session belongs to the first token that asks about it here ([`HookOwners`]);
+//! another token, or a session a connection opened with `session/open`, is refused, so one
+//! client can neither end another's turn (cancelling its questions) nor write into its log.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
 
 use serde_json::{Value, json};
 
 use crate::claude_code::{self, HookInput, HookOptions, HookTurns, WhenUndecided};
 use crate::service::ApprovalService;
 
-use super::rpc::{RpcError, opt_str_param};
+use super::rpc::{self, RpcError, opt_str_param};
+
+/// Which token asks about each Claude Code session through `hook/claude-code`, for the server's
+/// life.
+#[derive(Debug, Default)]
+pub(super) struct HookOwners {
+    owners: Mutex<HashMap<String, String>>,
+}
+
+impl HookOwners {
+    /// Claims `session` for `token`, or refuses when another token asks about it.
+    pub(super) fn claim(&self, session: &str, token: &str) -> Result<(), RpcError> {
+        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        let owner = owners
+            .entry(session.to_owned())
+            .or_insert_with(|| token.to_owned());
+        if owner == token {
+            Ok(())
+        } else {
+            Err(asked_by_another(session))
+        }
+    }
+
+    /// Refuses `session/open` by `token` of a session another token asks about here.
+    pub(super) fn check_open(&self, session: &str, token: &str) -> Result<(), RpcError> {
+        let owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        match owners.get(session) {
+            Some(owner) if owner != token => Err(asked_by_another(session)),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn asked_by_another(session: &str) -> RpcError {
+    RpcError::new(
+        rpc::NOT_OWNER,
+        format!("session {session:?} is asked about through hook/claude-code by another token"),
+    )
+}
+
+/// The Claude Code session a `hook/claude-code` call is about, if its input names a valid one
+/// (an input without one is refused by [`call`]).
+pub(super) fn session_of(params: &Value) -> Option<&str> {
+    let session = params.get("input")?.get("session_id")?.as_str()?;
+    crate::audit::store::validate_session_id(session)
+        .is_ok()
+        .then_some(session)
+}
 
 /// Answers one hook input: `params = {input: <the hook's stdin JSON>, whenUndecided?}`; the
 /// result is `{output: <what the hook prints, or null to print nothing>, outcome, answerer?}`.

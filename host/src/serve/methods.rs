@@ -58,17 +58,13 @@ impl Server {
                     return Err(RpcError::new(
                         auth::FORBIDDEN,
                         format!(
-                            "token {:?} may not open session {session:?}: it may open sessions starting with {}",
+                            "token {:?} may not open session {session:?}: it may open {}",
                             grant.name,
-                            grant
-                                .sessions
-                                .iter()
-                                .map(|p| format!("{p:?}"))
-                                .collect::<Vec<_>>()
-                                .join(", ")
+                            crate::config::token::describe_sessions(&grant.sessions)
                         ),
                     ));
                 }
+                self.inner.hook_owners.check_open(session, &grant.name)?;
                 let agent_id = str_param(&params, "agentId")?;
                 let parent_id = opt_str_param(&params, "parentAgentId")?;
                 if let Some(e) = self.inner.lock_sessions().get(session) {
@@ -224,6 +220,17 @@ impl Server {
                         ),
                     ));
                 }
+                if let Some(session) = hook::session_of(&params) {
+                    if let Some(e) = self.inner.lock_sessions().get(session)
+                        && e.owner != conn.id
+                    {
+                        return Err(RpcError::new(
+                            rpc::NOT_OWNER,
+                            format!("session {session:?} is owned by another connection"),
+                        ));
+                    }
+                    self.inner.hook_owners.claim(session, &grant.name)?;
+                }
                 let base = self
                     .inner
                     .hook_options
@@ -240,6 +247,7 @@ impl Server {
                 rules::call(
                     service,
                     &format!("client-{}", conn.id),
+                    &grant,
                     m,
                     &params,
                     session.as_deref(),

@@ -98,6 +98,8 @@ struct Inner {
     hook_options: Mutex<crate::claude_code::HookOptions>,
     /// The turns of Claude Code sessions asked through `hook/claude-code`.
     hook_turns: crate::claude_code::HookTurns,
+    /// Which token asks about each Claude Code session.
+    hook_owners: hook::HookOwners,
     /// The deployment's tokens and the failed attempts per peer.
     gatekeeper: Arc<auth::Gatekeeper>,
     /// The questions waiting on the web console, when the deployment has `[[answerer]] kind =
@@ -189,6 +191,7 @@ impl Server {
                 next_conn: AtomicU64::new(1),
                 hook_options: Mutex::new(hook_options),
                 hook_turns: crate::claude_code::HookTurns::default(),
+                hook_owners: hook::HookOwners::default(),
                 gatekeeper,
                 web,
             }),

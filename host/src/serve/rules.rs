@@ -10,6 +10,7 @@ use crate::rules::{NewRule, RuleError};
 use crate::service::ApprovalError;
 use crate::service::ApprovalService;
 
+use super::auth::{self, Grant};
 use super::rpc::{self, RpcError, opt_str_param, str_param};
 
 fn scope_param(params: &Value) -> Result<Option<RuleScope>, RpcError> {
@@ -34,11 +35,12 @@ fn rule_error(e: ApprovalError) -> RpcError {
     }
 }
 
-/// Runs a `rules/*` method for the client `client`; `session` is the session named by the
-/// params, already checked to be the client's own.
+/// Runs a `rules/*` method for the client `client` holding `grant`; `session` is the session
+/// named by the params, already checked to be the client's own.
 pub(super) async fn call(
     service: &ApprovalService,
     client: &str,
+    grant: &Grant,
     method: &str,
     params: &Value,
     session: Option<&str>,
@@ -73,6 +75,9 @@ pub(super) async fn call(
                 }
             };
             let scope = scope_param(params)?.unwrap_or(RuleScope::Project);
+            grant
+                .may_add_rule(scope, session)
+                .map_err(|e| RpcError::new(auth::FORBIDDEN, e))?;
             if scope == RuleScope::Session && session.is_none() {
                 return Err(RpcError::params(
                     "a session rule needs the sessionId of a session this connection owns",
@@ -103,6 +108,10 @@ pub(super) async fn call(
         }
         "rules/revoke" => {
             let id = str_param(params, "id")?;
+            let rule = book.list(None).into_iter().find(|r| r.id == id);
+            grant
+                .may_revoke_rule(id, rule.as_ref())
+                .map_err(|e| RpcError::new(auth::FORBIDDEN, e))?;
             let reason = opt_str_param(params, "reason")?.map(str::to_owned);
             service
                 .revoke_rule(id, &format!("serve:{client}"), reason)

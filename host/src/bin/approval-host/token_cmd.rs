@@ -26,9 +26,13 @@ pub(crate) enum TokenCommand {
         /// What it may do (repeatable): agent, answerer, admin.
         #[arg(long = "role", value_name = "ROLE", required = true)]
         roles: Vec<String>,
-        /// Limit it to sessions whose id starts with PREFIX (repeatable).
+        /// Limit it to sessions whose id starts with PREFIX (repeatable). A prefix ends with
+        /// `-`, `_` or `.`, so it grants whole segments: `ci-` grants ci-7, never cider-prod.
         #[arg(long = "sessions", value_name = "PREFIX")]
         sessions: Vec<String>,
+        /// Limit it to exactly the session ID (repeatable).
+        #[arg(long = "session", value_name = "ID")]
+        session: Vec<String>,
         /// Append the entry to this deployment file.
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
@@ -47,10 +51,33 @@ pub(crate) fn run(command: TokenCommand) -> Result<ExitCode> {
         name,
         roles,
         sessions,
+        session,
         config,
         ..
     } = command;
-    token_new(&name, &roles, &sessions, config.as_deref())
+    for prefix in &sessions {
+        if !approval_host::config::token::is_prefix(prefix) {
+            return Err(UsageError(format!(
+                "--sessions {prefix:?}: a prefix must end with \"-\", \"_\" or \".\" so that it grants \
+                 whole segments only ({prefix:?} would grant {:?} too); write --sessions {:?}, or \
+                 --session {prefix:?} for exactly that session",
+                format!("{prefix}x"),
+                format!("{prefix}-")
+            ))
+            .into());
+        }
+    }
+    for id in &session {
+        if approval_host::config::token::is_prefix(id) {
+            return Err(UsageError(format!(
+                "--session {id:?}: a session id does not end with \"-\", \"_\" or \".\" (that is a \
+                 prefix: --sessions {id:?})"
+            ))
+            .into());
+        }
+    }
+    let all: Vec<String> = sessions.into_iter().chain(session).collect();
+    token_new(&name, &roles, &all, config.as_deref())
 }
 
 /// `token new`: a fresh token, printed once, and its `[[token]]` entry.

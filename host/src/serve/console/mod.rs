@@ -89,14 +89,9 @@ impl Viewer {
         self.grant.roles.contains(&TokenRole::Admin)
     }
 
-    /// Which standing rules their answers may make: any scope for an admin, session rules
-    /// for an answerer.
+    /// Which standing rules their answers may make ([`Grant::authority`]).
     pub fn authority(&self) -> crate::answer::Authority {
-        if self.is_admin() {
-            crate::answer::Authority::Person
-        } else {
-            crate::answer::Authority::Answerer
-        }
+        self.grant.authority()
     }
 
     /// Whether they may see `session`.

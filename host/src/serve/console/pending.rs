@@ -292,7 +292,11 @@ impl Listener for WebAnswerer {
     fn answer(&self, question: &Question) -> Option<(Option<Arc<str>>, AnswerFuture)> {
         let session = question.session_id();
         if !self.spec.sessions.is_empty()
-            && !self.spec.sessions.iter().any(|p| session.starts_with(p))
+            && !self
+                .spec
+                .sessions
+                .iter()
+                .any(|p| crate::config::token::grants_session(p, session))
         {
             return Some((None, Box::pin(async { Ok(Answer::from(Decision::Next)) })));
         }

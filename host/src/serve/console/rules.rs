@@ -109,6 +109,7 @@ impl AddForm {
             }
             _ => None,
         };
+        viewer.grant.may_add_rule(scope, session.as_deref())?;
         let lasts = match self.lasts.trim() {
             "" => None,
             d => Some(humantime::parse_duration(d).map_err(|e| format!("for {d:?}: {e}"))?),
@@ -177,6 +178,18 @@ pub async fn revoke(
         return refused.into_response();
     }
     let reason = Some(form.reason.trim().to_owned()).filter(|r| !r.is_empty());
+    let service = console.server.service();
+    let rule = service
+        .rules()
+        .and_then(|book| book.list(None).into_iter().find(|r| r.id == form.id));
+    let allowed = viewer.grant.may_revoke_rule(&form.id, rule.as_ref());
+    if let Err(e) = allowed {
+        return (
+            StatusCode::FORBIDDEN,
+            render(&console, &viewer, Some(&e), &AddForm::default()),
+        )
+            .into_response();
+    }
     match console
         .server
         .service()
