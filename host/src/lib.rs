@@ -36,7 +36,8 @@
 //! - The vocabulary: [`outcome`] (`allowed-once | rejected | cancelled | unavailable` and
 //!   `allow-once | reject | cancel | next`), [`answer`] (what a listener says beyond its decision:
 //!   a bounded reason, a proposed standing rule, and who may make it), [`policy`] (`ask | never`
-//!   and the exact texts an agent sees), [`pem`] (certificates and keys read from files).
+//!   and the exact texts an agent sees), [`pem`] (certificates and keys read from files), [`private`] (files and directories only the
+//!   host's user may read).
 //!
 //! The crate-root re-exports (`approval_host::event`, `approval_host::store`, …, and the types
 //! below) are for embedders; the crate itself uses the real paths.
@@ -68,6 +69,7 @@ pub mod outcome;
 pub mod pem;
 pub mod plugin;
 pub mod policy;
+pub mod private;
 pub mod rules;
 pub mod serve;
 pub mod service;

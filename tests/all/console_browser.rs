@@ -97,6 +97,21 @@ async fn live(browser: &Client) {
     wait_for(browser, "section#pending[data-ready]").await;
 }
 
+/// Marks the page showing now, so that `live_anew` can tell it from the page a form's submission
+/// (or a reload) brings next: a service settles a question before the browser has loaded the page
+/// the answer redirects to, and an element found on the old page goes stale under the test.
+async fn mark_page(browser: &Client) {
+    browser
+        .execute("document.documentElement.dataset.old = 'yes'", vec![])
+        .await
+        .unwrap();
+}
+
+/// Waits until a page other than the one `mark_page` marked is showing and following the stream.
+async fn live_anew(browser: &Client) {
+    wait_for(browser, "html:not([data-old]) section#pending[data-ready]").await;
+}
+
 async fn wait_for(browser: &Client, css: &str) -> Element {
     browser
         .wait()
@@ -225,6 +240,7 @@ async fn in_a_browser_keys_reject_with_a_reason_always_allow_saves_the_edited_ru
     .await;
     wait_for(&browser, "article.question.selected").await;
     live(&browser).await;
+    mark_page(&browser).await;
     press(&browser, 'r').await;
     browser
         .active_element()
@@ -237,6 +253,7 @@ async fn in_a_browser_keys_reject_with_a_reason_always_allow_saves_the_edited_ru
     assert_eq!(verdict.outcome, Outcome::Rejected);
     assert_eq!(verdict.reason.as_deref(), Some("not before the review"));
     assert_eq!(verdict.answerer.as_deref(), Some("web:console"));
+    live_anew(&browser).await;
 
     // Two questions: `j` selects the second, `a` allows it; the first keeps waiting.
     let first = crate::console::ask_call(
@@ -265,11 +282,13 @@ async fn in_a_browser_keys_reject_with_a_reason_always_allow_saves_the_edited_ru
         tokio::task::yield_now().await;
     }
     live(&browser).await;
+    mark_page(&browser).await;
     press(&browser, 'j').await;
     press(&browser, 'a').await;
     let verdict = verdict_of(second).await;
     assert_eq!(verdict.outcome, Outcome::AllowedOnce);
     assert!(!first.is_finished());
+    live_anew(&browser).await;
 
     // Always allow, with the offered rule narrowed first.
     let always = wait_for(&browser, "article.question details.always").await;
@@ -290,6 +309,7 @@ async fn in_a_browser_keys_reject_with_a_reason_always_allow_saves_the_edited_ru
     );
     rule.clear().await.unwrap();
     rule.send_keys("bash(ls -la:*)").await.unwrap();
+    mark_page(&browser).await;
     always
         .find(Locator::Css("button.allow"))
         .await
@@ -304,6 +324,7 @@ async fn in_a_browser_keys_reject_with_a_reason_always_allow_saves_the_edited_ru
         rules.iter().map(|r| r.rule.as_str()).collect::<Vec<_>>(),
         ["bash(ls -la:*)"]
     );
+    live_anew(&browser).await;
 
     // A question cancelled by its asker leaves the open page at once, saying so.
     let cancel = CancellationToken::new();

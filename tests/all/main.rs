@@ -25,6 +25,7 @@ mod plugin_api;
 mod plugins;
 mod policy;
 mod postgres_store;
+mod private_by_default;
 mod reload;
 mod rule_corpus;
 mod rules;

@@ -329,3 +329,31 @@ async fn tls_to_the_database_trusts_the_named_authority_and_no_other() {
         format!("store TLS: {}: no CERTIFICATE in the file", empty.display())
     );
 }
+
+#[tokio::test]
+async fn over_tcp_a_url_without_sslmode_is_tls_with_the_certificate_checked() {
+    let url = std::env::var("APPROVAL_HOST_TEST_POSTGRES_TLS")
+        .expect("run the tests through .ci/with-postgres (it serves TLS on a loopback port)");
+    let ca = std::env::var("APPROVAL_HOST_TEST_POSTGRES_CA").unwrap();
+    let schema = fresh_schema();
+    let search_path = schema.rsplit(' ').next().unwrap();
+    let unwritten = url.replace("sslmode=require", "");
+    assert!(!unwritten.contains("sslmode"), "{unwritten}");
+
+    // No sslmode, or libpq's verify-full: TLS, and the certificate must chain to the CA file.
+    for url in [
+        format!("{unwritten} {search_path}"),
+        format!("{unwritten} sslmode=verify-full {search_path}"),
+    ] {
+        let mut options = PgOptions::new(&url);
+        options.migrate = true;
+        options.ca_file = Some(ca.clone().into());
+        let store = PgStore::connect(options.clone()).unwrap();
+        assert!(store.log_len("s1").unwrap().is_none_or(|n| n == 0));
+        // The system's authorities do not know the test's certificate: refused, never
+        // plaintext.
+        options.ca_file = None;
+        let err = PgStore::connect(options).unwrap_err();
+        assert!(err.to_string().contains("certificate"), "{url}: {err}");
+    }
+}

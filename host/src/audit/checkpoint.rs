@@ -274,9 +274,9 @@ impl Checkpointer {
 fn append_synced(path: &Path, line: &[u8]) -> io::Result<()> {
     let with_path = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(with_path)?;
+    crate::private::create_dir_all(dir).map_err(with_path)?;
     let created = !path.exists();
-    let mut file = OpenOptions::new()
+    let mut file = crate::private::open_options()
         .create(true)
         .append(true)
         .open(path)

@@ -5,7 +5,7 @@
 //! (`fdatasync`); a torn last line left by a crash is truncated on open, with a warning, and every
 //! complete line survives; and one process at a time writes a session (an exclusive file lock).
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -243,10 +243,10 @@ impl Store for DirStore {
     fn open(&self, session: &str) -> Result<OpenedLog, LogError> {
         validate_session_id(session)?;
         let dir = self.sessions_dir();
-        fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
+        crate::private::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
         let path = self.session_path(session);
         let existed = path.exists();
-        let mut file = OpenOptions::new()
+        let mut file = crate::private::open_options()
             .read(true)
             .append(true)
             .create(true)

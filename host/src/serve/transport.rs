@@ -1,10 +1,35 @@
-//! Where `serve` listens: stdio, a Unix socket (0600), TCP with TLS, and the web console's HTTP.
+//! Where `serve` listens: stdio, a Unix socket (0600 from the start), TCP with TLS, and the web
+//! console's HTTP.
 
 use std::path::Path;
 
 use tokio::sync::oneshot;
 
 use super::{ServeError, Server, console, tls};
+
+/// Binds a Unix socket at `path` that only the owner may connect to, and that nobody else can
+/// reach even for an instant: it is bound inside a fresh `0700` directory beside `path`, made
+/// `0600` there, then renamed into place. (Binding at `path` and changing its mode after would
+/// leave a window in which the socket has the umask's mode.)
+fn bind_private(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
+    use std::os::unix::fs::PermissionsExt;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let private = tempfile::Builder::new()
+        .prefix(".approval-host-socket-")
+        .permissions(std::fs::Permissions::from_mode(crate::private::DIR_MODE))
+        .tempdir_in(parent)?;
+    let inside = private.path().join("socket");
+    let listener = tokio::net::UnixListener::bind(&inside)?;
+    std::fs::set_permissions(
+        &inside,
+        std::fs::Permissions::from_mode(crate::private::FILE_MODE),
+    )?;
+    std::fs::rename(&inside, path)?;
+    Ok(listener)
+}
 
 impl Server {
     /// Serves one client on stdin/stdout until stdin closes.
@@ -25,14 +50,8 @@ impl Server {
             std::fs::remove_file(path)
                 .map_err(|e| ServeError::Io(format!("{}: {e}", path.display())))?;
         }
-        let listener = tokio::net::UnixListener::bind(path)
-            .map_err(|e| ServeError::Io(format!("{}: {e}", path.display())))?;
-        // Only the owner may connect; with tokens declared, each connection also authenticates.
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-                .map_err(|e| ServeError::Io(format!("{}: {e}", path.display())))?;
-        }
+        let listener =
+            bind_private(path).map_err(|e| ServeError::Io(format!("{}: {e}", path.display())))?;
         loop {
             let (stream, _) = listener
                 .accept()

@@ -35,15 +35,15 @@ mod options;
 pub mod schema;
 
 use lease::renew_leases;
-use options::tls_connector;
 pub use options::{
-    DEFAULT_LEASE, DEFAULT_MAX_CONNECTIONS, DbError, PASSWORD_ENV, PgOptions, check_url,
+    DEFAULT_LEASE, DEFAULT_MAX_CONNECTIONS, DbError, PASSWORD_ENV, PgOptions, Transport, check_url,
+    transport,
 };
+use options::{parse_url, tls_connector};
 
 use std::collections::HashSet;
 use std::future::Future;
 use std::io;
-use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -202,8 +202,16 @@ impl PgStore {
     /// Connects, checks (or, with [`PgOptions::migrate`], brings up to date) the schema, and
     /// starts renewing leases.
     pub fn connect(options: PgOptions) -> Result<PgStore, DbError> {
-        let mut config = tokio_postgres::Config::from_str(&options.url)
-            .map_err(|e| DbError::Url(e.to_string()))?;
+        let (mut config, transport) = parse_url(&options.url)?;
+        match transport {
+            Transport::Opportunistic => tracing::warn!(
+                "the store URL says sslmode=prefer: a man in the middle can make the database connection plaintext; leave sslmode out (TLS, certificate checked) unless the network is trusted"
+            ),
+            Transport::Plain => tracing::warn!(
+                "the store URL says sslmode=disable: the database connection is plaintext"
+            ),
+            Transport::Verified | Transport::Local => {}
+        }
         if let Some(password) = &options.password {
             config.password(password.as_bytes());
         }

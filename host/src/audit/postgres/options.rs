@@ -142,9 +142,72 @@ pub const PASSWORD_ENV: &str = "APPROVAL_HOST_DB_PASSWORD";
 /// Checks a store URL given where it could be seen (a command line, a deployment file): it must
 /// parse and must not carry a password.
 pub fn check_url(url: &str) -> Result<(), DbError> {
-    let config = tokio_postgres::Config::from_str(url).map_err(|e| DbError::Url(e.to_string()))?;
+    let (config, _) = parse_url(url)?;
     if config.get_password().is_some() {
         return Err(DbError::PasswordInUrl { env: PASSWORD_ENV });
     }
     Ok(())
+}
+
+/// How a store URL's connections are protected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// TLS, with the server's certificate checked against the CA file or the system's
+    /// authorities and its name against the host: a server without TLS, or a man in the middle,
+    /// is refused. The default over TCP (and what `verify-full`, `verify-ca` and `require` ask).
+    Verified,
+    /// TLS when the server offers it, plaintext otherwise: written as `sslmode=prefer`, warned of.
+    Opportunistic,
+    /// Plaintext: written as `sslmode=disable`, warned of.
+    Plain,
+    /// A Unix socket: local, no TLS.
+    Local,
+}
+
+/// The `sslmode` a URL writes, if it writes one (`postgres://…?sslmode=x` or `sslmode=x`).
+fn written_ssl_mode(url: &str) -> Option<&str> {
+    let at = url.find("sslmode=")?;
+    let value = &url[at + "sslmode=".len()..];
+    let end = value
+        .find(|c: char| c == '&' || c.is_whitespace())
+        .unwrap_or(value.len());
+    Some(&value[..end])
+}
+
+/// Parses a store URL with the host's TLS default: over TCP, a URL that names no `sslmode` is
+/// `verify-full` (TLS, certificate and host name checked), never libpq's `prefer`, which a man in
+/// the middle can downgrade to plaintext. `verify-full` and `verify-ca` are accepted and mean
+/// what rustls always does (chain and name checked).
+pub(super) fn parse_url(url: &str) -> Result<(tokio_postgres::Config, Transport), DbError> {
+    let written = written_ssl_mode(url);
+    let spelled = match written {
+        Some(mode @ ("verify-full" | "verify-ca")) => {
+            url.replacen(&format!("sslmode={mode}"), "sslmode=require", 1)
+        }
+        _ => url.to_owned(),
+    };
+    let mut config =
+        tokio_postgres::Config::from_str(&spelled).map_err(|e| DbError::Url(e.to_string()))?;
+    let over_tcp = config
+        .get_hosts()
+        .iter()
+        .any(|h| matches!(h, tokio_postgres::config::Host::Tcp(_)));
+    let transport = if !over_tcp {
+        Transport::Local
+    } else {
+        match written {
+            None | Some("require" | "verify-full" | "verify-ca") => {
+                config.ssl_mode(tokio_postgres::config::SslMode::Require);
+                Transport::Verified
+            }
+            Some("prefer") => Transport::Opportunistic,
+            _ => Transport::Plain,
+        }
+    };
+    Ok((config, transport))
+}
+
+/// How connections to the database at `url` are protected (see [`Transport`]).
+pub fn transport(url: &str) -> Result<Transport, DbError> {
+    parse_url(url).map(|(_, t)| t)
 }
