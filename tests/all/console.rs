@@ -74,14 +74,14 @@ async fn server_on(
     (server, addr)
 }
 
-struct Reply {
-    status: u16,
+pub(crate) struct Reply {
+    pub(crate) status: u16,
     headers: Vec<(String, String)>,
-    body: String,
+    pub(crate) body: String,
 }
 
 impl Reply {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
@@ -90,7 +90,7 @@ impl Reply {
 }
 
 /// One HTTP/1.1 request on its own connection.
-async fn http(
+pub(crate) async fn http(
     addr: std::net::SocketAddr,
     method: &str,
     path: &str,
@@ -216,7 +216,7 @@ async fn log_in(addr: std::net::SocketAddr) -> (String, String) {
 }
 
 /// Logs in with `token`.
-async fn log_in_as(addr: std::net::SocketAddr, token: &str) -> (String, String) {
+pub(crate) async fn log_in_as(addr: std::net::SocketAddr, token: &str) -> (String, String) {
     let reply = http(addr, "POST", "/login", None, Some(&[("token", token)])).await;
     assert_eq!(reply.status, 303, "{}", reply.body);
     let set = reply.header("set-cookie").unwrap().to_owned();

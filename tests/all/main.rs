@@ -16,6 +16,7 @@ mod durable_commit;
 mod fixtures;
 mod fleet;
 mod hooks;
+mod hostile_clients;
 mod init;
 mod layering;
 mod log_contract;

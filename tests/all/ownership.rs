@@ -90,6 +90,7 @@ fn a_sessions_entry_grants_whole_segments_or_exactly_one_id() {
         name: "ci".to_owned(),
         roles: vec![],
         sessions: entries.to_vec(),
+        revoked: Default::default(),
     };
     for granted in ["ci-1", "ci-build.2", "ci-", "build.7", "nightly"] {
         assert!(grant.may_open(granted), "{granted} should be granted");

@@ -6,7 +6,7 @@
 //!
 //! Each section has a file of its own that parses it into the type of the feature it configures
 //! (`approval.rs`, `sandbox.rs`, `audit.rs`, `store.rs`, `rules.rs`, `claude_code.rs`,
-//! `plugin.rs`, `answerer.rs`, `hook.rs`, `token.rs`); this file calls one function per section
+//! `plugin.rs`, `answerer.rs`, `hook.rs`, `token.rs`, `limits.rs`); this file calls one function per section
 //! ([`SECTIONS`], the top-level keys written once). How values are read is `read.rs`; where an
 //! error points in the file, `locate.rs`; the places the deployment's policy lives, which its
 //! built-in rules protect, `protected.rs`.
@@ -21,6 +21,7 @@ mod approval;
 mod audit;
 mod claude_code;
 pub mod hook;
+pub mod limits;
 mod locate;
 mod plugin;
 mod protected;
@@ -119,6 +120,8 @@ pub struct Deployment {
     pub tokens: Vec<token::TokenSpec>,
     /// `[[answerer]] kind = "web"`: the web console as the last answerer.
     pub web_answerer: Option<answerer::WebAnswererSpec>,
+    /// `[limits]`: how much one client of `serve` may hold.
+    pub limits: limits::Limits,
 }
 
 /// `[claude-code]` (`when-undecided = "ask" | "defer"`, `defer-in-modes = ["plan", ...]`):
@@ -130,7 +133,7 @@ type Section = fn(&Ctx, &Value, &mut Deployment) -> Result<(), ConfigError>;
 
 /// The top-level keys of a deployment file, as the unknown-key message lists them, and their
 /// parsers.
-pub const SECTIONS: [(&str, &str); 11] = [
+pub const SECTIONS: [(&str, &str); 12] = [
     ("approval", "[approval]"),
     ("sandbox", "[sandbox]"),
     ("audit", "[audit]"),
@@ -142,6 +145,7 @@ pub const SECTIONS: [(&str, &str); 11] = [
     ("rule", "[[rule]]"),
     ("hook", "[[hook]]"),
     ("token", "[[token]]"),
+    ("limits", "[limits]"),
 ];
 
 fn section(key: &str) -> Option<Section> {
@@ -157,6 +161,7 @@ fn section(key: &str) -> Option<Section> {
         "rule" => rules::entries,
         "hook" => hooks,
         "token" => tokens,
+        "limits" => limits::parse,
         _ => return None,
     })
 }
@@ -248,6 +253,7 @@ impl Deployment {
             store: None,
             tokens: Vec::new(),
             web_answerer: None,
+            limits: limits::Limits::default(),
         }
     }
 

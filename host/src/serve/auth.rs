@@ -13,6 +13,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
 
 use crate::answer::{Authority, RuleScope};
 use crate::config::token::{TokenRole, TokenSpec, grants_session};
@@ -36,6 +37,10 @@ pub const BAD_TOKEN: &str =
 pub const TOO_MANY_FAILURES: &str =
     "authentication refused: too many failed attempts from this address; try again later";
 
+/// The error text a connection gets when its token is revoked (removed from the deployment or
+/// changed) while it is open.
+pub const REVOKED: &str = "the token was revoked; closing the connection";
+
 /// The JSON-RPC error code of an authentication failure.
 pub const UNAUTHENTICATED: i64 = -32001;
 
@@ -43,7 +48,7 @@ pub const UNAUTHENTICATED: i64 = -32001;
 pub const FORBIDDEN: i64 = -32003;
 
 /// What an authenticated connection may do.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Grant {
     /// The token's name (or `local` for a connection that needs no token).
     pub name: String,
@@ -51,7 +56,19 @@ pub struct Grant {
     pub roles: Vec<TokenRole>,
     /// The sessions it may open (prefixes and whole ids); empty: any.
     pub sessions: Vec<String>,
+    /// Cancelled when the token is removed from the deployment or its entry changes: whatever
+    /// it let in (connections, console logins, event streams) ends then.
+    pub revoked: CancellationToken,
 }
+
+/// Two grants are equal when they grant the same (whether either has been revoked aside).
+impl PartialEq for Grant {
+    fn eq(&self, other: &Grant) -> bool {
+        (&self.name, &self.roles, &self.sessions) == (&other.name, &other.roles, &other.sessions)
+    }
+}
+
+impl Eq for Grant {}
 
 impl Grant {
     /// Everything: stdio, and a Unix socket when the deployment declares no token.
@@ -60,6 +77,7 @@ impl Grant {
             name: "local".to_owned(),
             roles: vec![TokenRole::Agent, TokenRole::Answerer, TokenRole::Admin],
             sessions: Vec::new(),
+            revoked: CancellationToken::new(),
         }
     }
 
@@ -144,24 +162,63 @@ pub fn new_token() -> Result<String, getrandom::Error> {
 }
 
 /// Checks tokens against a deployment's `[[token]]` entries and counts failures per peer.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Gatekeeper {
-    tokens: Mutex<Vec<TokenSpec>>,
+    /// Each entry with the token its grants are revoked by.
+    tokens: Mutex<Vec<(TokenSpec, CancellationToken)>>,
     failures: Mutex<HashMap<String, (u32, Instant)>>,
+    /// How many peers' failures are remembered at once.
+    failure_capacity: std::sync::atomic::AtomicUsize,
+}
+
+impl Default for Gatekeeper {
+    fn default() -> Self {
+        Gatekeeper::new(Vec::new())
+    }
 }
 
 impl Gatekeeper {
     /// A gatekeeper for `tokens`.
     pub fn new(tokens: Vec<TokenSpec>) -> Gatekeeper {
         Gatekeeper {
-            tokens: Mutex::new(tokens),
+            tokens: Mutex::new(
+                tokens
+                    .into_iter()
+                    .map(|t| (t, CancellationToken::new()))
+                    .collect(),
+            ),
             failures: Mutex::default(),
+            failure_capacity: crate::config::limits::Limits::default()
+                .failed_login_addresses
+                .into(),
         }
     }
 
-    /// Replaces the tokens (a reloaded deployment); connections already in keep their grant.
+    /// How many peers' failed attempts are remembered at once: past it the oldest record is
+    /// forgotten, so rotating addresses cannot grow the table without bound.
+    pub fn set_failure_capacity(&self, capacity: usize) {
+        self.failure_capacity
+            .store(capacity.max(1), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Replaces the tokens (a reloaded deployment). A token that is gone, or whose entry changed
+    /// (name, roles, sessions), is revoked: everything it let in ends. Unchanged entries keep
+    /// their connections.
     pub fn set_tokens(&self, tokens: Vec<TokenSpec>) {
-        *self.tokens.lock().unwrap_or_else(|p| p.into_inner()) = tokens;
+        let mut held = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
+        let mut kept = Vec::with_capacity(tokens.len());
+        for spec in tokens {
+            let revoked = match held.iter().position(|(old, _)| *old == spec) {
+                Some(i) => held.swap_remove(i).1,
+                None => CancellationToken::new(),
+            };
+            kept.push((spec, revoked));
+        }
+        for (spec, revoked) in held.drain(..) {
+            tracing::info!(token = spec.name, "token revoked");
+            revoked.cancel();
+        }
+        *held = kept;
     }
 
     /// Whether any token is declared.
@@ -190,20 +247,33 @@ impl Gatekeeper {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .iter()
-                .find(|t| constant_time_eq(t.sha256.as_bytes(), hash.as_bytes()))
+                .find(|(t, _)| constant_time_eq(t.sha256.as_bytes(), hash.as_bytes()))
                 .cloned()
         });
         match found {
-            Some(spec) => {
+            Some((spec, revoked)) => {
                 tracing::info!(peer, token = spec.name, "authenticated");
                 Ok(Grant {
                     name: spec.name,
                     roles: spec.roles,
                     sessions: spec.sessions,
+                    revoked,
                 })
             }
             None => {
                 let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+                let capacity = self
+                    .failure_capacity
+                    .load(std::sync::atomic::Ordering::Relaxed);
+                if !failures.contains_key(peer) && failures.len() >= capacity {
+                    let oldest = failures
+                        .iter()
+                        .min_by_key(|(_, (_, since))| *since)
+                        .map(|(p, _)| p.clone());
+                    if let Some(oldest) = oldest {
+                        failures.remove(&oldest);
+                    }
+                }
                 let entry = failures.entry(peer.to_owned()).or_insert((0, now));
                 entry.0 += 1;
                 tracing::warn!(

@@ -3,19 +3,31 @@
 //! happens when it goes.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::{Server, auth, rpc};
+use super::{Server, auth, limits, rpc};
 use crate::agent::Agent;
 use crate::config::token::TokenRole;
 use crate::waterfall::Registration;
 use rpc::{RpcError, str_param};
+
+/// Requests a connection may have read and not yet started; past it the connection is not
+/// read until one starts (the client waits, the server's memory does not grow).
+const CALL_QUEUE: usize = 64;
+
+/// What ended a connection's reading.
+enum Ended {
+    /// The client closed, or the connection was closed on purpose (a failed authentication).
+    Closed,
+    /// Its token was revoked.
+    Revoked,
+}
 
 impl Server {
     /// Serves one client on a reader and writer of JSON lines, as a local client (stdio) that
@@ -25,45 +37,73 @@ impl Server {
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
     {
-        self.connection_as(reader, writer, "stdio".to_owned(), false)
+        self.connection_as(reader, writer, "stdio".to_owned(), false, None)
             .await;
     }
 
-    /// Serves one client from `peer`, which must first authenticate when `authenticate`.
+    /// Serves one client from `peer`, which must first authenticate when `authenticate`;
+    /// `slot` is its place among the open connections, freed when it ends.
     pub(super) async fn connection_as<R, W>(
         &self,
         reader: R,
         mut writer: W,
         peer: String,
         authenticate: bool,
+        slot: Option<limits::Slot>,
     ) where
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
     {
+        let limits = self.inner.admission.limits();
         let (tx, mut rx) = mpsc::unbounded_channel::<String>();
         let conn = Arc::new(Conn {
             id: self.inner.next_conn.fetch_add(1, Ordering::Relaxed),
             peer,
             grant: Mutex::new((!authenticate).then(auth::Grant::local)),
             closing: CancellationToken::new(),
+            dropped: CancellationToken::new(),
             out: tx,
+            queued: AtomicUsize::new(0),
+            outbound_limit: limits.outbound_bytes,
             next_out: AtomicU64::new(1),
             prompts: Mutex::new(HashMap::new()),
             inflight: Mutex::new(HashMap::new()),
             answerer: Mutex::new(None),
+            server: Arc::downgrade(&self.inner),
         });
-        let writer_task = tokio::spawn(async move {
-            while let Some(mut line) = rx.recv().await {
-                line.push('\n');
-                if writer.write_all(line.as_bytes()).await.is_err() || writer.flush().await.is_err()
-                {
-                    break;
+        let writer_task = {
+            let conn = conn.clone();
+            tokio::spawn(async move {
+                // Only a weak hold: the task ends when every sender is gone.
+                let (dropped, queued) = (conn.dropped.clone(), Arc::downgrade(&conn));
+                drop(conn);
+                loop {
+                    let line = tokio::select! {
+                        line = rx.recv() => line,
+                        () = dropped.cancelled() => None,
+                    };
+                    let Some(mut line) = line else { break };
+                    line.push('\n');
+                    let wrote = tokio::select! {
+                        wrote = async {
+                            writer.write_all(line.as_bytes()).await?;
+                            writer.flush().await
+                        } => wrote.is_ok(),
+                        () = dropped.cancelled() => false,
+                    };
+                    if let Some(conn) = queued.upgrade() {
+                        conn.queued.fetch_sub(line.len(), Ordering::Relaxed);
+                    }
+                    if !wrote {
+                        break;
+                    }
                 }
-            }
-        });
+                let _ = writer.shutdown().await;
+            })
+        };
         // Requests run in the order they arrive, one at a time, except `approval/request`, which
         // may wait on an answerer for long and so runs beside the others once admitted.
-        let (calls, mut queue) = mpsc::unbounded_channel::<Call>();
+        let (calls, mut queue) = mpsc::channel::<Call>(CALL_QUEUE);
         let dispatcher = {
             let server = self.clone();
             let conn = conn.clone();
@@ -72,6 +112,21 @@ impl Server {
                 while let Some((id, method, params)) = queue.recv().await {
                     // Both may wait on an answerer for long.
                     if method == "approval/request" || method == "hook/claude-code" {
+                        while asks.try_join_next().is_some() {}
+                        let most = server.inner.admission.limits().requests_in_flight;
+                        if asks.len() >= most {
+                            limits::Counters::count(
+                                &server.inner.admission.counters.refused_requests,
+                            );
+                            conn.send(rpc::response(
+                                &id,
+                                Err(RpcError::new(
+                                    limits::LIMITED,
+                                    limits::too_many_in_flight(most),
+                                )),
+                            ));
+                            continue;
+                        }
                         let server = server.clone();
                         let conn = conn.clone();
                         asks.spawn(async move {
@@ -92,34 +147,84 @@ impl Server {
         };
         let mut reader = tokio::io::BufReader::new(reader);
         let mut line = Vec::new();
-        loop {
+        let deadline = tokio::time::sleep(limits.authenticate_within);
+        tokio::pin!(deadline);
+        let ended = loop {
+            let revoked = conn.lock_grant().as_ref().map(|g| g.revoked.clone());
             let read = tokio::select! {
                 read = rpc::read_line(&mut reader, &mut line) => read,
-                () = conn.closing.cancelled() => break,
-            };
-            match read {
-                Ok(rpc::Line::Text) => match std::str::from_utf8(&line) {
-                    Ok(text) => self.handle_line(&conn, &calls, text),
-                    Err(_) => conn.send(rpc::response(
+                () = conn.closing.cancelled() => break Ended::Closed,
+                () = async { match &revoked {
+                    Some(revoked) => revoked.cancelled().await,
+                    None => std::future::pending().await,
+                } } => break Ended::Revoked,
+                () = &mut deadline, if conn.lock_grant().is_none() => {
+                    limits::Counters::count(&self.inner.admission.counters.late_authentication);
+                    tracing::warn!(peer = conn.peer, "closed: not authenticated in time");
+                    conn.send(rpc::response(
                         &Value::Null,
-                        Err(RpcError::new(rpc::PARSE_ERROR, "parse error: not UTF-8")),
-                    )),
+                        Err(RpcError::new(
+                            auth::UNAUTHENTICATED,
+                            limits::authenticate_too_late(limits.authenticate_within),
+                        )),
+                    ));
+                    break Ended::Closed;
+                }
+            };
+            let call = match read {
+                Ok(rpc::Line::Text) => match std::str::from_utf8(&line) {
+                    Ok(text) => self.handle_line(&conn, text),
+                    Err(_) => conn.refuse(
+                        &Value::Null,
+                        RpcError::new(rpc::PARSE_ERROR, "parse error: not UTF-8"),
+                    ),
                 },
-                Ok(rpc::Line::TooLong) => conn.send(rpc::response(
+                Ok(rpc::Line::TooLong) => conn.refuse(
                     &Value::Null,
-                    Err(RpcError::new(
-                        rpc::INVALID_REQUEST,
-                        "message longer than 1 MiB; skipped",
-                    )),
-                )),
-                Ok(rpc::Line::End) | Err(_) => break,
+                    RpcError::new(rpc::INVALID_REQUEST, "message longer than 1 MiB; skipped"),
+                ),
+                Ok(rpc::Line::End) | Err(_) => break Ended::Closed,
+            };
+            // A line that closed the connection (before authentication) is the last one read.
+            if conn.closing.is_cancelled() {
+                break Ended::Closed;
+            }
+            if let Some(call) = call {
+                let sent = tokio::select! {
+                    sent = calls.send(call) => sent.is_ok(),
+                    () = conn.closing.cancelled() => false,
+                };
+                if !sent {
+                    break Ended::Closed;
+                }
+            }
+        };
+        if matches!(ended, Ended::Revoked) || conn.dropped.is_cancelled() {
+            // Whatever the token let in ends now: its questions are withdrawn, not waited on.
+            if matches!(ended, Ended::Revoked) {
+                tracing::info!(peer = conn.peer, "closed: the token was revoked");
+                conn.send(rpc::response(
+                    &Value::Null,
+                    Err(RpcError::new(auth::UNAUTHENTICATED, auth::REVOKED)),
+                ));
+            }
+            for (_, token) in conn.lock_inflight().drain() {
+                token.cancel();
             }
         }
         drop(calls);
         let _ = dispatcher.await;
         self.disconnect(&conn).await;
         drop(conn);
-        let _ = writer_task.await;
+        // A client that stopped reading has as long to take its last replies as a new one has to
+        // authenticate.
+        if tokio::time::timeout(limits.authenticate_within, writer_task)
+            .await
+            .is_err()
+        {
+            tracing::warn!("closed: the client did not take its last replies");
+        }
+        drop(slot);
     }
 
     /// Releases what a closed connection held: its answerer, its pending prompts (they settle
@@ -155,25 +260,45 @@ impl Server {
         }
     }
 
-    fn handle_line(&self, conn: &Arc<Conn>, queue: &mpsc::UnboundedSender<Call>, line: &str) {
+    /// Reads one line: the request to queue, if it is one. Until the connection has
+    /// authenticated, anything but an `initialize` that authenticates closes it with one error.
+    fn handle_line(&self, conn: &Arc<Conn>, line: &str) -> Option<Call> {
         if line.trim().is_empty() {
-            return;
+            return None;
         }
+        let unauthenticated = conn.lock_grant().is_none();
         let message: Value = match serde_json::from_str(line) {
             Ok(v) => v,
             Err(e) => {
-                conn.send(rpc::response(
+                return conn.refuse(
                     &Value::Null,
-                    Err(RpcError::new(rpc::PARSE_ERROR, format!("parse error: {e}"))),
-                ));
-                return;
+                    RpcError::new(rpc::PARSE_ERROR, format!("parse error: {e}")),
+                );
             }
         };
         let id = message.get("id").cloned();
+        if unauthenticated {
+            return match (message.get("method").and_then(Value::as_str), id) {
+                (Some(method), Some(id)) if !id.is_null() => {
+                    let params = message.get("params").cloned().unwrap_or(Value::Null);
+                    match self.admit(conn, method, &params) {
+                        Ok(_) => Some((id, method.to_owned(), params)),
+                        Err(e) => {
+                            conn.send(rpc::response(&id, Err(e)));
+                            None
+                        }
+                    }
+                }
+                (_, id) => conn.refuse(
+                    &id.unwrap_or(Value::Null),
+                    RpcError::new(auth::UNAUTHENTICATED, auth::NOT_AUTHENTICATED),
+                ),
+            };
+        }
         match (message.get("method").and_then(Value::as_str), id) {
             (Some(method), Some(id)) if !id.is_null() => {
                 let params = message.get("params").cloned().unwrap_or(Value::Null);
-                let _ = queue.send((id, method.to_owned(), params));
+                return Some((id, method.to_owned(), params));
             }
             (Some("$/cancel_request"), _) => {
                 if let Some(id) = message.pointer("/params/id")
@@ -208,6 +333,7 @@ impl Server {
                 )),
             )),
         }
+        None
     }
 
     /// Authenticates (`initialize` with a token) or checks that the connection's grant allows
@@ -290,16 +416,61 @@ pub(super) struct Conn {
     pub(super) grant: Mutex<Option<auth::Grant>>,
     /// Cancelled to close the connection (a failed authentication).
     pub(super) closing: CancellationToken,
+    /// Cancelled to drop the connection without a word (a client that does not read).
+    pub(super) dropped: CancellationToken,
     pub(super) out: mpsc::UnboundedSender<String>,
+    /// Bytes of replies waiting to be written.
+    pub(super) queued: AtomicUsize,
+    /// Past this many bytes waiting, the client is not reading and is dropped.
+    pub(super) outbound_limit: usize,
     pub(super) next_out: AtomicU64,
     pub(super) prompts: Mutex<HashMap<u64, PromptWaiter>>,
     pub(super) inflight: Mutex<HashMap<String, CancellationToken>>,
     pub(super) answerer: Mutex<Option<Registration>>,
+    /// For the count of clients dropped for not reading.
+    server: Weak<super::Inner>,
 }
 
 impl Conn {
+    /// Queues a line for the client. A client with more than its share of bytes waiting is not
+    /// reading: it is dropped (one line on its own may be larger, so a big reply still goes).
     pub(super) fn send(&self, line: String) {
+        let len = line.len() + 1;
+        let queued = self.queued.fetch_add(len, Ordering::Relaxed) + len;
+        if queued > self.outbound_limit && queued != len {
+            self.queued.fetch_sub(len, Ordering::Relaxed);
+            if !self.dropped.is_cancelled() {
+                tracing::warn!(
+                    peer = self.peer,
+                    queued,
+                    "dropped: the client does not read its replies"
+                );
+                if let Some(server) = self.server.upgrade() {
+                    limits::Counters::count(&server.admission.counters.not_reading);
+                }
+                self.dropped.cancel();
+                self.closing.cancel();
+            }
+            return;
+        }
         let _ = self.out.send(line);
+    }
+
+    /// Answers with an error; before authentication, the error closes the connection.
+    fn refuse(&self, id: &Value, error: RpcError) -> Option<Call> {
+        if self.lock_grant().is_none() {
+            self.send(rpc::response(
+                id,
+                Err(RpcError::new(
+                    auth::UNAUTHENTICATED,
+                    auth::NOT_AUTHENTICATED,
+                )),
+            ));
+            self.closing.cancel();
+        } else {
+            self.send(rpc::response(id, Err(error)));
+        }
+        None
     }
 
     pub(super) fn lock_grant(&self) -> MutexGuard<'_, Option<auth::Grant>> {

@@ -19,6 +19,25 @@ use crate::waterfall::{Position, Scope};
 use rpc::{RpcError, opt_str_param, str_param};
 
 impl Server {
+    /// Refuses a session beyond the token's share of open sessions.
+    fn within_session_share(&self, grant: &auth::Grant) -> Result<(), RpcError> {
+        let most = self.inner.admission.limits().sessions_per_token;
+        let open = self
+            .inner
+            .lock_sessions()
+            .values()
+            .filter(|e| e.token == grant.name)
+            .count();
+        if open >= most {
+            super::limits::Counters::count(&self.inner.admission.counters.refused_sessions);
+            return Err(RpcError::new(
+                super::limits::LIMITED,
+                super::limits::too_many_sessions(&grant.name, most),
+            ));
+        }
+        Ok(())
+    }
+
     pub(super) async fn call(
         &self,
         conn: &Arc<Conn>,
@@ -65,6 +84,7 @@ impl Server {
                     ));
                 }
                 self.inner.hook_owners.check_open(session, &grant.name)?;
+                self.within_session_share(&grant)?;
                 let agent_id = str_param(&params, "agentId")?;
                 let parent_id = opt_str_param(&params, "parentAgentId")?;
                 if let Some(e) = self.inner.lock_sessions().get(session) {
@@ -104,11 +124,20 @@ impl Server {
                         format!("session {session:?} was opened by another connection meanwhile"),
                     ));
                 }
+                // Again under the lock: the token's other connections may have opened some since.
+                let most = self.inner.admission.limits().sessions_per_token;
+                if sessions.values().filter(|e| e.token == grant.name).count() >= most {
+                    return Err(RpcError::new(
+                        super::limits::LIMITED,
+                        super::limits::too_many_sessions(&grant.name, most),
+                    ));
+                }
                 let policy = service.effective_policy(&agent);
                 sessions.insert(
                     session.to_owned(),
                     SessionEntry {
                         owner: conn.id,
+                        token: grant.name.clone(),
                         agent,
                     },
                 );

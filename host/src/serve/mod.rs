@@ -19,6 +19,7 @@ pub mod auth;
 mod connection;
 pub mod console;
 mod hook;
+pub mod limits;
 mod methods;
 pub mod rpc;
 mod rules;
@@ -84,6 +85,8 @@ pub enum ServeError {
 
 struct SessionEntry {
     owner: u64,
+    /// The name of the token it was opened with (its share of `sessions_per_token`).
+    token: String,
     agent: Agent,
 }
 
@@ -102,6 +105,8 @@ struct Inner {
     hook_owners: hook::HookOwners,
     /// The deployment's tokens and the failed attempts per peer.
     gatekeeper: Arc<auth::Gatekeeper>,
+    /// The deployment's `[limits]` and the connections open under them.
+    admission: Arc<limits::Admission>,
     /// The questions waiting on the web console, when the deployment has `[[answerer]] kind =
     /// "web"`; its registration keeps it in the waterfall.
     web: Option<(Arc<console::pending::Pending>, Registration)>,
@@ -154,6 +159,8 @@ impl Server {
         assemble::prepare(&service, &deployment, &options.state_dir, true)?;
         let hook_options = assemble::hook_options(&deployment, None);
         let gatekeeper = Arc::new(auth::Gatekeeper::new(deployment.tokens.clone()));
+        gatekeeper.set_failure_capacity(deployment.limits.failed_login_addresses);
+        let admission = limits::Admission::new(deployment.limits);
         let web = deployment.web_answerer.clone().map(|spec| {
             let pending = Arc::new(console::pending::Pending::default());
             let registration = service.register(
@@ -193,6 +200,7 @@ impl Server {
                 hook_turns: crate::claude_code::HookTurns::default(),
                 hook_owners: hook::HookOwners::default(),
                 gatekeeper,
+                admission,
                 web,
             }),
         })
@@ -201,6 +209,16 @@ impl Server {
     /// The approval service behind the server.
     pub fn service(&self) -> &ApprovalService {
         &self.inner.service
+    }
+
+    /// The questions waiting on the web console, when the deployment has one.
+    pub fn web_pending(&self) -> Option<&Arc<console::pending::Pending>> {
+        self.inner.web.as_ref().map(|(pending, _)| pending)
+    }
+
+    /// What the limits have refused since the server started, and the connections open now.
+    pub fn admission(&self) -> &limits::Admission {
+        &self.inner.admission
     }
 
     /// Every plugin of the deployment, loaded or not, as `plugins/list` shows them.
@@ -218,6 +236,10 @@ impl Server {
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = assemble::hook_options(&deployment, None);
         self.inner.gatekeeper.set_tokens(deployment.tokens.clone());
+        self.inner
+            .gatekeeper
+            .set_failure_capacity(deployment.limits.failed_login_addresses);
+        self.inner.admission.set_limits(deployment.limits);
         self.inner
             .service
             .set_protected(Some(deployment.protected(&self.inner.options.state_dir)));

@@ -31,6 +31,25 @@ fn bind_private(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
     Ok(listener)
 }
 
+/// Tells a connection refused at the door why, if its socket takes the line at once (it is
+/// never waited on), and closes it.
+fn refuse(text: &str, try_write: impl FnOnce(&[u8]) -> std::io::Result<usize>) {
+    let mut line = super::rpc::response(
+        &serde_json::Value::Null,
+        Err(super::rpc::RpcError::new(super::limits::LIMITED, text)),
+    );
+    line.push('\n');
+    let _ = try_write(line.as_bytes());
+}
+
+/// Waits out a failed `accept` (most often the process is out of file descriptors) instead of
+/// ending the listener: the server keeps serving once connections close.
+pub(super) async fn accept_failed(error: &std::io::Error) {
+    tracing::warn!(%error, "accepting a connection failed");
+    // A pause, not a synchronisation: retrying at once would spin while descriptors are short.
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+}
+
 impl Server {
     /// Serves one client on stdin/stdout until stdin closes.
     pub async fn serve_stdio(&self) {
@@ -53,16 +72,32 @@ impl Server {
         let listener =
             bind_private(path).map_err(|e| ServeError::Io(format!("{}: {e}", path.display())))?;
         loop {
-            let (stream, _) = listener
-                .accept()
-                .await
-                .map_err(|e| ServeError::Io(format!("{}: {e}", path.display())))?;
+            let (stream, _) = match listener.accept().await {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    accept_failed(&e).await;
+                    continue;
+                }
+            };
+            let slot = match self.inner.admission.admit(None) {
+                Ok(slot) => slot,
+                Err(text) => {
+                    refuse(&text, |line| stream.try_write(line));
+                    continue;
+                }
+            };
             let server = self.clone();
             tokio::spawn(async move {
                 let (read, write) = stream.into_split();
                 let authenticate = server.inner.gatekeeper.has_tokens();
                 server
-                    .connection_as(read, write, "unix socket".to_owned(), authenticate)
+                    .connection_as(
+                        read,
+                        write,
+                        "unix socket".to_owned(),
+                        authenticate,
+                        Some(slot),
+                    )
                     .await;
             });
         }
@@ -121,11 +156,26 @@ impl Server {
             let _ = bound.send(local);
         }
         loop {
-            let (stream, peer) = listener
-                .accept()
-                .await
-                .map_err(|e| ServeError::Io(format!("{addr}: {e}")))?;
+            let (stream, peer) = match listener.accept().await {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    accept_failed(&e).await;
+                    continue;
+                }
+            };
             let _ = stream.set_nodelay(true);
+            let slot = match self.inner.admission.admit(Some(peer.ip())) {
+                Ok(slot) => slot,
+                Err(text) => {
+                    // Over TLS the refusal is the closed connection: a handshake for a client
+                    // already over its share would be work an attacker chooses.
+                    if tls.is_none() {
+                        refuse(&text, |line| stream.try_write(line));
+                    }
+                    tracing::warn!(%peer, "connection refused: {text}");
+                    continue;
+                }
+            };
             let server = self.clone();
             let tls = tls.clone();
             tokio::spawn(async move {
@@ -135,12 +185,16 @@ impl Server {
                 match tls {
                     None => {
                         let (read, write) = stream.into_split();
-                        server.connection_as(read, write, peer_name, true).await;
+                        server
+                            .connection_as(read, write, peer_name, true, Some(slot))
+                            .await;
                     }
                     Some(acceptor) => {
                         if let Some(stream) = tls::accept(&acceptor, stream, &peer).await {
                             let (read, write) = tokio::io::split(stream);
-                            server.connection_as(read, write, peer_name, true).await;
+                            server
+                                .connection_as(read, write, peer_name, true, Some(slot))
+                                .await;
                         }
                     }
                 }

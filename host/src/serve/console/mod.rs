@@ -10,6 +10,7 @@
 //! (`Content-Security-Policy`, `X-Frame-Options: DENY`); every value on a page is escaped
 //! (maud). Nothing but the login form and the static assets is served without a login.
 
+pub mod limits;
 pub mod pages;
 pub mod pending;
 pub mod plugins;
@@ -19,6 +20,7 @@ pub mod sessions;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -29,6 +31,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
 
 use super::Server;
 use super::auth::Grant;
@@ -57,6 +60,10 @@ struct Login {
     grant: Grant,
     csrf: String,
     expires: Instant,
+    /// Cancelled at logout: the login's event streams end.
+    ended: CancellationToken,
+    /// The login's event streams open now.
+    streams: Arc<AtomicUsize>,
 }
 
 /// What the console's handlers share.
@@ -76,6 +83,10 @@ pub struct Viewer {
     pub grant: Grant,
     /// The login's CSRF token, which every form carries.
     pub csrf: String,
+    /// Cancelled when the login ends (logout); its token's revocation is `grant.revoked`.
+    pub ended: CancellationToken,
+    /// The login's event streams open now.
+    pub streams: Arc<AtomicUsize>,
 }
 
 impl Viewer {
@@ -180,6 +191,10 @@ impl Console {
             .route("/logout", post(log_out))
             .route("/console.js", get(script))
             .route("/console.css", get(style))
+            .layer(axum::middleware::from_fn_with_state(
+                self.clone(),
+                limits::whole_body,
+            ))
             .layer(axum::middleware::map_response(secure_headers))
             .with_state(self.clone())
     }
@@ -193,10 +208,13 @@ impl Console {
         let id = cookie(headers)?;
         let mut logins = self.lock();
         let now = Instant::now();
-        logins.retain(|_, l| l.expires > now);
+        // A revoked token's logins end with it.
+        logins.retain(|_, l| l.expires > now && !l.grant.revoked.is_cancelled());
         logins.get(&id).map(|l| Viewer {
             grant: l.grant.clone(),
             csrf: l.csrf.clone(),
+            ended: l.ended.clone(),
+            streams: l.streams.clone(),
         })
     }
 
@@ -208,15 +226,31 @@ impl Console {
     ) -> std::io::Result<()> {
         let router = self.router();
         loop {
-            let (stream, peer) = listener.accept().await?;
+            let (stream, peer) = match listener.accept().await {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    super::transport::accept_failed(&e).await;
+                    continue;
+                }
+            };
             let _ = stream.set_nodelay(true);
+            let admission = &self.server.inner.admission;
+            let Ok(slot) = admission.admit(Some(peer.ip())) else {
+                tracing::warn!(%peer, "console connection refused: too many connections");
+                continue;
+            };
+            let header_timeout = admission.limits().console_header_timeout;
             // Failed logins are counted per address.
             let service = hyper_util::service::TowerToHyperService::new(
                 router.clone().layer(Extension(Peer(peer))),
             );
             let tls = tls.clone();
             tokio::spawn(async move {
-                let http = hyper::server::conn::http1::Builder::new();
+                let _slot = slot;
+                // A client that sends its request's head slowly (slowloris) is closed.
+                let mut http = hyper::server::conn::http1::Builder::new();
+                http.timer(hyper_util::rt::TokioTimer::new())
+                    .header_read_timeout(header_timeout);
                 let served = match tls {
                     None => {
                         http.serve_connection(hyper_util::rt::TokioIo::new(stream), service)
@@ -314,6 +348,8 @@ async fn log_in(
             grant,
             csrf: random_hex(),
             expires: Instant::now() + LOGIN_LASTS,
+            ended: CancellationToken::new(),
+            streams: Arc::default(),
         },
     );
     let cookie = format!(
@@ -344,8 +380,10 @@ async fn log_out(
     if let Err(refused) = viewer.check_form(&form.csrf) {
         return refused.into_response();
     }
-    if let Some(id) = cookie(&headers) {
-        console.lock().remove(&id);
+    if let Some(id) = cookie(&headers)
+        && let Some(login) = console.lock().remove(&id)
+    {
+        login.ended.cancel();
     }
     let mut response = Redirect::to("/login").into_response();
     response.headers_mut().insert(

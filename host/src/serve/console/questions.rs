@@ -187,10 +187,24 @@ pub const ALREADY_SETTLED: &str = "That question is no longer waiting";
 
 /// The live stream: arrivals and departures of the questions the viewer may see.
 pub async fn events(State(console): State<Arc<Console>>, viewer: Viewer) -> Response {
+    let most = console
+        .server
+        .inner
+        .admission
+        .limits()
+        .console_streams_per_login;
+    let Some(slot) = super::limits::stream_slot(&viewer.streams, most) else {
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            super::limits::TOO_MANY_STREAMS,
+        )
+            .into_response();
+    };
     // Subscribed before the version is read: nothing after it is missed.
     let mut changes = console.pending.subscribe();
     let version = console.pending.version();
     let stream = channel_stream(move |tx| async move {
+        let _slot = slot;
         let hello = Event::default()
             .event(events::HELLO)
             .data(version.to_string());
@@ -199,9 +213,12 @@ pub async fn events(State(console): State<Arc<Console>>, viewer: Viewer) -> Resp
         }
         loop {
             // A page that went away ends its task now, not at the next change.
+            // So does a login that ended (logout) or whose token was revoked.
             let change = tokio::select! {
                 change = changes.recv() => change,
                 () = tx.closed() => break,
+                () = viewer.ended.cancelled() => break,
+                () = viewer.grant.revoked.cancelled() => break,
             };
             let event = match change {
                 Ok(change) if !viewer.sees(change.session()) => continue,
