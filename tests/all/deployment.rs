@@ -95,7 +95,22 @@ fn refusals_name_the_file_the_plugin_and_the_field() {
         (
             "[approvals]\n".to_owned(),
             ":1:2",
-            "top level: unknown key \"approvals\" (expected [approval], [sandbox], [audit], [store], [rules], [claude-code], [[plugin]], [[answerer]], [[rule]], [[hook]] or [[token]])",
+            "top level: unknown key \"approvals\" (expected [approval], [sandbox], [audit], [store], [rules], [claude-code], [[plugin]], [[answerer]], [[rule]], [[hook]], [[token]] or [limits])",
+        ),
+        (
+            "[limits]\nconnections = 0\n".to_owned(),
+            ":2:1",
+            "[limits]: connections = 0: must be between 1 and 1048576",
+        ),
+        (
+            "[limits]\nauthenticate_within_s = \"10\"\n".to_owned(),
+            ":2:1",
+            "[limits]: authenticate_within_s must be an integer, not string",
+        ),
+        (
+            "[limits]\nconnection = 10\n".to_owned(),
+            ":2:1",
+            "[limits]: unknown key \"connection\" (expected connections, connections_per_address,",
         ),
         (
             format!("{entry}colour = \"red\"\n"),

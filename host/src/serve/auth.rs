@@ -328,4 +328,52 @@ mod tests {
         assert!(gate.check("tcp 10.0.0.1", Some(&token)).is_ok());
         assert_eq!(gate.check("tcp 10.0.0.3", None), Err(BAD_TOKEN));
     }
+
+    #[test]
+    fn a_reload_revokes_removed_and_changed_tokens_and_keeps_the_rest() {
+        let (kept, changed, removed) = (
+            new_token().unwrap(),
+            new_token().unwrap(),
+            new_token().unwrap(),
+        );
+        let gate = Gatekeeper::new(vec![spec(&kept), spec(&changed), spec(&removed)]);
+        let grants: Vec<Grant> = [&kept, &changed, &removed]
+            .iter()
+            .map(|t| gate.check("unix socket", Some(t)).unwrap())
+            .collect();
+        let mut wider = spec(&changed);
+        wider.sessions = Vec::new();
+        gate.set_tokens(vec![spec(&kept), wider]);
+        let revoked: Vec<bool> = grants.iter().map(|g| g.revoked.is_cancelled()).collect();
+        assert_eq!(revoked, [false, true, true]);
+        // The changed entry's new grant is live; the removed token no longer checks.
+        assert!(
+            !gate
+                .check("unix socket", Some(&changed))
+                .unwrap()
+                .revoked
+                .is_cancelled()
+        );
+        assert_eq!(gate.check("unix socket", Some(&removed)), Err(BAD_TOKEN));
+    }
+
+    #[test]
+    fn the_failure_table_forgets_the_oldest_address_past_its_capacity() {
+        let token = new_token().unwrap();
+        let gate = Gatekeeper::new(vec![spec(&token)]);
+        gate.set_failure_capacity(3);
+        for _ in 0..MAX_FAILURES {
+            let _ = gate.check("tcp 10.0.0.1", Some("aht_wrong"));
+        }
+        assert_eq!(
+            gate.check("tcp 10.0.0.1", Some(&token)),
+            Err(TOO_MANY_FAILURES)
+        );
+        // Rotating addresses: the table stays at three, and the oldest record goes first.
+        for i in 2..10 {
+            let _ = gate.check(&format!("tcp 10.0.0.{i}"), Some("aht_wrong"));
+        }
+        assert_eq!(gate.failures.lock().unwrap().len(), 3);
+        assert!(gate.check("tcp 10.0.0.1", Some(&token)).is_ok());
+    }
 }
