@@ -207,6 +207,23 @@ async fn before_authentication_anything_but_initialize_gets_one_error_and_the_co
     ok(&c
         .call("session/open", json!({"sessionId": "s1", "agentId": "a"}))
         .await);
+
+    // But a client that sends nothing but garbage is closed at the 32nd invalid line in a row.
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let hello =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"token": AGENT}});
+    let mut flood = format!("{hello}\n");
+    flood.push_str(&"x\n".repeat(31));
+    // A valid message ends the run...
+    flood.push_str("{\"jsonrpc\":\"2.0\",\"method\":\"no/such\"}\n");
+    flood.push_str(&"x\n".repeat(40));
+    stream.write_all(flood.as_bytes()).await.unwrap();
+    let lines = lines_until_closed(stream).await;
+    // (The initialize reply may come anywhere among them: it is answered in its own task.)
+    let errors: Vec<&Value> = lines.iter().filter(|l| l["id"] != 1).collect();
+    let codes: Vec<i64> = errors.iter().map(|l| error_of(l).0).collect();
+    assert_eq!(codes, vec![-32700; 31 + 32], "{lines:?}");
+    assert_eq!(error_of(errors.last().unwrap()).1, limits::TOO_MANY_INVALID);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -314,9 +331,11 @@ async fn a_client_that_never_reads_its_replies_is_dropped_and_others_are_served(
         .write_all(format!("{initialize}\n").as_bytes())
         .await
         .unwrap();
-    // Each two-byte line earns an error of about a hundred bytes; the client reads none.
+    // Each short request earns an error about twice its size; the client reads none.
     let flood = tokio::spawn(async move {
-        let chunk = b"x\n".repeat(4096);
+        let chunk = "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"no/such\"}\n"
+            .repeat(1024)
+            .into_bytes();
         loop {
             if flooder.write_all(&chunk).await.is_err() {
                 return flooder;

@@ -6,7 +6,7 @@
 //! connections = 1024              # connections open at once (Unix socket and network)
 //! connections_per_address = 64    # network connections open at once from one IP address
 //! authenticate_within_s = 10      # a connection that has not authenticated by then is closed
-//! outbound_bytes = 4194304        # replies waiting for a client that does not read; over it, it is dropped
+//! outbound_bytes = 1048576        # replies waiting for a client that does not read; over it, it is dropped
 //! requests_in_flight = 64         # approval/request and hook/claude-code at once on one connection
 //! sessions_per_token = 256        # sessions open at once under one token
 //! console_header_timeout_s = 10   # the console: a request's head must arrive within
@@ -71,7 +71,7 @@ impl Default for Limits {
             connections: 1024,
             connections_per_address: 64,
             authenticate_within: Duration::from_secs(10),
-            outbound_bytes: 4 << 20,
+            outbound_bytes: 1 << 20,
             requests_in_flight: 64,
             sessions_per_token: 256,
             console_header_timeout: Duration::from_secs(10),

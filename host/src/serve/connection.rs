@@ -3,7 +3,7 @@
 //! happens when it goes.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use serde_json::Value;
@@ -19,7 +19,7 @@ use rpc::{RpcError, str_param};
 
 /// Requests a connection may have read and not yet started; past it the connection is not
 /// read until one starts (the client waits, the server's memory does not grow).
-const CALL_QUEUE: usize = 64;
+const CALL_QUEUE: usize = 16;
 
 /// What ended a connection's reading.
 enum Ended {
@@ -64,6 +64,7 @@ impl Server {
             dropped: CancellationToken::new(),
             out: tx,
             queued: AtomicUsize::new(0),
+            invalid_in_a_row: AtomicU32::new(0),
             outbound_limit: limits.outbound_bytes,
             next_out: AtomicU64::new(1),
             prompts: Mutex::new(HashMap::new()),
@@ -260,6 +261,11 @@ impl Server {
         }
     }
 
+    /// A message that is at least a JSON object ends a run of invalid ones.
+    fn reset_invalid(&self, conn: &Conn) {
+        conn.invalid_in_a_row.store(0, Ordering::Relaxed);
+    }
+
     /// Reads one line: the request to queue, if it is one. Until the connection has
     /// authenticated, anything but an `initialize` that authenticates closes it with one error.
     fn handle_line(&self, conn: &Arc<Conn>, line: &str) -> Option<Call> {
@@ -295,6 +301,14 @@ impl Server {
                 ),
             };
         }
+        let valid = match (message.get("method"), &id) {
+            (Some(method), _) => method.is_string(),
+            (None, Some(_)) => message.get("result").is_some() || message.get("error").is_some(),
+            (None, None) => false,
+        };
+        if valid {
+            self.reset_invalid(conn);
+        }
         match (message.get("method").and_then(Value::as_str), id) {
             (Some(method), Some(id)) if !id.is_null() => {
                 let params = message.get("params").cloned().unwrap_or(Value::Null);
@@ -325,13 +339,15 @@ impl Server {
                     let _ = waiter.send(answer);
                 }
             }
-            (None, id) => conn.send(rpc::response(
-                &id.unwrap_or(Value::Null),
-                Err(RpcError::new(
-                    rpc::INVALID_REQUEST,
-                    "not a JSON-RPC request, notification or response",
-                )),
-            )),
+            (None, id) => {
+                return conn.refuse(
+                    &id.unwrap_or(Value::Null),
+                    RpcError::new(
+                        rpc::INVALID_REQUEST,
+                        "not a JSON-RPC request, notification or response",
+                    ),
+                );
+            }
         }
         None
     }
@@ -421,6 +437,8 @@ pub(super) struct Conn {
     pub(super) out: mpsc::UnboundedSender<String>,
     /// Bytes of replies waiting to be written.
     pub(super) queued: AtomicUsize,
+    /// Invalid messages since the last valid one.
+    pub(super) invalid_in_a_row: AtomicU32,
     /// Past this many bytes waiting, the client is not reading and is dropped.
     pub(super) outbound_limit: usize,
     pub(super) next_out: AtomicU64,
@@ -456,9 +474,18 @@ impl Conn {
         let _ = self.out.send(line);
     }
 
-    /// Answers with an error; before authentication, the error closes the connection.
+    /// Answers with an error; before authentication, the error closes the connection, and so
+    /// does the [`limits::INVALID_IN_A_ROW`]th invalid message in a row after it (a client that
+    /// sends nothing but garbage is made to pay for it, not the server).
     fn refuse(&self, id: &Value, error: RpcError) -> Option<Call> {
-        if self.lock_grant().is_none() {
+        let in_a_row = self.invalid_in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
+        if in_a_row >= limits::INVALID_IN_A_ROW && self.lock_grant().is_some() {
+            self.send(rpc::response(
+                id,
+                Err(RpcError::new(error.code, limits::TOO_MANY_INVALID)),
+            ));
+            self.closing.cancel();
+        } else if self.lock_grant().is_none() {
             self.send(rpc::response(
                 id,
                 Err(RpcError::new(

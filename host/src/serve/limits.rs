@@ -13,6 +13,14 @@ pub use crate::config::limits::Limits;
 /// The JSON-RPC error code of a request refused by a limit.
 pub const LIMITED: i64 = -32005;
 
+/// Invalid messages in a row (not JSON, not JSON-RPC, not UTF-8, too long) after which an
+/// authenticated connection is closed.
+pub const INVALID_IN_A_ROW: u32 = 32;
+
+/// The error that closes a connection after [`INVALID_IN_A_ROW`] invalid messages.
+pub const TOO_MANY_INVALID: &str =
+    "32 invalid messages in a row: this is not a JSON-RPC client; closing the connection";
+
 /// Why a connection was refused before it could say anything.
 pub fn too_many_connections(limit: usize) -> String {
     format!(
