@@ -111,7 +111,9 @@ fn a_killed_host_s_session_is_taken_over_after_its_lease_with_its_open_question_
     };
     assert!(opened.get("result").is_some(), "{opened}");
 
-    // The question A left open is settled as after a crash, and the turn goes on on B.
+    // The question A left open is settled as after a crash, A's turn is ended by the takeover,
+    // and the client that reconnects starts a new one (before, turn/start was refused forever).
+    b.call("turn/start", json!({"sessionId": "s1"}));
     let id = ask(&mut b, "s1", "bash");
     let prompt = b.prompt();
     b.reply(&prompt, json!({"decision": "allow-once"}));
@@ -131,6 +133,16 @@ fn a_killed_host_s_session_is_taken_over_after_its_lease_with_its_open_question_
     assert_eq!(decided[1]["outcome"], "unavailable");
     assert_eq!(decided[1]["failure"]["kind"], "interrupted");
     assert_eq!(decided[2]["outcome"], "allowed-once");
+    let settled = log
+        .iter()
+        .position(|(t, d)| t == "approval/decided" && d["outcome"] == "unavailable")
+        .unwrap();
+    assert_eq!(
+        log[settled + 1],
+        ("turn/end".to_owned(), json!({"source": "takeover"})),
+        "{log:?}"
+    );
+    assert_eq!(log[settled + 2].0, "turn/start", "{log:?}");
     let reader = store(&url, "reader", std::time::Duration::from_secs(15));
     let checked = check_bytes(&reader.read("s1").unwrap());
     assert_eq!(checked.problem, None);

@@ -228,6 +228,7 @@ impl Store for ControlledStore {
                 inner: opened.journal,
                 control: self.control.clone(),
             }),
+            taken_over: opened.taken_over,
         })
     }
 }
@@ -336,6 +337,7 @@ impl Store for SyncCountingStore {
                 inner: opened.journal,
                 control: self.control.clone(),
             }),
+            taken_over: opened.taken_over,
         })
     }
 }

@@ -121,11 +121,11 @@ impl SessionFold {
         match event {
             Event::TurnStart if self.turn_open => Err(Violation::TurnAlreadyOpen),
             Event::TurnStart => Ok(()),
-            Event::TurnEnd if !self.turn_open => Err(Violation::NoTurnToEnd),
-            Event::TurnEnd if !self.open.is_empty() => {
+            Event::TurnEnd | Event::TurnEndBy(_) if !self.turn_open => Err(Violation::NoTurnToEnd),
+            Event::TurnEnd | Event::TurnEndBy(_) if !self.open.is_empty() => {
                 Err(Violation::TurnEndWithOpenQuestions(self.open.len()))
             }
-            Event::TurnEnd => Ok(()),
+            Event::TurnEnd | Event::TurnEndBy(_) => Ok(()),
             Event::Asked(a) => {
                 if !self.turn_open {
                     Err(Violation::OutsideTurn(event.kind()))
@@ -186,7 +186,7 @@ impl SessionFold {
         }
         match event {
             Event::TurnStart => self.turn_open = true,
-            Event::TurnEnd => self.turn_open = false,
+            Event::TurnEnd | Event::TurnEndBy(_) => self.turn_open = false,
             Event::Asked(a) => {
                 self.asked.insert(a.id.clone());
                 self.open.insert(a.id.clone(), seq);

@@ -81,6 +81,8 @@ pub(crate) struct Core {
     /// Signalled when a commit round ends (closing the log waits for it).
     round_over: Condvar,
     subscribers: Arc<Subscribers>,
+    /// The writer this open took over from (see [`OpenedLog::taken_over`]).
+    taken_over: Option<String>,
 }
 
 /// An open, validated, durable session log. Dropping it commits what is pending and releases the
@@ -139,6 +141,7 @@ impl SessionLog {
             records,
             tail,
             journal,
+            taken_over,
         } = store.open(session)?;
         let head = tail.unwrap_or_else(|| chain::genesis(session));
         let mut fold = SessionFold::new();
@@ -176,8 +179,15 @@ impl SessionLog {
                 }),
                 round_over: Condvar::new(),
                 subscribers,
+                taken_over,
             }),
         })
+    }
+
+    /// The writer whose place this open took because it stopped answering, when the store
+    /// could tell (a database lease that ran out).
+    pub fn taken_over(&self) -> Option<&str> {
+        self.core.taken_over.as_deref()
     }
 
     /// The session id.

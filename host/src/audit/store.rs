@@ -71,6 +71,9 @@ pub struct OpenedLog {
     pub tail: Option<crate::audit::chain::Head>,
     /// The journal to append to.
     pub journal: Box<dyn Journal>,
+    /// The writer whose place this open took because it stopped answering (a host whose lease
+    /// ran out), when the store can tell; `None` for a log nobody else held.
+    pub taken_over: Option<String>,
 }
 
 /// Opens session logs. The file store ([`DirStore`]) is the embedded default; tests and embedders
@@ -276,6 +279,7 @@ impl Store for DirStore {
                 file,
                 len: complete as u64,
             }),
+            taken_over: None,
         })
     }
 }

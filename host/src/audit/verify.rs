@@ -22,7 +22,7 @@ use ed25519_dalek::VerifyingKey;
 
 use crate::audit::chain::{self, Head};
 use crate::audit::checkpoint::Checkpoint;
-use crate::audit::event::{Event, Record};
+use crate::audit::event::Record;
 use crate::audit::fold::SessionFold;
 
 /// What is wrong at the first bad line.
@@ -342,7 +342,7 @@ pub fn verify_reader_with(
         }
         if checkpoints.is_some()
             && record.seq > last_signed
-            && (rules_log || matches!(record.event, Event::TurnEnd))
+            && (rules_log || record.event.ends_turn())
         {
             unsigned_turn_ends.push(record.seq);
         }

@@ -21,7 +21,9 @@ use std::sync::{Arc, Weak};
 use crate::agent::Agent;
 use crate::audit::checkpoint::{self, Checkpointer};
 use crate::audit::error::LogError;
-use crate::audit::event::{Decided, Event, FailureRecord, PolicySwitch, SandboxSwitch, ToolCall};
+use crate::audit::event::{
+    Decided, Event, FailureRecord, PolicySwitch, SandboxSwitch, ToolCall, TurnEndBy, TurnEndSource,
+};
 use crate::audit::log::SessionLog;
 use crate::audit::store::{DirStore, RULES_LOG_PREFIX, Store, validate_session_id};
 use crate::audit::subscribe::{Subscriber, Subscribers, Subscription};
@@ -265,6 +267,7 @@ impl ApprovalService {
         .await
         .map_err(|e| ApprovalError::Internal(e.to_string()))??;
         settle_interrupted(&log).await?;
+        end_taken_over_turn(&log).await?;
         if let Some(book) = self.rules() {
             book.load_session(id, &log);
         }
@@ -530,6 +533,25 @@ async fn settle_interrupted(log: &SessionLog) -> Result<(), LogError> {
                 kind: FailureKind::Interrupted,
             }),
             ..Decided::bare(q.id, Outcome::Unavailable)
+        }))
+        .await?;
+    }
+    Ok(())
+}
+
+/// Ends the turn a host that stopped answering left open, once its questions are settled: the
+/// turn cannot go on here, and a client that reconnects starts a new one.
+async fn end_taken_over_turn(log: &SessionLog) -> Result<(), LogError> {
+    if let Some(from) = log.taken_over()
+        && log.with_fold(|f| f.turn_open())
+    {
+        tracing::warn!(
+            log = log.name(),
+            from,
+            "ending the turn of a session taken over"
+        );
+        log.append(Event::TurnEndBy(TurnEndBy {
+            source: TurnEndSource::Takeover,
         }))
         .await?;
     }

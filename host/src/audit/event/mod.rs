@@ -276,13 +276,40 @@ pub struct RuleRevoked {
 
 pub use crate::policy::SandboxModeName;
 
+/// Who ended a turn its client did not end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TurnEndSource {
+    /// The host that took the session over from a host that stopped answering (its lease ran
+    /// out): the dead host's turn cannot go on, so a client that reconnects starts a new one.
+    Takeover,
+}
+
+/// `turn/end` with `{source}`: a turn ended by the host rather than its client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnEndBy {
+    /// Who ended it.
+    pub source: TurnEndSource,
+}
+
+/// `turn/end`'s data as read: empty, or with a source.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TurnEndData {
+    #[serde(default)]
+    source: Option<TurnEndSource>,
+}
+
 /// One event of a session log.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
     /// `turn/start`.
     TurnStart,
-    /// `turn/end`.
+    /// `turn/end`, by the turn's client.
     TurnEnd,
+    /// `turn/end {source}`, by the host (see [`TurnEndSource`]).
+    TurnEndBy(TurnEndBy),
     /// `tool/call`.
     ToolCall(ToolCall),
     /// `tool/result`.
@@ -322,11 +349,16 @@ pub enum EventError {
 }
 
 impl Event {
+    /// Whether it ends a turn (`turn/end`, by its client or the host).
+    pub fn ends_turn(&self) -> bool {
+        matches!(self, Event::TurnEnd | Event::TurnEndBy(_))
+    }
+
     /// The event's type name.
     pub fn kind(&self) -> &'static str {
         match self {
             Event::TurnStart => types::TURN_START,
-            Event::TurnEnd => types::TURN_END,
+            Event::TurnEnd | Event::TurnEndBy(_) => types::TURN_END,
             Event::ToolCall(_) => types::TOOL_CALL,
             Event::ToolResult(_) => types::TOOL_RESULT,
             Event::Asked(_) => types::APPROVAL_ASKED,
@@ -378,10 +410,10 @@ impl Event {
                 parse::<Empty, _>(types::TURN_START, data)?;
                 Event::TurnStart
             }
-            types::TURN_END => {
-                parse::<Empty, _>(types::TURN_END, data)?;
-                Event::TurnEnd
-            }
+            types::TURN_END => match parse::<TurnEndData, _>(types::TURN_END, data)?.source {
+                None => Event::TurnEnd,
+                Some(source) => Event::TurnEndBy(TurnEndBy { source }),
+            },
             types::TOOL_CALL => Event::ToolCall(parse(types::TOOL_CALL, data)?),
             types::TOOL_RESULT => Event::ToolResult(parse(types::TOOL_RESULT, data)?),
             types::APPROVAL_ASKED => Event::Asked(parse(types::APPROVAL_ASKED, data)?),
@@ -400,6 +432,7 @@ impl Event {
     pub fn data(&self) -> Value {
         let value = match self {
             Event::TurnStart | Event::TurnEnd => serde_json::to_value(Empty {}),
+            Event::TurnEndBy(d) => serde_json::to_value(d),
             Event::ToolCall(d) => serde_json::to_value(d),
             Event::ToolResult(d) => serde_json::to_value(d),
             Event::Asked(d) => serde_json::to_value(d),
@@ -430,6 +463,26 @@ mod tests {
             reason: None,
         });
         assert_eq!(e.data(), json!({"id": "q", "toolName": "bash"}));
+    }
+
+    #[test]
+    fn a_turn_end_carries_its_source_only_when_the_host_ended_it() {
+        assert_eq!(Event::TurnEnd.data(), json!({}));
+        assert_eq!(
+            Event::from_parts(types::TURN_END, json!({})).unwrap(),
+            Event::TurnEnd
+        );
+        let by = Event::TurnEndBy(TurnEndBy {
+            source: TurnEndSource::Takeover,
+        });
+        assert_eq!(by.data(), json!({"source": "takeover"}));
+        assert_eq!(by.kind(), types::TURN_END);
+        assert_eq!(
+            Event::from_parts(types::TURN_END, json!({"source": "takeover"})).unwrap(),
+            by
+        );
+        assert!(Event::from_parts(types::TURN_END, json!({"source": "whim"})).is_err());
+        assert!(Event::from_parts(types::TURN_END, json!({"by": "x"})).is_err());
     }
 
     #[test]

@@ -56,6 +56,7 @@ impl Serialize for DataRef<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self.0 {
             Event::TurnStart | Event::TurnEnd => Empty {}.serialize(serializer),
+            Event::TurnEndBy(d) => d.serialize(serializer),
             Event::ToolCall(d) => d.serialize(serializer),
             Event::ToolResult(d) => d.serialize(serializer),
             Event::Asked(d) => d.serialize(serializer),

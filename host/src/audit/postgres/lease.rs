@@ -70,27 +70,39 @@ pub(super) async fn renew_leases(inner: Weak<Inner>, every: Duration) {
     }
 }
 
-/// Takes `session`'s lease for `owner` unless another owner's lease is still running; returns
-/// the other owner when it is.
+/// The outcome of asking for a session's lease.
+pub(super) enum Lease {
+    /// Taken; `from` names the owner whose lease had run out, when there was one (a takeover).
+    Taken { from: Option<String> },
+    /// Another owner's lease is still running (empty when it was released meanwhile).
+    Held(String),
+}
+
+/// Takes `session`'s lease for `owner` unless another owner's lease is still running.
 pub(super) async fn take_lease(
     client: &Client,
     session: &str,
     owner: &str,
     lease_ms: f64,
-) -> Result<Option<String>, Failure> {
+) -> Result<Lease, Failure> {
+    // `before` reads the row as the statement found it: an expired lease it replaces is a
+    // takeover of a host that stopped answering.
     let taken = client
         .query_opt(
-            "INSERT INTO approval_leases (session, owner, expires_at)
+            "WITH before AS (SELECT owner FROM approval_leases WHERE session = $1)
+             INSERT INTO approval_leases (session, owner, expires_at)
              VALUES ($1, $2, now() + $3::FLOAT8 * INTERVAL '1 millisecond')
              ON CONFLICT (session) DO UPDATE
                 SET owner = excluded.owner, expires_at = excluded.expires_at
                 WHERE approval_leases.expires_at <= now()
-             RETURNING owner",
+             RETURNING (SELECT owner FROM before)",
             &[&session, &owner, &lease_ms],
         )
         .await?;
-    if taken.is_some() {
-        return Ok(None);
+    if let Some(row) = taken {
+        return Ok(Lease::Taken {
+            from: row.get::<_, Option<String>>(0),
+        });
     }
     let holder = client
         .query_opt(
@@ -98,7 +110,7 @@ pub(super) async fn take_lease(
             &[&session],
         )
         .await?;
-    Ok(Some(holder.map_or_else(String::new, |r| r.get(0))))
+    Ok(Lease::Held(holder.map_or_else(String::new, |r| r.get(0))))
 }
 
 pub(super) async fn release(inner: &Inner, client: &Client, session: &str, owner: &str) {

@@ -7,7 +7,7 @@ use crate::audit::error::LogError;
 use crate::audit::store::{OpenedLog, Store, parse_lines};
 
 use super::journal::PgJournal;
-use super::lease::{release, take_lease};
+use super::lease::{Lease, release, take_lease};
 use super::{Failure, PgStore, again, client, log_error};
 
 impl Store for PgStore {
@@ -25,17 +25,16 @@ impl Store for PgStore {
         let opened = self.inner.block(async move {
             let client = client(&inner.pool).await?;
             let mut tries = 0;
-            let holder = loop {
+            let taken_over = loop {
                 match take_lease(&client, &sess, &own, inner.lease_ms).await {
+                    Ok(Lease::Taken { from }) => break from,
                     // Released between the two statements: try again.
-                    Ok(Some(h)) if h.is_empty() => {}
+                    Ok(Lease::Held(h)) if h.is_empty() => {}
+                    Ok(Lease::Held(holder)) => return Ok(Err(holder)),
                     Err(e) if again(&inner, &e, &mut tries).await => {}
-                    other => break other?,
+                    Err(e) => return Err(e),
                 }
             };
-            if let Some(holder) = holder {
-                return Ok(Err(holder));
-            }
             inner
                 .held
                 .lock()
@@ -49,18 +48,20 @@ impl Store for PgStore {
                 .await
                 .map_err(Failure::from);
             match rows {
-                Ok(rows) => Ok(Ok(rows
-                    .iter()
-                    .map(|r| (r.get::<_, i64>(0), r.get::<_, String>(1)))
-                    .collect::<Vec<_>>())),
+                Ok(rows) => Ok(Ok((
+                    rows.iter()
+                        .map(|r| (r.get::<_, i64>(0), r.get::<_, String>(1)))
+                        .collect::<Vec<_>>(),
+                    taken_over,
+                ))),
                 Err(e) => {
                     release(&inner, &client, &sess, &own).await;
                     Err(e)
                 }
             }
         });
-        let rows = match opened.map_err(|e| log_error(&name, e))? {
-            Ok(rows) => rows,
+        let (rows, taken_over) = match opened.map_err(|e| log_error(&name, e))? {
+            Ok(opened) => opened,
             Err(holder) => {
                 return Err(LogError::Locked {
                     log: name,
@@ -98,6 +99,7 @@ impl Store for PgStore {
             records,
             tail,
             journal: Box::new(journal),
+            taken_over,
         })
     }
 

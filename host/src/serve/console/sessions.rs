@@ -488,11 +488,12 @@ impl Item<'_> {
                 let kind = r.event.kind();
                 let data = r.event.data();
                 html! {
-                    li.turn[matches!(r.event, Event::TurnStart | Event::TurnEnd)] {
+                    li.turn[matches!(r.event, Event::TurnStart) || r.event.ends_turn()] {
                         span.ts { (r.ts) } " "
                         @match &r.event {
                             Event::TurnStart => "turn started",
                             Event::TurnEnd => "turn ended",
+                            Event::TurnEndBy(_) => "turn ended by the host that took the session over",
                             Event::Policy(p) => { "policy " b { (p.policy.as_str()) }
                                 @if let Some(s) = &p.source { " (" (s) ")" } }
                             _ => { code { (kind) } " " (data.to_string()) }
