@@ -28,6 +28,7 @@ impl Store for NullStore {
             records: Vec::new(),
             tail: None,
             journal: Box::new(NullJournal),
+            taken_over: None,
         })
     }
 }
