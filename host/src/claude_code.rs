@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
 use crate::outcome::Outcome;
@@ -254,10 +255,33 @@ pub async fn ask(
     input: &HookInput,
     options: &HookOptions,
 ) -> Result<HookAnswer, ApprovalError> {
+    ask_until(
+        service,
+        turns,
+        agent,
+        input,
+        options,
+        CancellationToken::new(),
+    )
+    .await
+}
+
+/// [`ask`], with the question settling `cancelled` if `cancel` fires first (a server stopping).
+///
+/// # Errors
+/// As [`ask`].
+pub async fn ask_until(
+    service: &ApprovalService,
+    turns: &HookTurns,
+    agent: &Agent,
+    input: &HookInput,
+    options: &HookOptions,
+    cancel: CancellationToken,
+) -> Result<HookAnswer, ApprovalError> {
     let session = input.session_id.as_str();
     turns.enter(service, session).await?;
     let asked = async {
-        let mut request = ApprovalRequest::new(agent, input.tool_name.clone());
+        let mut request = ApprovalRequest::new(agent, input.tool_name.clone()).cancel(cancel);
         if let Some(call_id) = &input.tool_use_id {
             service
                 .record_tool_call_in_mode(

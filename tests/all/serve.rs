@@ -755,3 +755,42 @@ fn standing_rules_over_serve_an_allow_always_reply_answers_the_next_identical_ca
         1
     );
 }
+
+#[test]
+fn a_stop_by_sigterm_cancels_questions_in_flight_and_ends_open_turns() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = deployment(dir.path(), bundled::ALLOW_TOOLS);
+    let mut c = Client::spawn(dir.path(), &config, &["--no-watch"]);
+    c.call(
+        "initialize",
+        json!({"protocolVersion": "0.1", "answerer": true}),
+    );
+    open(&mut c, "s1");
+    open(&mut c, "s2");
+    // A question waiting on this client (which never replies) in s1; s2's turn is idle.
+    ask(&mut c, "s1", "bash");
+    c.prompt();
+    let status = Command::new("kill")
+        .args(["-TERM", &c.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(c.child.wait().unwrap().success());
+    let kinds =
+        |session: &str| -> Vec<(String, Value)> { events_at(&log_path(dir.path(), session)) };
+    let s1 = kinds("s1");
+    let names: Vec<&str> = s1.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "turn/start",
+            "approval/asked",
+            "approval/decided",
+            "turn/end"
+        ],
+        "a stop reads as a clean end, not a crash: {s1:?}"
+    );
+    assert_eq!(s1[2].1["outcome"], "cancelled");
+    let s2: Vec<String> = kinds("s2").into_iter().map(|(t, _)| t).collect();
+    assert_eq!(s2, ["turn/start", "turn/end"]);
+}

@@ -130,10 +130,11 @@ impl Server {
                         }
                         let server = server.clone();
                         let conn = conn.clone();
-                        asks.spawn(async move {
+                        let tracked = server.inner.asking.clone();
+                        asks.spawn(tracked.track_future(async move {
                             let result = server.call(&conn, &id, &method, params).await;
                             conn.send(rpc::response(&id, result));
-                        });
+                        }));
                     } else {
                         let result = server.call(&conn, &id, &method, params).await;
                         conn.send(rpc::response(&id, result));

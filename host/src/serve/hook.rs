@@ -71,6 +71,7 @@ pub(super) async fn call(
     turns: &HookTurns,
     base: HookOptions,
     params: &Value,
+    cancel: tokio_util::sync::CancellationToken,
 ) -> Result<Value, RpcError> {
     let input = params
         .get("input")
@@ -84,7 +85,7 @@ pub(super) async fn call(
         .agent(&input.session_id, claude_code::AGENT_ID)
         .await
         .map_err(RpcError::failed)?;
-    let answer = claude_code::ask(service, turns, &agent, &input, &options)
+    let answer = claude_code::ask_until(service, turns, &agent, &input, &options, cancel)
         .await
         .map_err(RpcError::failed)?;
     let mut result = answer.verdict.to_json();

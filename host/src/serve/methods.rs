@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 use super::answerer::ClientAnswerer;
 use super::connection::{Conn, forbidden};
@@ -177,7 +176,7 @@ impl Server {
                 if tool.is_empty() {
                     return Err(RpcError::params("toolName must not be empty"));
                 }
-                let token = CancellationToken::new();
+                let token = self.inner.stopping.child_token();
                 let mut request = ApprovalRequest::new(&agent, tool).cancel(token.clone());
                 if let Some(c) = opt_str_param(&params, "callId")? {
                     request = request.call_id(c);
@@ -266,7 +265,14 @@ impl Server {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .clone();
-                hook::call(service, &self.inner.hook_turns, base, &params).await
+                hook::call(
+                    service,
+                    &self.inner.hook_turns,
+                    base,
+                    &params,
+                    self.inner.stopping.child_token(),
+                )
+                .await
             }
             m if m.starts_with("rules/") => {
                 let session = match params.get("sessionId") {

@@ -68,6 +68,9 @@ pub struct ServeOptions {
     pub migrate: bool,
 }
 
+/// How long a stop waits for cancelled questions to be settled and audited.
+pub const SHUTDOWN_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A server that could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -107,6 +110,10 @@ struct Inner {
     gatekeeper: Arc<auth::Gatekeeper>,
     /// The deployment's `[limits]` and the connections open under them.
     admission: Arc<limits::Admission>,
+    /// Cancelled when the server stops: every question in flight settles `cancelled`.
+    stopping: tokio_util::sync::CancellationToken,
+    /// The questions in flight (`approval/request`, `hook/claude-code`), which a stop waits for.
+    asking: tokio_util::task::TaskTracker,
     /// The questions waiting on the web console, when the deployment has `[[answerer]] kind =
     /// "web"`; its registration keeps it in the waterfall.
     web: Option<(Arc<console::pending::Pending>, Registration)>,
@@ -201,6 +208,8 @@ impl Server {
                 hook_owners: hook::HookOwners::default(),
                 gatekeeper,
                 admission,
+                stopping: tokio_util::sync::CancellationToken::new(),
+                asking: tokio_util::task::TaskTracker::new(),
                 web,
             }),
         })
@@ -259,6 +268,35 @@ impl Server {
         .unwrap_or_default();
         tracing::info!(?report, "deployment reloaded");
         Ok(report)
+    }
+
+    /// Stops as a disconnect of every client would (Ctrl-C, SIGTERM): every question in flight
+    /// settles `cancelled` and is audited, then every open turn of a session a client opened is
+    /// ended. Connections stay open; dropping the server afterwards releases its sessions (and
+    /// on a database, their leases).
+    pub async fn shutdown(&self) {
+        self.inner.stopping.cancel();
+        self.inner.asking.close();
+        // Cancelled questions settle at once; the bound covers an answerer that ignores it.
+        if tokio::time::timeout(SHUTDOWN_PATIENCE, self.inner.asking.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("questions still in flight at shutdown");
+        }
+        let sessions: Vec<String> = self.inner.lock_sessions().keys().cloned().collect();
+        for session in sessions {
+            if self
+                .inner
+                .service
+                .turn_open(&session)
+                .await
+                .unwrap_or(false)
+                && let Err(e) = self.inner.service.end_turn(&session).await
+            {
+                tracing::warn!(session, error = %e, "could not end the turn at shutdown");
+            }
+        }
     }
 
     /// The files a reload depends on: the deployment file and every plugin's component.

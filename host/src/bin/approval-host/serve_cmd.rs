@@ -199,8 +199,9 @@ async fn serve(
             None => std::future::pending().await,
         }
     };
-    // SIGTERM (a service manager's stop) ends the server as Ctrl-C does: sessions close, and on a
-    // database their leases are released at once rather than left to expire.
+    // SIGTERM (a service manager's stop) ends the server as Ctrl-C does, as if every client
+    // disconnected: questions in flight settle `cancelled`, open turns end, sessions close, and
+    // on a database their leases are released at once rather than left to expire.
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("listening for SIGTERM")?;
     tokio::select! {
@@ -208,8 +209,8 @@ async fn serve(
         served = tcp => served?,
         served = unix => served?,
         served = web => served?,
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminate.recv() => {}
+        _ = tokio::signal::ctrl_c() => server.shutdown().await,
+        _ = terminate.recv() => server.shutdown().await,
     }
     if let Some(path) = &socket {
         let _ = std::fs::remove_file(path);
