@@ -2,6 +2,7 @@
 
 mod acp;
 mod acp_agent;
+mod audit_evidence;
 mod authoring;
 mod cache;
 mod claude_code_hook;

@@ -707,8 +707,20 @@ fn a_checkpoint_copy_finds_a_log_cut_short_whose_own_checkpoints_were_removed() 
     let l = lines(&path);
     write_lines(&path, &l[..l.len() / 2]);
     std::fs::remove_file(signed.checkpoints("s1")).unwrap();
+    // Without the copy: a log whose turns ended has no checkpoint, which the key makes a
+    // finding (before, a warning and exit 0), unless the deployment had no key then.
     let (code, out) = signed.cli(&["s1"]);
-    assert_eq!(code, 0, "without the copy, only a warning: {out}");
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(
+        out.lines().next().unwrap(),
+        format!(
+            "s1: TAMPERED at line 1 (unsigned): {} [{}]",
+            approval_host::audit::verify::UNSIGNED,
+            path.display()
+        )
+    );
+    let (code, out) = signed.cli(&["--allow-unsigned", "s1"]);
+    assert_eq!(code, 0, "{out}");
     assert!(
         out.contains(approval_host::audit::verify::NO_CHECKPOINTS),
         "{out}"

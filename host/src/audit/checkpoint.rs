@@ -12,13 +12,14 @@
 //! checkpoint logs. Rules logs are checkpointed after every rule added or revoked.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
 use serde::{Deserialize, Serialize};
+use sha2::Digest;
 
 use crate::audit::chain::{self, Head};
 
@@ -29,8 +30,14 @@ pub const EVERY_RECORDS: u64 = 10_000;
 /// Time between checkpoints while a turn is open (checked as requests complete).
 pub const EVERY: Duration = Duration::from_secs(10);
 
-/// What a checkpoint signs, before its fields.
+/// What a checkpoint signs, before its fields (checkpoints written before they were chained).
 const DOMAIN: &str = "approval-host checkpoint v1";
+
+/// What a chained checkpoint signs, before its fields.
+const DOMAIN_CHAINED: &str = "approval-host checkpoint v2";
+
+/// What the first checkpoint of a session's checkpoint log commits to, before its session.
+const CHECKPOINTS_GENESIS: &str = "approval-host checkpoints";
 
 /// A key file that could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -143,27 +150,63 @@ pub struct Checkpoint {
     pub head: String,
     /// When it was signed, RFC 3339.
     pub time: String,
+    /// Its place in the session's checkpoint log (1 for the first); absent in checkpoints
+    /// written before the checkpoint log was chained.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n: Option<u64>,
+    /// The [`Checkpoint::link`] of the checkpoint before it ([`first_link`] for the first):
+    /// removing, reordering or inserting a checkpoint breaks the chain. Absent as `n` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prev: Option<String>,
     /// The Ed25519 signature (hex) over the fields above.
     pub sig: String,
 }
 
-impl Checkpoint {
-    fn message(session: &str, seq: u64, head: &str, time: &str) -> Vec<u8> {
-        format!("{DOMAIN}\n{session}\n{seq}\n{head}\n{time}").into_bytes()
-    }
+/// What the first checkpoint of `session`'s checkpoint log commits to as its `prev`.
+pub fn first_link(session: &str) -> String {
+    chain::hex_of(&sha2::Sha256::digest(
+        format!("{CHECKPOINTS_GENESIS}\n{session}").as_bytes(),
+    ))
+}
 
-    /// Signs the line at `seq` of `session`, whose chain value is `head`.
-    pub fn sign(key: &SigningKey, session: &str, seq: u64, head: &Head) -> Checkpoint {
-        let head = chain::hex(head);
-        let time = humantime::format_rfc3339_micros(SystemTime::now()).to_string();
-        let sig = key.sign(&Self::message(session, seq, &head, &time));
-        Checkpoint {
-            session: session.to_owned(),
+impl Checkpoint {
+    fn message(&self) -> Vec<u8> {
+        let Checkpoint {
+            session,
             seq,
             head,
             time,
-            sig: chain::hex_of(&sig.to_bytes()),
+            ..
+        } = self;
+        match (self.n, &self.prev) {
+            (Some(n), Some(prev)) => {
+                format!("{DOMAIN_CHAINED}\n{session}\n{seq}\n{head}\n{time}\n{n}\n{prev}")
+            }
+            _ => format!("{DOMAIN}\n{session}\n{seq}\n{head}\n{time}"),
         }
+        .into_bytes()
+    }
+
+    /// Signs the line at `seq` of `session`, whose chain value is `head`, as the `n`th
+    /// checkpoint of the session's checkpoint log, after the one whose link is `prev`.
+    pub fn sign(
+        key: &SigningKey,
+        session: &str,
+        seq: u64,
+        head: &Head,
+        (n, prev): (u64, String),
+    ) -> Checkpoint {
+        let mut checkpoint = Checkpoint {
+            session: session.to_owned(),
+            seq,
+            head: chain::hex(head),
+            time: humantime::format_rfc3339_micros(SystemTime::now()).to_string(),
+            n: Some(n),
+            prev: Some(prev),
+            sig: String::new(),
+        };
+        checkpoint.sig = chain::hex_of(&key.sign(&checkpoint.message()).to_bytes());
+        checkpoint
     }
 
     /// Whether `key` signed exactly these fields.
@@ -171,8 +214,20 @@ impl Checkpoint {
         let Some(sig) = parse_hex::<64>(&self.sig) else {
             return false;
         };
-        let message = Self::message(&self.session, self.seq, &self.head, &self.time);
-        key.verify(&message, &Signature::from_bytes(&sig)).is_ok()
+        key.verify(&self.message(), &Signature::from_bytes(&sig))
+            .is_ok()
+    }
+
+    /// What the next checkpoint commits to: the SHA-256 (hex) of this one's line.
+    pub fn link(&self) -> String {
+        // The writer's serialisation of these fields, so the same for the line it wrote.
+        let line = serde_json::to_vec(self).unwrap_or_default();
+        chain::hex_of(&sha2::Sha256::digest(&line))
+    }
+
+    /// Where the checkpoint after this one goes: its `n` and `prev`.
+    pub fn next_place(&self, index: usize) -> (u64, String) {
+        (self.n.unwrap_or(index as u64 + 1) + 1, self.link())
     }
 }
 
@@ -187,22 +242,23 @@ pub fn checkpoints_in(dir: &Path, session: &str) -> PathBuf {
     dir.join(format!("{session}.jsonl"))
 }
 
-/// Reads a checkpoint log: each line parsed, or why it does not parse. A missing file is empty.
+/// Reads a checkpoint log: each line parsed, or why it does not parse (a line that is not
+/// UTF-8 is one such line, named, never an error of the whole read). A missing file is empty.
 pub fn read_checkpoints(path: &Path) -> io::Result<Vec<Result<Checkpoint, String>>> {
-    let file = match File::open(path) {
-        Ok(file) => file,
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
-    let mut out = Vec::new();
-    for line in BufReader::new(file).lines() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        out.push(serde_json::from_str::<Checkpoint>(&line).map_err(|e| e.to_string()));
-    }
-    Ok(out)
+    Ok(bytes
+        .split(|b| *b == b'\n')
+        .enumerate()
+        .filter(|(_, line)| !line.trim_ascii().is_empty())
+        .map(|(i, line)| match std::str::from_utf8(line) {
+            Ok(text) => serde_json::from_str::<Checkpoint>(text).map_err(|e| e.to_string()),
+            Err(_) => Err(format!("line {} is not UTF-8", i + 1)),
+        })
+        .collect())
 }
 
 /// Signs and appends checkpoints for a service.
@@ -210,7 +266,9 @@ pub struct Checkpointer {
     key: SigningKey,
     state_dir: PathBuf,
     copy: Option<PathBuf>,
-    serial: Mutex<()>,
+    /// Where each session's next checkpoint goes (`n`, `prev`), once known; held while one is
+    /// written, so checkpoints are appended one at a time.
+    places: Mutex<std::collections::HashMap<String, (u64, String)>>,
 }
 
 impl std::fmt::Debug for Checkpointer {
@@ -229,7 +287,7 @@ impl Checkpointer {
             key,
             state_dir: state_dir.into(),
             copy: None,
-            serial: Mutex::new(()),
+            places: Mutex::default(),
         }
     }
 
@@ -256,11 +314,27 @@ impl Checkpointer {
     /// the session's checkpoint log, and to its copy, returning once both are durable. The copy
     /// is written even when the first write fails (the first error is returned).
     pub fn write(&self, session: &str, seq: u64, head: &Head) -> io::Result<()> {
-        let checkpoint = Checkpoint::sign(&self.key, session, seq, head);
+        let mut places = self.places.lock().unwrap_or_else(|p| p.into_inner());
+        let place = match places.get(session) {
+            Some(place) => place.clone(),
+            // The first this run: after the last checkpoint the log holds.
+            None => {
+                let written = self.checkpoints(session)?;
+                let last = written
+                    .iter()
+                    .enumerate()
+                    .rev()
+                    .find_map(|(i, c)| c.as_ref().ok().map(|c| c.next_place(i)));
+                last.unwrap_or_else(|| (1, first_link(session)))
+            }
+        };
+        let checkpoint = Checkpoint::sign(&self.key, session, seq, head, place);
         let mut line = serde_json::to_vec(&checkpoint).map_err(io::Error::other)?;
         line.push(b'\n');
-        let _serial = self.serial.lock().unwrap_or_else(|p| p.into_inner());
         let main = append_synced(&checkpoints_path(&self.state_dir, session), &line);
+        if main.is_ok() {
+            places.insert(session.to_owned(), checkpoint.next_place(0));
+        }
         let copy = match &self.copy {
             Some(dir) => append_synced(&checkpoints_in(dir, session), &line),
             None => Ok(()),
@@ -290,4 +364,39 @@ fn append_synced(path: &Path, line: &[u8]) -> io::Result<()> {
             .map_err(with_path)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chained_and_older_unchained_checkpoints_both_verify_and_their_place_is_signed() {
+        let key = SigningKey::from_bytes(&[7; 32]);
+        let head = chain::genesis("s1");
+        let chained = Checkpoint::sign(&key, "s1", 3, &head, (1, first_link("s1")));
+        assert!(chained.verify(&key.verifying_key()));
+        // Its place is part of what was signed.
+        let moved = Checkpoint {
+            n: Some(2),
+            ..chained.clone()
+        };
+        assert!(!moved.verify(&key.verifying_key()));
+        // A checkpoint written before the chain (no n, no prev) still verifies as it was signed.
+        let mut older = Checkpoint {
+            n: None,
+            prev: None,
+            sig: String::new(),
+            ..chained.clone()
+        };
+        older.sig = chain::hex_of(&key.sign(&older.message()).to_bytes());
+        assert!(older.verify(&key.verifying_key()));
+        let line = serde_json::to_string(&older).unwrap();
+        assert!(
+            !line.contains("\"n\"") && !line.contains("\"prev\""),
+            "{line}"
+        );
+        assert_eq!(chained.next_place(0), (2, chained.link()));
+        assert_eq!(older.next_place(4).0, 6);
+    }
 }

@@ -11,7 +11,8 @@
 //!   store several hosts share, with a lease per session.
 //! - [`subscribe`]: subscribers to durable events.
 //! - [`check`]: reading a log back for `approval-host log`; [`verify`]: checking chains, seq
-//!   continuity and pairing for `approval-host verify`.
+//!   continuity and pairing for `approval-host verify`; [`evidence`]: checkpoint logs against
+//!   their copy, and logs missing while their checkpoints remain.
 
 pub mod chain;
 pub mod check;
@@ -19,6 +20,7 @@ pub mod checkpoint;
 pub(crate) mod commit;
 pub mod error;
 pub mod event;
+pub mod evidence;
 pub mod fold;
 pub mod log;
 pub mod postgres;

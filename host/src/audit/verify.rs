@@ -57,6 +57,14 @@ pub enum Tamper {
     /// every turn's end and every rule change, so those records were added after it (or the
     /// host crashed in the moment between the two).
     AddedAfterCheckpoint,
+    /// Checked with a public key, a log with records has no checkpoint at all: its checkpoint
+    /// log was removed, or it was written without the key (`verify --allow-unsigned` says so).
+    Unsigned,
+    /// The log is gone while its checkpoints remain (here, or in the copy).
+    Deleted,
+    /// The state directory's checkpoint log and its copy disagree: a checkpoint in one is
+    /// missing from, or different in, the other.
+    CheckpointsDiffer,
 }
 
 impl Tamper {
@@ -74,6 +82,9 @@ impl Tamper {
             Tamper::Rewritten => "rewritten",
             Tamper::Truncated => "truncated",
             Tamper::AddedAfterCheckpoint => "added-after-checkpoint",
+            Tamper::Unsigned => "unsigned",
+            Tamper::Deleted => "deleted",
+            Tamper::CheckpointsDiffer => "checkpoints-differ",
         }
     }
 }
@@ -128,10 +139,13 @@ pub const TURN_OPEN: &str = "the last turn is still open (a live session, or a c
 /// The warning when checkpoints exist but no public key was given to check them with.
 pub const CHECKPOINTS_UNCHECKED: &str = "this log has signed checkpoints, not checked: pass --public-key to find a log cut short, replaced or extended";
 
-/// The warning for a log with no checkpoint at all (written before a signing key was set, or its
-/// checkpoint log was removed: keep a copy of checkpoint logs elsewhere to tell the two apart).
+/// The warning for a log with no checkpoint at all, when `--allow-unsigned` says the deployment
+/// had no signing key when it was written.
 pub const NO_CHECKPOINTS: &str =
-    "this log has no checkpoint (written without a signing key, or its checkpoint log was removed)";
+    "this log has no checkpoint (written without a signing key, as --allow-unsigned says)";
+
+/// Why a log with records and no checkpoint is a finding when checked with a public key.
+pub const UNSIGNED: &str = "the log has records and no checkpoint: its checkpoint log was removed, or it was written without the signing key (pass --allow-unsigned if the deployment had none then)";
 
 /// The warning for records after the last checkpoint inside an open turn.
 pub fn uncovered(records: u64) -> String {
@@ -195,6 +209,9 @@ pub fn verify_reader_with(
     // The checkpointed chain values by seq, once each checkpoint is shown to be genuine.
     let mut signed: BTreeMap<u64, String> = BTreeMap::new();
     if let Some((key, list)) = checkpoints {
+        // What the next chained checkpoint must commit to, and whether one has been seen.
+        let mut link = crate::audit::checkpoint::first_link(session);
+        let mut chained = false;
         for (i, c) in list.iter().enumerate() {
             let why = match c {
                 Err(why) => Some((0, format!("checkpoint {} does not parse: {why}", i + 1))),
@@ -214,10 +231,28 @@ pub fn verify_reader_with(
                         c.session
                     ),
                 )),
-                Ok(c) => {
-                    signed.insert(c.seq, c.head.clone());
-                    None
-                }
+                Ok(c) => match (c.n, &c.prev) {
+                    (Some(n), Some(prev)) if n != i as u64 + 1 || *prev != link => Some((
+                        c.seq,
+                        format!(
+                            "checkpoint {} does not follow the one before it: checkpoints were removed, reordered or inserted",
+                            i + 1
+                        ),
+                    )),
+                    (None, _) | (_, None) if chained => Some((
+                        c.seq,
+                        format!(
+                            "checkpoint {} is unchained after chained ones: it was not written by this host",
+                            i + 1
+                        ),
+                    )),
+                    (n, _) => {
+                        chained |= n.is_some();
+                        link = c.link();
+                        signed.insert(c.seq, c.head.clone());
+                        None
+                    }
+                },
             };
             if let Some((line, message)) = why {
                 fail(&mut report, line, Tamper::CheckpointInvalid, message);
@@ -363,8 +398,14 @@ pub fn verify_reader_with(
         }
         // The host checkpoints each turn's end before its `end_turn` returns.
         if signed.is_empty() {
+            // The host checkpoints every turn's end (every rule change): only a first turn still
+            // open may have none yet.
+            if !unsigned_turn_ends.is_empty() {
+                fail(&mut report, 1, Tamper::Unsigned, UNSIGNED.to_owned());
+                return Ok(report);
+            }
             if records > 0 {
-                report.warnings.push(NO_CHECKPOINTS.to_owned());
+                report.warnings.push(uncovered(records));
             }
         } else if let Some(&end) = unsigned_turn_ends.first() {
             let what = if rules_log {

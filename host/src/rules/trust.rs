@@ -97,7 +97,12 @@ pub fn read(bytes: &[u8], cx: &Context<'_>) -> Read {
         );
     }
     if let Some(problem) = &report.problem {
-        let after_checkpoint = problem.kind == Tamper::AddedAfterCheckpoint;
+        // This host's own last change, still waiting for its checkpoint (the first one, for a
+        // log that had none) is not tampering.
+        let after_checkpoint = matches!(
+            problem.kind,
+            Tamper::AddedAfterCheckpoint | Tamper::Unsigned
+        );
         if !after_checkpoint || !ours {
             if after_checkpoint && in_grace {
                 return Read::Waiting;

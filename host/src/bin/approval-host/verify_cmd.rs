@@ -1,12 +1,14 @@
 //! `approval-host verify`: session and rules logs checked for tampering (chain, seq, pairing, and
 //! with a public key their signed checkpoints).
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
 use approval_host::DirStore;
 use approval_host::audit::store::validate_session_id;
+use approval_host::audit::verify::{self, Problem, Report, Tamper};
 
 use crate::{Context, UsageError};
 
@@ -15,7 +17,7 @@ use crate::{Context, UsageError};
 pub(crate) struct VerifyArgs {
     /// The sessions to check.
     pub(crate) sessions: Vec<String>,
-    /// Check every session in the state directory.
+    /// Check every session in the state directory (and every one a checkpoint log names).
     #[arg(long, conflicts_with = "sessions")]
     pub(crate) all: bool,
     /// One JSON object per session instead of text.
@@ -28,20 +30,34 @@ pub(crate) struct VerifyArgs {
     pub(crate) public_key: Option<PathBuf>,
     /// Read checkpoint logs from DIR (the deployment's `[audit] checkpoint-copy`) instead
     /// of the state directory's `checkpoints/`: a copy whoever can write the state directory
-    /// cannot cut short or remove.
+    /// cannot cut short or remove. The state directory's own are compared with it.
     #[arg(long, value_name = "DIR", requires = "public_key")]
     pub(crate) checkpoints: Option<PathBuf>,
+    /// Logs with no checkpoint at all were written while the deployment had no signing key:
+    /// report them as a warning, not as `unsigned`.
+    #[arg(long, requires = "public_key")]
+    pub(crate) allow_unsigned: bool,
+}
+
+/// Where checkpoints are read from, and how strictly.
+struct Checking<'a> {
+    key: Option<&'a ed25519_dalek::VerifyingKey>,
+    /// The state directory's `checkpoints/`.
+    local: PathBuf,
+    /// `--checkpoints DIR`: the copy, which the logs are checked against.
+    copy: Option<PathBuf>,
+    allow_unsigned: bool,
 }
 
 /// Runs `verify`.
 pub(crate) fn run(ctx: &Context, args: VerifyArgs) -> Result<ExitCode> {
-    let state_dir = &ctx.dir;
     let VerifyArgs {
         sessions,
         all,
         json,
         public_key,
         checkpoints,
+        allow_unsigned,
     } = args;
     let key = public_key
         .map(|p| approval_host::audit::checkpoint::load_public_key(&p))
@@ -52,8 +68,13 @@ pub(crate) fn run(ctx: &Context, args: VerifyArgs) -> Result<ExitCode> {
     {
         return Err(UsageError(format!("--checkpoints {}: not a directory", dir.display())).into());
     }
-    let checkpoints = checkpoints.unwrap_or_else(|| state_dir.join("checkpoints"));
-    verify(ctx, sessions, all, json, key.as_ref(), &checkpoints)
+    let checking = Checking {
+        key: key.as_ref(),
+        local: ctx.dir.join("checkpoints"),
+        copy: checkpoints,
+        allow_unsigned,
+    };
+    verify(ctx, sessions, all, json, &checking)
 }
 
 fn verify(
@@ -61,21 +82,28 @@ fn verify(
     sessions: Vec<String>,
     all: bool,
     json: bool,
-    key: Option<&ed25519_dalek::VerifyingKey>,
-    checkpoints_dir: &Path,
+    checking: &Checking<'_>,
 ) -> Result<ExitCode> {
-    let state_dir = ctx.dir.as_path();
-    use approval_host::audit::checkpoint::{checkpoints_in, read_checkpoints};
-    let store = DirStore::new(state_dir);
+    use approval_host::audit::evidence::checkpointed_sessions;
+    let store = DirStore::new(&ctx.dir);
     // A database is read whole per session; the directory store streams each file.
     let database = crate::wiring::on_database(ctx, None)
         .then(|| crate::wiring::open(ctx, None, false))
         .transpose()?;
-    let sessions = if all {
-        match &database {
+    let sessions: Vec<String> = if all {
+        let mut every: BTreeSet<String> = match &database {
             Some(db) => db.list()?,
             None => approval_host::Store::list(&store)?,
         }
+        .into_iter()
+        .collect();
+        // A log that was deleted is still named by its checkpoints, here or in the copy.
+        for dir in std::iter::once(&checking.local).chain(&checking.copy) {
+            every.extend(
+                checkpointed_sessions(dir).with_context(|| format!("reading {}", dir.display()))?,
+            );
+        }
+        every.into_iter().collect()
     } else if sessions.is_empty() {
         return Err(UsageError("name the sessions to verify, or --all".to_owned()).into());
     } else {
@@ -84,39 +112,12 @@ fn verify(
     let mut tampered = false;
     for session in &sessions {
         validate_session_id(session).map_err(|e| UsageError(e.to_string()))?;
-        let path = store.session_path(session);
-        let bytes = match &database {
-            Some(db) => {
-                let bytes = db.read(session)?;
-                if bytes.is_empty() {
-                    return Err(UsageError(format!("no session log postgres:{session}")).into());
-                }
-                Some(bytes)
-            }
-            None if !path.exists() => {
-                return Err(UsageError(format!("no session log at {}", path.display())).into());
-            }
-            None => None,
-        };
-        let checkpoints_file = checkpoints_in(checkpoints_dir, session);
-        let checkpoints = read_checkpoints(&checkpoints_file)
-            .with_context(|| format!("reading {}", checkpoints_file.display()))?;
-        let against = key.map(|k| (k, checkpoints.as_slice()));
-        let mut report = match &bytes {
-            Some(bytes) => {
-                approval_host::audit::verify::verify_reader_with(&bytes[..], session, against)
-            }
-            None => approval_host::audit::verify::verify_file_with(&path, session, against),
-        }
-        .with_context(|| format!("reading {}", path.display()))?;
-        let path = match bytes {
-            Some(_) => PathBuf::from(format!("postgres:{session}")),
-            None => path,
-        };
-        if key.is_none() && !checkpoints.is_empty() {
-            report
-                .warnings
-                .push(approval_host::audit::verify::CHECKPOINTS_UNCHECKED.to_owned());
+        let (path, mut report) = check(&store, database.as_deref(), session, checking)?;
+        if report.problem.as_ref().map(|p| p.kind) == Some(Tamper::Unsigned)
+            && checking.allow_unsigned
+        {
+            report.problem = None;
+            report.warnings.push(verify::NO_CHECKPOINTS.to_owned());
         }
         tampered |= !report.intact();
         if json {
@@ -154,4 +155,89 @@ fn verify(
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Checks one session: its log (from the database or the state directory) against its
+/// checkpoints, the state directory's checkpoints against the copy, and whether a log that is
+/// gone left checkpoints behind. What cannot be read is a finding about that file, never an
+/// abort of the run.
+fn check(
+    store: &DirStore,
+    database: Option<&dyn approval_host::Store>,
+    session: &str,
+    checking: &Checking<'_>,
+) -> Result<(PathBuf, Report)> {
+    use approval_host::audit::checkpoint::{checkpoints_in, read_checkpoints};
+    use approval_host::audit::evidence;
+    let unreadable = |what: &Path, e: &dyn std::fmt::Display| Problem {
+        line: 1,
+        kind: Tamper::Unreadable,
+        message: format!("{} cannot be read: {e}", what.display()),
+    };
+    let empty = |problem: Problem| Report {
+        session: session.to_owned(),
+        records: 0,
+        chained_from: None,
+        warnings: Vec::new(),
+        problem: Some(problem),
+    };
+    let file = store.session_path(session);
+    let (path, bytes) = match database {
+        Some(db) => {
+            let path = PathBuf::from(format!("postgres:{session}"));
+            match db.read(session) {
+                Ok(bytes) => (path, Some(bytes).filter(|b| !b.is_empty())),
+                Err(e) => return Ok((path.clone(), empty(unreadable(&path, &e)))),
+            }
+        }
+        None => (file.clone(), file.exists().then(Vec::new)),
+    };
+    let local_file = checkpoints_in(&checking.local, session);
+    let copy_file = checking.copy.as_ref().map(|d| checkpoints_in(d, session));
+    let Some(bytes) = bytes else {
+        let left = std::iter::once(&local_file)
+            .chain(&copy_file)
+            .find(|f| f.exists());
+        return match left {
+            Some(f) => Ok((path, empty(evidence::deleted(&f.display().to_string())))),
+            None => Err(UsageError(match database {
+                Some(_) => format!("no session log postgres:{session}"),
+                None => format!("no session log at {}", file.display()),
+            })
+            .into()),
+        };
+    };
+    let local = match read_checkpoints(&local_file) {
+        Ok(list) => list,
+        Err(e) => return Ok((path, empty(unreadable(&local_file, &e)))),
+    };
+    let copy = match &copy_file {
+        Some(f) => match read_checkpoints(f) {
+            Ok(list) => Some(list),
+            Err(e) => return Ok((path, empty(unreadable(f, &e)))),
+        },
+        None => None,
+    };
+    let against = checking.key.map(|k| (k, copy.as_deref().unwrap_or(&local)));
+    let verified = match database {
+        Some(_) => verify::verify_reader_with(&bytes[..], session, against),
+        None => verify::verify_file_with(&file, session, against),
+    };
+    let mut report = match verified {
+        Ok(report) => report,
+        Err(e) => return Ok((path.clone(), empty(unreadable(&path, &e)))),
+    };
+    if report.problem.is_none()
+        && checking.key.is_some()
+        && let Some(copy) = &copy
+        && let Some(problem) = evidence::compare_with_copy(&local, copy)
+    {
+        report.problem = Some(problem);
+    }
+    if checking.key.is_none() && !local.is_empty() {
+        report
+            .warnings
+            .push(verify::CHECKPOINTS_UNCHECKED.to_owned());
+    }
+    Ok((path, report))
 }
