@@ -76,7 +76,7 @@ async fn server_on(
 
 pub(crate) struct Reply {
     pub(crate) status: u16,
-    headers: Vec<(String, String)>,
+    pub(crate) headers: Vec<(String, String)>,
     pub(crate) body: String,
 }
 
@@ -883,6 +883,10 @@ async fn the_sessions_pages_summarise_each_session_and_filter_its_timeline() {
         row(&list, "team-1").is_some() && row(&list, "s1").is_none(),
         "{list}"
     );
+    // Its filters and counts name nothing of the sessions it may not see: s1 asked about bash.
+    assert!(list.contains("<h1>Sessions (1)</h1>"), "{list}");
+    assert!(list.contains("<option value=\"web_fetch\""), "{list}");
+    assert!(!list.contains("bash"), "{list}");
     let reply = http(addr, "GET", "/sessions/s1", Some(&team_cookie), None).await;
     assert_eq!(reply.status, 403);
     let asking = ask_call(&service, &agent, "c3", json!({"command": "make"}), None).await;
@@ -1295,4 +1299,75 @@ async fn an_admin_limited_to_some_sessions_changes_only_their_session_rules_on_t
     )
     .await;
     assert_eq!(reply.status, 303, "{}", reply.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limited_login_says_when_to_retry_and_a_browser_that_logged_in_is_not_locked_out() {
+    use approval_host::serve::console::{DEVICE_COOKIE, rate_limited};
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, addr) = server(dir.path(), 60).await;
+    // A person logs in once from this browser: it gets a device cookie besides the login.
+    let reply = http(addr, "POST", "/login", None, Some(&[("token", ANSWERER)])).await;
+    assert_eq!(reply.status, 303);
+    let device = reply
+        .headers
+        .iter()
+        .filter(|(k, _)| k.eq_ignore_ascii_case("set-cookie"))
+        .map(|(_, v)| v.split(';').next().unwrap().to_owned())
+        .find(|c| c.starts_with(&format!("{DEVICE_COOKIE}=")))
+        .expect("a device cookie");
+
+    // Someone else at the same address guesses until the address is limited...
+    for _ in 0..auth::MAX_FAILURES {
+        let reply = http(
+            addr,
+            "POST",
+            "/login",
+            None,
+            Some(&[("token", "aht_guess")]),
+        )
+        .await;
+        assert_eq!(reply.status, 401);
+        assert!(reply.body.contains(LOGIN_FAILED), "{}", reply.body);
+    }
+    // ...after which even the right token without the device cookie is told why and when.
+    let reply = http(addr, "POST", "/login", None, Some(&[("token", ANSWERER)])).await;
+    assert_eq!(reply.status, 429);
+    let seconds: u64 = reply
+        .body
+        .split("try again in ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{}", reply.body));
+    assert!((1..=60).contains(&seconds), "{seconds}");
+    assert!(
+        reply
+            .body
+            .contains(&rate_limited(Duration::from_secs(seconds))),
+        "{}",
+        reply.body
+    );
+    assert!(!reply.body.contains(LOGIN_FAILED), "{}", reply.body);
+    // The browser that logged in before is counted apart and logs in.
+    let reply = http(
+        addr,
+        "POST",
+        "/login",
+        Some(&device),
+        Some(&[("token", ANSWERER)]),
+    )
+    .await;
+    assert_eq!(reply.status, 303, "{}", reply.body);
+    // A device cookie the server never handed out is no way around the limit.
+    let forged = format!("{DEVICE_COOKIE}={}", "ab".repeat(32));
+    let reply = http(
+        addr,
+        "POST",
+        "/login",
+        Some(&forged),
+        Some(&[("token", ANSWERER)]),
+    )
+    .await;
+    assert_eq!(reply.status, 429);
 }

@@ -230,6 +230,16 @@ impl Gatekeeper {
             .is_empty()
     }
 
+    /// How long `peer` must wait before its attempts are checked again, when it is over its
+    /// failure limit.
+    pub fn retry_after(&self, peer: &str) -> Option<Duration> {
+        let failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let (n, since) = failures.get(peer)?;
+        (*n >= MAX_FAILURES)
+            .then(|| FAILURE_WINDOW.saturating_sub(since.elapsed()))
+            .filter(|left| !left.is_zero())
+    }
+
     /// Checks `token` from `peer`; the error is the text to send before closing.
     pub fn check(&self, peer: &str, token: Option<&str>) -> Result<Grant, &'static str> {
         let now = Instant::now();

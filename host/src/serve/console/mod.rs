@@ -50,6 +50,25 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
 /// The text of a refused login.
 pub const LOGIN_FAILED: &str = "That token is not valid for the console.";
 
+/// The device cookie: set at a successful login, so that failed attempts from the same address
+/// by anyone without it (a neighbour behind the same NAT, an attacker) are counted apart and
+/// cannot lock this browser out.
+pub const DEVICE_COOKIE: &str = "approval_console_device";
+
+/// How long a device cookie is remembered by the browser.
+pub const DEVICE_LASTS: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// The most devices remembered at once (the oldest is forgotten first).
+pub const DEVICES_KEPT: usize = 4096;
+
+/// The text of a login refused because of too many failed attempts, with when to retry.
+pub fn rate_limited(retry: Duration) -> String {
+    format!(
+        "Too many failed logins from this address: try again in {} s.",
+        retry.as_secs().max(1)
+    )
+}
+
 /// The text of a page that needs the admin role.
 pub const NEEDS_ADMIN: &str = "Rules and plugins need a token with the admin role.";
 
@@ -73,6 +92,8 @@ pub struct Console {
     logins: Mutex<HashMap<String, Login>>,
     /// Served over TLS: the cookie is `Secure`.
     secure: bool,
+    /// The device cookies handed out at successful logins, oldest first.
+    devices: Mutex<std::collections::VecDeque<String>>,
     sessions: sessions::Summaries,
 }
 
@@ -170,6 +191,7 @@ impl Console {
             pending,
             logins: Mutex::default(),
             secure,
+            devices: Mutex::default(),
             sessions: sessions::Summaries::default(),
         })
     }
@@ -278,13 +300,17 @@ impl Console {
 struct Peer(SocketAddr);
 
 fn cookie(headers: &HeaderMap) -> Option<String> {
+    cookie_named(headers, COOKIE)
+}
+
+fn cookie_named(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, _)| *k == COOKIE)
+        .find(|(k, _)| *k == name)
         .map(|(_, v)| v.to_owned())
 }
 
@@ -326,16 +352,35 @@ struct LoginForm {
 async fn log_in(
     State(console): State<Arc<Console>>,
     Extension(Peer(peer)): Extension<Peer>,
+    headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
-    let grant = console
-        .server
-        .inner
-        .gatekeeper
-        .check(&format!("web console {}", peer.ip()), Some(&form.token));
-    let Ok(grant) = grant.map_err(|e| tracing::warn!(%peer, reason = e, "console login refused"))
-    else {
-        return (StatusCode::UNAUTHORIZED, pages::login(Some(LOGIN_FAILED))).into_response();
+    // Failed attempts count per address, and apart for a browser that logged in before.
+    let device = cookie_named(&headers, DEVICE_COOKIE).filter(|d| {
+        console
+            .devices
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(d)
+    });
+    let counted_as = match &device {
+        Some(d) => format!("web console {} device {d}", peer.ip()),
+        None => format!("web console {}", peer.ip()),
+    };
+    let gatekeeper = &console.server.inner.gatekeeper;
+    let grant = match gatekeeper.check(&counted_as, Some(&form.token)) {
+        Ok(grant) => grant,
+        Err(e) => {
+            tracing::warn!(%peer, reason = e, "console login refused");
+            return match gatekeeper.retry_after(&counted_as) {
+                Some(retry) if e == super::auth::TOO_MANY_FAILURES => (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    pages::login(Some(&rate_limited(retry))),
+                )
+                    .into_response(),
+                _ => (StatusCode::UNAUTHORIZED, pages::login(Some(LOGIN_FAILED))).into_response(),
+            };
+        }
     };
     if !grant.has(TokenRole::Answerer) {
         return (StatusCode::FORBIDDEN, pages::login(Some(LOGIN_FAILED))).into_response();
@@ -360,6 +405,24 @@ async fn log_in(
     let mut response = Redirect::to("/").into_response();
     if let Ok(v) = HeaderValue::from_str(&cookie) {
         response.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    if device.is_none() {
+        let device = random_hex();
+        {
+            let mut devices = console.devices.lock().unwrap_or_else(|p| p.into_inner());
+            if devices.len() >= DEVICES_KEPT {
+                devices.pop_front();
+            }
+            devices.push_back(device.clone());
+        }
+        let cookie = format!(
+            "{DEVICE_COOKIE}={device}; HttpOnly; SameSite=Strict; Path=/login; Max-Age={}{}",
+            DEVICE_LASTS.as_secs(),
+            if console.secure { "; Secure" } else { "" }
+        );
+        if let Ok(v) = HeaderValue::from_str(&cookie) {
+            response.headers_mut().append(header::SET_COOKIE, v);
+        }
     }
     response
 }

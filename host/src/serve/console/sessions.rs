@@ -210,10 +210,14 @@ pub async fn list(
         Err(e) => return store_failed(e),
     };
     let agents = console.server.service().open_sessions().await;
-    let tools: BTreeSet<String> = all.iter().flat_map(|s| s.tools.iter().cloned()).collect();
-    let shown: Vec<_> = all
+    // Only what the viewer may see feeds the page: its filters and counts too.
+    let visible: Vec<_> = all.into_iter().filter(|s| viewer.sees(&s.id)).collect();
+    let tools: BTreeSet<String> = visible
+        .iter()
+        .flat_map(|s| s.tools.iter().cloned())
+        .collect();
+    let shown: Vec<_> = visible
         .into_iter()
-        .filter(|s| viewer.sees(&s.id))
         .filter(|s| outcome.is_none_or(|o| s.outcomes[outcome_index(o)] > 0))
         .filter(|s| filters.tool().is_none_or(|t| s.tools.contains(t)))
         .collect();
