@@ -1071,7 +1071,22 @@ async fn rules_and_plugins_are_for_admins_who_add_revoke_and_reload_there() {
         Some(&[("csrf", &csrf)]),
     )
     .await;
+    // Post, redirect, get: the report is on the page the browser is sent to, once.
+    assert_eq!(reply.status, 303);
+    assert_eq!(reply.header("location"), Some("/plugins"));
+    let reply = http(addr, "GET", "/plugins", Some(&admin), None).await;
     assert_eq!(reply.status, 200);
+    assert!(
+        reply.body.contains("<p class=\"reloaded\""),
+        "{}",
+        reply.body
+    );
+    let again = http(addr, "GET", "/plugins", Some(&admin), None).await;
+    assert!(
+        !again.body.contains("<p class=\"reloaded\""),
+        "{}",
+        again.body
+    );
     assert!(
         reply
             .body

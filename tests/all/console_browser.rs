@@ -112,6 +112,11 @@ async fn live_anew(browser: &Client) {
     wait_for(browser, "html:not([data-old]) section#pending[data-ready]").await;
 }
 
+/// Waits for `css` on a page other than the one `mark_page` marked.
+async fn wait_anew(browser: &Client, css: &str) -> Element {
+    wait_for(browser, &format!("html:not([data-old]) {css}")).await
+}
+
 async fn wait_for(browser: &Client, css: &str) -> Element {
     browser
         .wait()
@@ -442,6 +447,7 @@ async fn in_a_browser_an_admin_tours_the_four_pages_adds_a_rule_and_reloads() {
     type_into(&form, "input[name=rule]", "bash(git status)").await;
     type_into(&form, "input[name=for]", "8h").await;
     type_into(&form, "input[name=reason]", "read-only").await;
+    mark_page(&browser).await;
     form.find(Locator::Css("button"))
         .await
         .unwrap()
@@ -449,7 +455,7 @@ async fn in_a_browser_an_admin_tours_the_four_pages_adds_a_rule_and_reloads() {
         .await
         .unwrap();
     // The form posts and the page comes back listing the rule.
-    let row = wait_for(&browser, "table.rules tbody tr").await;
+    let row = wait_anew(&browser, "table.rules tbody tr").await;
     let rules = service.rules().unwrap().list(None);
     assert_eq!(rules.len(), 1);
     assert_eq!(
@@ -462,17 +468,43 @@ async fn in_a_browser_an_admin_tours_the_four_pages_adds_a_rule_and_reloads() {
     // Plugins: a reload reports what it did.
     click(&browser, Locator::LinkText("Plugins")).await;
     wait_for(&browser, "tr#p-deny-commands").await;
+    mark_page(&browser).await;
     click(
         &browser,
         Locator::Css("form[action='/plugins/reload'] button"),
     )
     .await;
-    let report = wait_for(&browser, "p.reloaded").await.text().await.unwrap();
+    let report = wait_anew(&browser, "p.reloaded")
+        .await
+        .text()
+        .await
+        .unwrap();
     assert!(
         report.starts_with("Reloaded. Added: none; swapped: none; removed: none."),
         "{report}"
     );
     shoot(&browser, "plugins").await;
+    // The report came by a redirect: the page is a GET, and refreshing it reloads nothing.
+    assert_eq!(browser.current_url().await.unwrap().path(), "/plugins");
+    let reloads = |page: String| {
+        page.split("<tr id=\"p-deny-commands\">")
+            .nth(1)
+            .and_then(|row| row.split("<td class=\"num\">").nth(4))
+            .and_then(|n| n.split('<').next().map(str::to_owned))
+    };
+    let before = reloads(browser.source().await.unwrap());
+    assert!(before.is_some(), "the plugin's reload count");
+    mark_page(&browser).await;
+    browser.refresh().await.unwrap();
+    wait_anew(&browser, "tr#p-deny-commands").await;
+    assert!(
+        browser
+            .find_all(Locator::Css("p.reloaded"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(reloads(browser.source().await.unwrap()), before);
 
     // Sessions: the list, then the session's timeline.
     click(&browser, Locator::LinkText("Sessions")).await;

@@ -75,6 +75,9 @@ pub const NEEDS_ADMIN: &str = "Rules and plugins need a token with the admin rol
 /// The text of a form whose CSRF token is wrong (a forged or stale form).
 pub const BAD_FORM: &str = "This form is stale or was not sent from the console: reload the page.";
 
+/// What a reload did, or why the deployment was not reloaded.
+type ReloadResult = Result<crate::plugin::ReloadReport, String>;
+
 struct Login {
     grant: Grant,
     csrf: String,
@@ -94,6 +97,9 @@ pub struct Console {
     secure: bool,
     /// The device cookies handed out at successful logins, oldest first.
     devices: Mutex<std::collections::VecDeque<String>>,
+    /// What each login's last reload did, until its Plugins page has shown it (by CSRF token,
+    /// which names one login).
+    reloaded: Mutex<HashMap<String, ReloadResult>>,
     sessions: sessions::Summaries,
 }
 
@@ -192,6 +198,7 @@ impl Console {
             logins: Mutex::default(),
             secure,
             devices: Mutex::default(),
+            reloaded: Mutex::default(),
             sessions: sessions::Summaries::default(),
         })
     }
@@ -223,6 +230,24 @@ impl Console {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Login>> {
         self.logins.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keeps what a reload did for the login's next Plugins page.
+    fn keep_reloaded(&self, viewer: &Viewer, report: ReloadResult) {
+        let mut reloaded = self.reloaded.lock().unwrap_or_else(|p| p.into_inner());
+        // Only live logins' reports are kept.
+        let live: std::collections::HashSet<String> =
+            self.lock().values().map(|l| l.csrf.clone()).collect();
+        reloaded.retain(|csrf, _| live.contains(csrf));
+        reloaded.insert(viewer.csrf.clone(), report);
+    }
+
+    /// What the login's last reload did, once.
+    fn take_reloaded(&self, viewer: &Viewer) -> Option<ReloadResult> {
+        self.reloaded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&viewer.csrf)
     }
 
     /// The live login a request's cookie names.

@@ -6,23 +6,29 @@ use std::sync::Arc;
 
 use axum::extract::{Form, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 
 use super::pages::{self, Tab};
 use super::{Console, CsrfForm, Viewer};
 use crate::plugin::mount::{PluginStatus, ReloadReport};
 
-/// The Plugins page.
+/// The Plugins page, with what the login's last reload did once, right after it.
 pub async fn page(State(console): State<Arc<Console>>, viewer: Viewer) -> Response {
     if let Err(refused) = viewer.check_admin() {
         return refused.into_response();
     }
+    let reloaded = console.take_reloaded(&viewer);
     let plugins = console.server.plugin_status().await;
-    plugins_page(&viewer, &plugins, None).into_response()
+    let status = match &reloaded {
+        Some(Err(_)) => StatusCode::BAD_REQUEST,
+        _ => StatusCode::OK,
+    };
+    (status, plugins_page(&viewer, &plugins, reloaded.as_ref())).into_response()
 }
 
-/// Reloads the deployment and shows what changed.
+/// Reloads the deployment, then sends the browser to the Plugins page, which shows what
+/// changed (post, redirect, get): refreshing that page never reloads again.
 pub async fn reload(
     State(console): State<Arc<Console>>,
     viewer: Viewer,
@@ -32,13 +38,10 @@ pub async fn reload(
         return refused.into_response();
     }
     tracing::info!(user = viewer.name(), "reload asked on the console");
-    let (status, report) = match console.server.reload().await {
-        Ok(report) => (StatusCode::OK, Ok(report)),
-        // An invalid deployment file changes nothing; the page says why.
-        Err(e) => (StatusCode::BAD_REQUEST, Err(e.to_string())),
-    };
-    let plugins = console.server.plugin_status().await;
-    (status, plugins_page(&viewer, &plugins, Some(&report))).into_response()
+    // An invalid deployment file changes nothing; the page says why.
+    let report = console.server.reload().await.map_err(|e| e.to_string());
+    console.keep_reloaded(&viewer, report);
+    Redirect::to("/plugins").into_response()
 }
 
 fn names(list: &[String]) -> String {
