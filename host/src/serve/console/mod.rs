@@ -17,6 +17,7 @@ pub mod plugins;
 pub mod questions;
 pub mod rules;
 pub mod sessions;
+pub mod visible;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

@@ -16,6 +16,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::pages::{self, Tab, waited};
 use super::pending::{Change, Click, Departed, Shown};
+use super::visible::visible;
 use super::{Console, Viewer};
 use crate::answer::{Effect, RuleScope};
 use crate::outcome::Decision;
@@ -257,9 +258,6 @@ where
     futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|v| (v, rx)) })
 }
 
-/// Argument values longer than this are folded on the page (opened with a click).
-pub const FOLD_ABOVE: usize = 600;
-
 /// The questions waiting for a person, and the ones that just left.
 pub fn pending_page(
     viewer: &Viewer,
@@ -290,7 +288,7 @@ pub fn pending_page(
                 ul #recent {
                     @for d in recent {
                         li id=(format!("left-{}", d.id)) {
-                            code { (d.tool) } " (" a href=(format!("/sessions/{}#q-{}", d.session, d.id)) { (d.session) } "): " (d.ending)
+                            code { (visible(&d.tool)) } " (" a href=(format!("/sessions/{}#q-{}", d.session, d.id)) { (d.session) } "): " (d.ending)
                         }
                     }
                 }
@@ -300,22 +298,25 @@ pub fn pending_page(
 }
 
 fn question(viewer: &Viewer, q: &Shown, first: bool, now: Instant) -> Markup {
-    let long = q.arguments.as_ref().is_some_and(|a| a.len() > FOLD_ABOVE);
     html! {
         article.question.selected[first] id=(format!("q-{}", q.id)) {
-            h2 { code { (q.tool) } }
+            h2 { code { (visible(&q.tool)) } }
             dl {
-                dt { "agent" } dd { (q.agent) }
+                dt { "agent" } dd { (visible(&q.agent)) }
                 dt { "session" } dd { a href=(format!("/sessions/{}", q.session)) { (q.session) } }
-                @if let Some(c) = &q.call_id { dt { "call" } dd { (c) } }
-                @if let Some(r) = &q.reason { dt { "reason" } dd.reason { (r) } }
+                @if let Some(c) = &q.call_id { dt { "call" } dd { (visible(c)) } }
+                @if let Some(r) = &q.reason { dt { "reason" } dd.reason { (visible(r)) } }
                 dt { "waiting" } dd.waited { (waited(now.saturating_duration_since(q.since))) }
                 dt { "passed by" } dd.passed {
                     @if q.passed.is_empty() { "no gate" } @else { (q.passed.join(", ")) " (each said next)" }
                 }
             }
+            // Whole, never folded: what is approved is all of it (a long value scrolls).
             @if let Some(a) = &q.arguments {
-                details open[!long] { summary { "arguments" @if long { " (" (a.len()) " bytes)" } } pre.arguments { (a) } }
+                section.arguments {
+                    h3 { "arguments (" (a.len()) " bytes)" }
+                    pre.arguments tabindex="0" { (visible(a)) }
+                }
             }
             div.answers {
                 form.allow method="post" action="/answer" {

@@ -16,6 +16,7 @@ use maud::{Markup, html};
 use serde::Deserialize;
 
 use super::pages::{self, Tab};
+use super::visible::visible;
 use super::{Console, Viewer};
 use crate::audit::check::check_bytes;
 use crate::audit::event::{Event, Record};
@@ -446,11 +447,11 @@ impl Item<'_> {
                 });
                 html! {
                     li.question id=(format!("q-{}", a.id)) {
-                        span.ts { (asked.ts) } " asked about " code { (a.tool_name) }
-                        @if let Some(c) = &a.call_id { " (call " (c) ")" }
+                        span.ts { (asked.ts) } " asked about " code { (visible(&a.tool_name)) }
+                        @if let Some(c) = &a.call_id { " (call " (visible(c)) ")" }
                         " "
                         a href=(format!("#q-{}", a.id)) title="link to this question" { "#" }
-                        @if let Some(r) = &a.reason { br; "asker's reason: " q { (r) } }
+                        @if let Some(r) = &a.reason { br; "asker's reason: " q { (visible(r)) } }
                         br;
                         @match d {
                             None => { b.outcome-unavailable { "not decided yet" } }
@@ -462,7 +463,7 @@ impl Item<'_> {
                                     " failure: " (f.kind.as_str())
                                     @if let Some(p) = &f.plugin { " in " code { (p) } }
                                 }
-                                @if let Some(r) = &d.reason { br; "reason: " q { (r) } }
+                                @if let Some(r) = &d.reason { br; "reason: " q { (visible(r)) } }
                                 @if let Some(rule) = &d.rule { br; "by rule " code { (rule.rule) } " (" (rule.scope.as_str()) ", " (rule.creator) ")" }
                                 @if let Some(added) = &d.rule_added { br; "rule kept: " code { (added) } }
                                 @if let Some(declined) = &d.rule_declined { br; "rule declined: " (declined) }
@@ -478,12 +479,12 @@ impl Item<'_> {
                 let arguments = serde_json::to_string_pretty(&c.arguments).unwrap_or_default();
                 html! {
                     li.call id=(format!("c-{}", c.call_id)) {
-                        span.ts { (call.ts) } " tool call " code { (c.name) } " (call " (c.call_id) ")"
-                        details { summary { "arguments" } pre { (arguments) } }
+                        span.ts { (call.ts) } " tool call " code { (visible(&c.name)) } " (call " (visible(&c.call_id)) ")"
+                        details { summary { "arguments" } pre { (visible(&arguments)) } }
                         @if let Some(Record { event: Event::ToolResult(t), ts, .. }) = result {
                             (ts) " result: " @if t.is_error { b.outcome-rejected { "error" } } @else { "ok" }
                             @if let Some(l) = &t.failed_listener { " (failed listener " code { (l) } ")" }
-                            details { summary { "content" } pre { (serde_json::to_string_pretty(&t.content).unwrap_or_default()) } }
+                            details { summary { "content" } pre { (visible(&serde_json::to_string_pretty(&t.content).unwrap_or_default())) } }
                         }
                     }
                 }
