@@ -552,3 +552,236 @@ async fn in_a_browser_an_admin_tours_the_four_pages_adds_a_rule_and_reloads() {
     assert_eq!(verdict_of(asking).await.outcome, Outcome::AllowedOnce);
     browser.close().await.unwrap();
 }
+
+/// The id of the question asked last, once the console holds `count` of them.
+async fn newest_question(server: &approval_host::serve::Server, count: usize) -> String {
+    let pending = server.web_pending().unwrap().clone();
+    let started = std::time::Instant::now();
+    loop {
+        let list = pending.list();
+        if list.len() == count {
+            return list.last().unwrap().id.clone();
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "{count} questions never waited"
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Waits until exactly `count` questions show on the page in view.
+async fn questions_shown(browser: &Client, count: usize) {
+    let started = std::time::Instant::now();
+    while browser
+        .find_all(Locator::Css("html:not([data-old]) article.question"))
+        .await
+        .unwrap()
+        .len()
+        != count
+    {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "{count} questions never showed"
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
+/// The ids of the questions marked selected on the page.
+async fn selected(browser: &Client) -> Vec<String> {
+    let mut ids = Vec::new();
+    for q in browser
+        .find_all(Locator::Css("article.question.selected"))
+        .await
+        .unwrap()
+    {
+        ids.push(q.attr("id").await.unwrap().unwrap_or_default());
+    }
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_browser_the_selection_stays_on_its_question_through_live_updates_and_keys_act_on_the_focused_one()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, addr) = crate::console::server(dir.path(), 60).await;
+    let (browser, _driver) = browser().await;
+    log_in(&browser, addr, crate::console::ANSWERER).await;
+    let service = server.service().clone();
+    let agent = service.agent("s1", "a").await.unwrap();
+    service.start_turn("s1").await.unwrap();
+
+    // First a question its asker will withdraw, then two more; `j` selects the second.
+    let cancel = CancellationToken::new();
+    let withdrawn = tokio::spawn({
+        let (service, agent, cancel) = (service.clone(), agent.clone(), cancel.clone());
+        async move {
+            service
+                .ask(approval_host::ApprovalRequest::new(&agent, "web_fetch").cancel(cancel))
+                .await
+                .unwrap()
+        }
+    });
+    let first = newest_question(&server, 1).await;
+    let second_asked =
+        crate::console::ask_call(&service, &agent, "c2", json!({"command": "pwd"}), None).await;
+    let second = newest_question(&server, 2).await;
+    questions_shown(&browser, 2).await;
+    live(&browser).await;
+    press(&browser, 'j').await;
+    assert_eq!(selected(&browser).await, [format!("q-{second}")]);
+
+    // A question arrives (the page reloads): the selection stays on the second.
+    mark_page(&browser).await;
+    let third_asked =
+        crate::console::ask_call(&service, &agent, "c3", json!({"command": "whoami"}), None).await;
+    let third = newest_question(&server, 3).await;
+    questions_shown(&browser, 3).await;
+    live_anew(&browser).await;
+    assert_eq!(selected(&browser).await, [format!("q-{second}")]);
+
+    // The first leaves (its asker withdrew it): the selection does not slide onto the third.
+    cancel.cancel();
+    assert_eq!(verdict_of(withdrawn).await.outcome, Outcome::Cancelled);
+    wait_gone(&browser, &format!("article#q-{first}")).await;
+    assert_eq!(selected(&browser).await, [format!("q-{second}")]);
+    mark_page(&browser).await;
+    press(&browser, 'a').await;
+    assert_eq!(verdict_of(second_asked).await.outcome, Outcome::AllowedOnce);
+    assert!(!third_asked.is_finished());
+    live_anew(&browser).await;
+
+    // A key acts on the question that has the focus, whichever is selected.
+    mark_page(&browser).await;
+    let fourth_asked =
+        crate::console::ask_call(&service, &agent, "c4", json!({"command": "date"}), None).await;
+    let fourth = newest_question(&server, 2).await;
+    questions_shown(&browser, 2).await;
+    live_anew(&browser).await;
+    assert_eq!(selected(&browser).await, [format!("q-{third}")]);
+    browser
+        .execute(
+            &format!("document.querySelector('#q-{fourth} pre.arguments').focus()"),
+            vec![],
+        )
+        .await
+        .unwrap();
+    press(&browser, 'a').await;
+    assert_eq!(verdict_of(fourth_asked).await.outcome, Outcome::AllowedOnce);
+    assert!(!third_asked.is_finished());
+    browser.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_browser_a_page_whose_login_ended_says_so_with_a_link_to_log_in_again() {
+    use approval_host::serve::console::questions::LOGIN_LOST;
+    let dir = tempfile::tempdir().unwrap();
+    let (server, addr) = crate::console::server(dir.path(), 60).await;
+    let (browser, _driver) = browser().await;
+    log_in(&browser, addr, crate::console::ANSWERER).await;
+    // The person's token is revoked: the login ends, and with it the page's live updates.
+    let config = dir.path().join("deploy.toml");
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        &approval_host::serve::auth::token_hash(crate::console::ANSWERER),
+        &approval_host::serve::auth::token_hash("aht_someone_else"),
+    );
+    std::fs::write(&config, text).unwrap();
+    server.reload().await.unwrap();
+    let banner = wait_for(&browser, "#lost:not([hidden])").await;
+    let text = banner.text().await.unwrap();
+    assert!(text.starts_with(LOGIN_LOST), "{text}");
+    assert!(
+        wait_for(&browser, "section#pending:not([data-ready])")
+            .await
+            .attr("data-live")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    banner
+        .find(Locator::Css("a[href='/login']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for(&browser, "#token").await;
+    browser.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_browser_every_page_fits_its_width_at_1440_and_1100_px_and_on_a_phone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, addr) = crate::console::server(dir.path(), 60).await;
+    let (browser, _driver) = browser().await;
+    log_in(&browser, addr, crate::console::ADMIN).await;
+    // Long things that do not break by themselves: a session id, a path, a rule.
+    let session = "feature_a_rather_long_session_identifier_from_a_ci_pipeline_0123456789abcdef";
+    let service = server.service().clone();
+    let agent = service
+        .agent(session, "agent_with_a_rather_long_name_that_does_not_break")
+        .await
+        .unwrap();
+    service.start_turn(session).await.unwrap();
+    let path = format!("/{}", "very-long-directory-name/".repeat(40));
+    let _asked = crate::console::ask_call(
+        &service,
+        &agent,
+        "c1",
+        json!({"file_path": path, "command": "x".repeat(3000)}),
+        Some(&"because ".repeat(60)),
+    )
+    .await;
+    newest_question(&server, 1).await;
+    service
+        .add_rule(approval_host::rules::NewRule {
+            rule: format!("Read(/{path}**)"),
+            effect: approval_host::answer::Effect::Allow,
+            scope: approval_host::answer::RuleScope::Project,
+            session: None,
+            lasts: None,
+            creator: "a-person-with-a-long-name@example.org".to_owned(),
+            reason: Some("reads ".repeat(40)),
+        })
+        .await
+        .unwrap();
+    for (width, height) in [(1440, 900), (1100, 900), (390, 844)] {
+        browser.set_window_size(width, height).await.unwrap();
+        for page in [
+            "/".to_owned(),
+            "/sessions".to_owned(),
+            format!("/sessions/{session}"),
+            "/rules".to_owned(),
+            "/plugins".to_owned(),
+        ] {
+            browser.goto(&format!("http://{addr}{page}")).await.unwrap();
+            wait_for(&browser, "main").await;
+            // Nothing sticks out of the page's column, and the page out of the window (what
+            // scrolls inside its own box, a `pre`, is within it).
+            let sizes = browser
+                .execute(
+                    "const main = document.querySelector('main').getBoundingClientRect();
+                     const out = [...document.querySelectorAll('main *')]
+                       .filter(e => e.getBoundingClientRect().right > main.right + 1)
+                       .map(e => e.tagName.toLowerCase() + '.' + e.className);
+                     return [document.documentElement.scrollWidth,
+                             document.documentElement.clientWidth, out.slice(0, 5)];",
+                    vec![],
+                )
+                .await
+                .unwrap();
+            let (scroll, client) = (sizes[0].as_u64().unwrap(), sizes[1].as_u64().unwrap());
+            assert!(
+                scroll <= client,
+                "{page} at {width} px is {scroll} px wide in a {client} px window"
+            );
+            assert_eq!(
+                sizes[2],
+                json!([]),
+                "{page} at {width} px: these stick out of the column"
+            );
+        }
+    }
+    browser.close().await.unwrap();
+}

@@ -258,6 +258,9 @@ where
     futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|v| (v, rx)) })
 }
 
+/// The banner of a Pending page whose live updates were refused for good: its login ended.
+pub const LOGIN_LOST: &str = "This page is no longer live: your login has ended (logged out, its token revoked, or the server restarted).";
+
 /// The questions waiting for a person, and the ones that just left.
 pub fn pending_page(
     viewer: &Viewer,
@@ -278,6 +281,7 @@ pub fn pending_page(
                 p.hint { "Keys: " kbd { "j" } " / " kbd { "k" } " move, " kbd { "a" } " allows once, "
                     kbd { "r" } " rejects (type a reason, then Enter)." }
                 p #stale.banner hidden { "New questions arrived: " a href="/" { "reload" } }
+                p #lost.banner role="alert" hidden { (LOGIN_LOST) " " a href="/login" { "Log in again" } }
                 @if questions.is_empty() { p.empty { "No question is waiting." } }
                 @for (i, q) in questions.iter().enumerate() {
                     (question(viewer, q, i == 0, now))
