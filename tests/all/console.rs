@@ -21,7 +21,8 @@ pub(crate) const ANSWERER: &str =
 const AGENT: &str = "aht_agent_only_token_for_tests_00000000000000000000000000000000000000";
 pub(crate) const ADMIN: &str = "aht_admin_token_for_tests_0000000000000000000000000000000000000000";
 /// An answerer limited to sessions starting with `team-`.
-const TEAM: &str = "aht_team_answerer_token_for_tests_00000000000000000000000000000000000";
+pub(crate) const TEAM: &str =
+    "aht_team_answerer_token_for_tests_00000000000000000000000000000000000";
 /// An admin limited to sessions starting with `team-`.
 const TEAM_ADMIN: &str = "aht_team_admin_token_for_tests_000000000000000000000000000000000000000";
 

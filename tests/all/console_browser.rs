@@ -785,3 +785,96 @@ async fn in_a_browser_every_page_fits_its_width_at_1440_and_1100_px_and_on_a_pho
     }
     browser.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_browser_what_a_person_reads_is_theirs_and_whole_and_a_limited_login_says_when() {
+    use approval_host::serve::console::rate_limited;
+    let dir = tempfile::tempdir().unwrap();
+    let (server, addr) = crate::console::server(dir.path(), 60).await;
+    let (browser, _driver) = browser().await;
+    let service = server.service().clone();
+    // Another team's session asked about bash; the team's own, with hidden characters.
+    let other = service.agent("s1", "a").await.unwrap();
+    service.start_turn("s1").await.unwrap();
+    let _theirs =
+        crate::console::ask_call(&service, &other, "c1", json!({"command": "make"}), None).await;
+    let team = service.agent("team-1", "b").await.unwrap();
+    service.start_turn("team-1").await.unwrap();
+    service
+        .record_tool_call(
+            &team,
+            "c2",
+            "web_fetch",
+            json!({"url": "https://example.org/\u{202E}gpj.exe"}),
+        )
+        .await
+        .unwrap();
+    let _ours = tokio::spawn({
+        let service = service.clone();
+        let request = approval_host::ApprovalRequest::new(&team, "web_fetch")
+            .call_id("c2")
+            .reason("fetch the docs\u{200B}");
+        async move { service.ask(request).await.unwrap() }
+    });
+    newest_question(&server, 2).await;
+
+    log_in(&browser, addr, crate::console::TEAM).await;
+    questions_shown(&browser, 1).await;
+    let arguments = wait_for(&browser, "article.question pre.arguments").await;
+    let shown = arguments.text().await.unwrap();
+    assert!(shown.contains("example.org/⟨U+202E⟩gpj.exe"), "{shown}");
+    let reason = wait_for(&browser, "article.question dd.reason")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(reason, "fetch the docs⟨U+200B⟩");
+    // The Sessions page: only the team's session, and only its tools in the filter.
+    browser
+        .goto(&format!("http://{addr}/sessions"))
+        .await
+        .unwrap();
+    wait_for(&browser, "tr#s-team-1").await;
+    let source = browser.source().await.unwrap();
+    assert!(
+        !source.contains("s-s1") && !source.contains("bash"),
+        "{source}"
+    );
+    assert!(source.contains("<option value=\"web_fetch\""), "{source}");
+
+    // Logged out, then someone at this address guesses: the right token is told when to retry.
+    click(&browser, Locator::Css("form[action='/logout'] button")).await;
+    wait_for(&browser, "#token").await;
+    browser.delete_all_cookies().await.unwrap();
+    for _ in 0..approval_host::serve::auth::MAX_FAILURES {
+        let reply = crate::console::http(
+            addr,
+            "POST",
+            "/login",
+            None,
+            Some(&[("token", "aht_guess")]),
+        )
+        .await;
+        assert_eq!(reply.status, 401);
+    }
+    browser.goto(&format!("http://{addr}/login")).await.unwrap();
+    wait_for(&browser, "#token")
+        .await
+        .send_keys(crate::console::TEAM)
+        .await
+        .unwrap();
+    click(&browser, Locator::Css("button[type=submit]")).await;
+    let alert = wait_for(&browser, "p.error[role=alert]")
+        .await
+        .text()
+        .await
+        .unwrap();
+    let seconds: u64 = alert
+        .split("try again in ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{alert}"));
+    assert_eq!(alert, rate_limited(Duration::from_secs(seconds)));
+    browser.close().await.unwrap();
+}
