@@ -57,6 +57,14 @@ pub fn too_many_sessions(token: &str, limit: usize) -> String {
     )
 }
 
+/// Waits out a failed `accept` (most often the process is out of file descriptors) instead of
+/// ending the listener: the server keeps serving once connections close.
+pub(super) async fn accept_failed(error: &std::io::Error) {
+    tracing::warn!(%error, "accepting a connection failed");
+    // A pause, not a synchronisation: retrying at once would spin while descriptors are short.
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+}
+
 /// What the limits refused, since the server started.
 #[derive(Debug, Default)]
 pub struct Counters {

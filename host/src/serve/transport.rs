@@ -42,14 +42,6 @@ fn refuse(text: &str, try_write: impl FnOnce(&[u8]) -> std::io::Result<usize>) {
     let _ = try_write(line.as_bytes());
 }
 
-/// Waits out a failed `accept` (most often the process is out of file descriptors) instead of
-/// ending the listener: the server keeps serving once connections close.
-pub(super) async fn accept_failed(error: &std::io::Error) {
-    tracing::warn!(%error, "accepting a connection failed");
-    // A pause, not a synchronisation: retrying at once would spin while descriptors are short.
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-}
-
 impl Server {
     /// Serves one client on stdin/stdout until stdin closes.
     pub async fn serve_stdio(&self) {
@@ -75,7 +67,7 @@ impl Server {
             let (stream, _) = match listener.accept().await {
                 Ok(accepted) => accepted,
                 Err(e) => {
-                    accept_failed(&e).await;
+                    super::limits::accept_failed(&e).await;
                     continue;
                 }
             };
@@ -159,7 +151,7 @@ impl Server {
             let (stream, peer) = match listener.accept().await {
                 Ok(accepted) => accepted,
                 Err(e) => {
-                    accept_failed(&e).await;
+                    super::limits::accept_failed(&e).await;
                     continue;
                 }
             };

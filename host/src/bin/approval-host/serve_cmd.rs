@@ -204,13 +204,21 @@ async fn serve(
     // on a database their leases are released at once rather than left to expire.
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("listening for SIGTERM")?;
+    // The stop runs while the listeners and connections are still up (they are dropped only
+    // once it is done): a connection torn down first would settle its questions `unavailable`.
+    let stop = async {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        }
+        server.shutdown().await;
+    };
     tokio::select! {
         () = stdio => {}
         served = tcp => served?,
         served = unix => served?,
         served = web => served?,
-        _ = tokio::signal::ctrl_c() => server.shutdown().await,
-        _ = terminate.recv() => server.shutdown().await,
+        () = stop => {}
     }
     if let Some(path) = &socket {
         let _ = std::fs::remove_file(path);

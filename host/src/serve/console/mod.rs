@@ -277,7 +277,7 @@ impl Console {
             let (stream, peer) = match listener.accept().await {
                 Ok(accepted) => accepted,
                 Err(e) => {
-                    super::transport::accept_failed(&e).await;
+                    super::limits::accept_failed(&e).await;
                     continue;
                 }
             };
