@@ -30,6 +30,7 @@ mod postgres_store;
 mod private_by_default;
 mod reload;
 mod rule_corpus;
+mod rule_examples;
 mod rules;
 mod rules_cli;
 mod sandbox;

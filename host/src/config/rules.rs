@@ -6,6 +6,7 @@ use toml::Value;
 use super::read::{Ctx, string, table, unknown_key};
 use super::{ConfigError, Deployment};
 use crate::answer::{Effect, RuleScope, UnknownWord};
+use crate::rules::examples::Examples;
 
 /// A deployment's standing-rule settings.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -30,11 +31,16 @@ pub struct StaticRule {
     pub effect: crate::answer::Effect,
     /// Why.
     pub reason: Option<String>,
+    /// `examples.match`, `examples.not-match` and `examples.cwd`: calls the rule must and must
+    /// not decide, checked when the file loads.
+    pub examples: Examples,
 }
 
 const KEYS: [&str; 1] = ["plugins-may-create"];
 
-const RULE_KEYS: [&str; 3] = ["rule", "effect", "reason"];
+const RULE_KEYS: [&str; 4] = ["rule", "effect", "reason", "examples"];
+
+const EXAMPLE_KEYS: [&str; 3] = ["match", "not-match", "cwd"];
 
 /// `[rules]`.
 pub(super) fn parse(ctx: &Ctx, value: &Value, d: &mut Deployment) -> Result<(), ConfigError> {
@@ -70,6 +76,7 @@ pub(super) fn entries(ctx: &Ctx, value: &Value, d: &mut Deployment) -> Result<()
         let mut rule = None;
         let mut effect = Effect::Allow;
         let mut reason = None;
+        let mut examples = Examples::default();
         for (k, v) in table(ctx, &place, entry)? {
             match k.as_str() {
                 "rule" => {
@@ -84,15 +91,64 @@ pub(super) fn entries(ctx: &Ctx, value: &Value, d: &mut Deployment) -> Result<()
                         .map_err(|e: UnknownWord| ctx.err(&place, e.to_string()))?;
                 }
                 "reason" => reason = Some(string(ctx, &place, "reason", v)?.to_owned()),
+                "examples" => examples = parse_examples(ctx, &place, v)?,
                 other => return Err(unknown_key(ctx, &place, other, &RULE_KEYS)),
             }
         }
         let rule = rule.ok_or_else(|| ctx.err(&place, "missing key \"rule\""))?;
+        if !examples.is_empty() {
+            // Relative examples are read from the deployment's directory unless it says.
+            if examples.cwd.is_none() {
+                let dir = std::fs::canonicalize(ctx.dir).unwrap_or_else(|_| ctx.dir.to_owned());
+                examples.cwd = Some(dir.display().to_string());
+            }
+            let spec =
+                crate::rules::pattern::parse(&rule).map_err(|e| ctx.err(&place, e.to_string()))?;
+            crate::rules::examples::check(&spec, effect, &examples)
+                .map_err(|e| ctx.err(&place, e.to_string()))?;
+        }
         d.rules.rules.push(StaticRule {
             rule,
             effect,
             reason,
+            examples,
         });
     }
     Ok(())
+}
+
+/// A `[[rule]]`'s `examples` table.
+fn parse_examples(ctx: &Ctx, place: &str, value: &Value) -> Result<Examples, ConfigError> {
+    let mut examples = Examples::default();
+    for (k, v) in table(ctx, place, value)? {
+        let list = |key: &str| -> Result<Vec<String>, ConfigError> {
+            let items = v.as_array().ok_or_else(|| {
+                ctx.err(place, format!("examples.{key} must be a list of strings"))
+            })?;
+            items
+                .iter()
+                .map(|i| string(ctx, place, &format!("examples.{key}"), i).map(str::to_owned))
+                .collect()
+        };
+        match k.as_str() {
+            "match" => examples.matching = list("match")?,
+            "not-match" => examples.not_matching = list("not-match")?,
+            "cwd" => {
+                let cwd = string(ctx, place, "examples.cwd", v)?;
+                if !std::path::Path::new(cwd).is_absolute() {
+                    return Err(ctx.err(place, "examples.cwd must be an absolute path"));
+                }
+                examples.cwd = Some(cwd.to_owned());
+            }
+            other => {
+                return Err(unknown_key(
+                    ctx,
+                    place,
+                    &format!("examples.{other}"),
+                    &EXAMPLE_KEYS,
+                ));
+            }
+        }
+    }
+    Ok(examples)
 }

@@ -32,6 +32,7 @@
 pub mod book;
 mod call;
 pub mod command;
+pub mod examples;
 mod gate;
 mod glob;
 mod options;

@@ -64,6 +64,13 @@ pub enum RulesCommand {
         /// Why (shown in lists; a reject rule's reason reaches the model).
         #[arg(long, value_name = "R")]
         reason: Option<String>,
+        /// A call the rule must decide (a command, path or URL, as the rule reads it); the rule
+        /// is refused, and nothing written, when it does not. Repeatable.
+        #[arg(long = "example", value_name = "CALL")]
+        examples: Vec<String>,
+        /// A call the rule must not decide. Repeatable.
+        #[arg(long = "not-example", value_name = "CALL")]
+        not_examples: Vec<String>,
         /// Print the rule as JSON instead of its id.
         #[arg(long)]
         json: bool,
@@ -285,6 +292,8 @@ async fn run_async(ctx: &crate::Context, command: RulesCommand) -> Result<ExitCo
             session,
             lasts,
             reason,
+            examples,
+            not_examples,
             json,
         } => {
             check_session(session.as_deref())?;
@@ -296,7 +305,17 @@ async fn run_async(ctx: &crate::Context, command: RulesCommand) -> Result<ExitCo
                 return Err(UsageError("--session goes with --scope session".to_owned()).into());
             }
             // A rule that does not parse changes nothing, not even the rules logs' existence.
-            rules::pattern::parse(&rule).map_err(|e| UsageError(e.to_string()))?;
+            let spec = rules::pattern::parse(&rule).map_err(|e| UsageError(e.to_string()))?;
+            // Relative examples are read from where the command runs.
+            let examples = rules::examples::Examples {
+                matching: examples,
+                not_matching: not_examples,
+                cwd: std::env::current_dir()
+                    .ok()
+                    .map(|d| d.display().to_string()),
+            };
+            rules::examples::check(&spec, effect.into(), &examples)
+                .map_err(|e| UsageError(e.to_string()))?;
             let (service, _book) = open(ctx, &deployment(config.as_deref())?)?;
             let view = service
                 .add_rule(NewRule {
