@@ -17,8 +17,10 @@ use crate::audit::postgres::{DbError, PgStore};
 use crate::audit::store::{DirStore, Store};
 use crate::claude_code::{HookOptions, WhenUndecided};
 use crate::config::Deployment;
+use crate::conformance;
 use crate::plugin::mount::{Mounted, ReloadReport};
 use crate::plugin::slot::QuarantinePolicy;
+use crate::plugin::spec::PluginSpec;
 use crate::plugin::{PluginError, PluginHost};
 use crate::rules::{self, Clock, Rule, RuleBook, RuleError};
 use crate::service::ApprovalService;
@@ -223,12 +225,87 @@ pub fn mount(
     deployment: &Deployment,
     quarantine: QuarantinePolicy,
 ) -> Result<Mounted, AssembleError> {
-    Mounted::load_with(service, host, deployment, quarantine).map_err(|source| {
-        AssembleError::Plugin {
-            file: file_of(deployment),
-            source,
+    let failed = |source| AssembleError::Plugin {
+        file: file_of(deployment),
+        source,
+    };
+    // A plugin with conformance cases serves only if its version passes them.
+    for spec in &deployment.plugins {
+        if deployment.plugin_cases.contains_key(&spec.name) {
+            let bytes = std::fs::read(&spec.path).map_err(|source| {
+                failed(PluginError::Read {
+                    name: spec.name.clone(),
+                    path: spec.path.clone(),
+                    source,
+                })
+            })?;
+            passes_cases(host, deployment, spec, &bytes).map_err(|why| {
+                failed(PluginError::Refused {
+                    name: spec.name.clone(),
+                    why,
+                })
+            })?;
         }
+    }
+    Mounted::load_with(service, host, deployment, quarantine).map_err(failed)
+}
+
+/// Whether this version of `spec`'s plugin (`bytes`) passes the conformance cases the
+/// deployment names for it (`cases = "…"`; none: it passes). A case without its own config runs
+/// with the deployment's. The cases run in a scratch state directory, never the host's.
+fn passes_cases(
+    host: &PluginHost,
+    deployment: &Deployment,
+    spec: &PluginSpec,
+    bytes: &[u8],
+) -> Result<(), String> {
+    let Some(path) = deployment.plugin_cases.get(&spec.name) else {
+        return Ok(());
+    };
+    let suite = conformance::Suite::load(path).map_err(|e| format!("cases: {e}"))?;
+    let cases: Vec<conformance::Case> = suite
+        .for_plugin(&spec.name)
+        .cloned()
+        .map(|mut case| {
+            if case.config.is_empty() {
+                case.config = spec.config.clone();
+            }
+            case
+        })
+        .collect();
+    // Its own thread and runtime: this runs from blocking code, inside or outside a runtime.
+    let results = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let scratch = tempfile::tempdir().map_err(|e| e.to_string())?;
+                let service = ApprovalService::open_dir(scratch.path(), crate::policy::Policy::Ask);
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                runtime
+                    .block_on(conformance::run(host, spec, bytes, &cases, &service))
+                    .map_err(|e| e.to_string())
+            })
+            .join()
+            .unwrap_or_else(|_| Err("the cases panicked".to_owned()))
     })
+    .map_err(|e| format!("cases {}: {e}", path.display()))?;
+    let failed: Vec<String> = results
+        .iter()
+        .filter(|r| !r.passed())
+        .map(|r| format!("{:?} expects {}, got {}", r.name, r.expect, r.answer))
+        .collect();
+    match failed.as_slice() {
+        [] => Ok(()),
+        _ => Err(format!(
+            "cases {}: {} of {} failed: {}",
+            path.display(),
+            failed.len(),
+            results.len(),
+            failed.join("; ")
+        )),
+    }
 }
 
 /// Moves a running service to a reloaded deployment's plugins and default policy (its rules:
@@ -239,7 +316,9 @@ pub fn reload_plugins(
     host: &PluginHost,
     deployment: &Deployment,
 ) -> ReloadReport {
-    let report = mounted.apply(host, deployment);
+    let report = mounted.apply_checked(host, deployment, &|spec, bytes| {
+        passes_cases(host, deployment, spec, bytes)
+    });
     service.set_default_policy(deployment.default_policy);
     report
 }

@@ -122,6 +122,9 @@ pub struct Deployment {
     pub web_answerer: Option<answerer::WebAnswererSpec>,
     /// `[limits]`: how much one client of `serve` may hold.
     pub limits: limits::Limits,
+    /// `[[plugin]] cases = "…"`: per plugin name, the conformance cases a version must pass
+    /// before it serves (at start and at every reload).
+    pub plugin_cases: std::collections::BTreeMap<String, PathBuf>,
 }
 
 /// `[claude-code]` (`when-undecided = "ask" | "defer"`, `defer-in-modes = ["plan", ...]`):
@@ -177,7 +180,10 @@ fn plugins(ctx: &Ctx, value: &Value, d: &mut Deployment) -> Result<(), ConfigErr
         .ok_or_else(|| ctx.err("plugin", "must be an array of [[plugin]] tables"))?;
     let mut names = HashSet::new();
     for (i, entry) in entries.iter().enumerate() {
-        let spec = plugin::entry(ctx, i, entry)?;
+        let (spec, cases) = plugin::entry(ctx, i, entry)?;
+        if let Some(cases) = cases {
+            d.plugin_cases.insert(spec.name.clone(), cases);
+        }
         if !names.insert(spec.name.clone()) {
             return Err(ctx.err(
                 &format!("plugin #{}", i + 1),
@@ -254,6 +260,7 @@ impl Deployment {
             tokens: Vec::new(),
             web_answerer: None,
             limits: limits::Limits::default(),
+            plugin_cases: std::collections::BTreeMap::new(),
         }
     }
 

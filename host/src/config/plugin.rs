@@ -9,7 +9,7 @@ use super::ConfigError;
 use super::read::{Ctx, known_keys, positive, string, string_table};
 use crate::plugin::spec::{Isolation, PluginSpec, Role};
 
-const KEYS: [&str; 9] = [
+const KEYS: [&str; 10] = [
     "name",
     "path",
     "role",
@@ -19,9 +19,16 @@ const KEYS: [&str; 9] = [
     "isolation",
     "config",
     "files",
+    "cases",
 ];
 
-pub(super) fn entry(ctx: &Ctx, index: usize, entry: &Value) -> Result<PluginSpec, ConfigError> {
+/// A `[[plugin]]` entry: the plugin host's spec, and the conformance cases (`cases = "…"`) a
+/// version must pass before it serves.
+pub(super) fn entry(
+    ctx: &Ctx,
+    index: usize,
+    entry: &Value,
+) -> Result<(PluginSpec, Option<std::path::PathBuf>), ConfigError> {
     let numbered = format!("plugin #{}", index + 1);
     let table = entry
         .as_table()
@@ -115,5 +122,15 @@ pub(super) fn entry(ctx: &Ctx, index: usize, entry: &Value) -> Result<PluginSpec
             spec.files.push((guest, host));
         }
     }
-    Ok(spec)
+    let cases = match table.get("cases") {
+        None => None,
+        Some(v) => {
+            let path = ctx.resolve(string(ctx, place, "cases", v)?);
+            // Read now, so a file that is not a case file refuses the deployment here.
+            crate::conformance::Suite::load(&path)
+                .map_err(|e| ctx.err(place, format!("cases: {e}")))?;
+            Some(path)
+        }
+    };
+    Ok((spec, cases))
 }

@@ -149,6 +149,15 @@ pub enum PluginError {
         /// The plugin's own message, or how the check failed.
         message: String,
     },
+    /// The version failed a check its deployment asks of it before it may serve (its
+    /// conformance cases).
+    #[error("plugin {name:?}: {why}")]
+    Refused {
+        /// The plugin.
+        name: String,
+        /// Which check and how it failed.
+        why: String,
+    },
 }
 
 /// Told when a plugin has to be compiled (not found in the compiled cache): the plugin's name and

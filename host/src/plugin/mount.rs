@@ -52,6 +52,9 @@ pub struct ReloadReport {
     pub failed: Vec<(String, String)>,
 }
 
+/// A check a new version must pass before it serves: its spec and bytes, or why not.
+pub type Acceptance = dyn Fn(&PluginSpec, &[u8]) -> Result<(), String>;
+
 /// Plugins registered on a waterfall (a service's: `&service` is one), in waterfall order.
 /// Dropping it unloads them all.
 pub struct Mounted {
@@ -223,6 +226,18 @@ impl Mounted {
     /// spec or file digest differs) before touching the waterfall; see the module doc for what
     /// happens on failure. Blocking: run it off the async workers.
     pub fn apply(&mut self, host: &PluginHost, specs: &impl AsRef<[PluginSpec]>) -> ReloadReport {
+        self.apply_checked(host, specs, &|_, _| Ok(()))
+    }
+
+    /// [`Mounted::apply`], with every new or changed version first passed to `accept` (its spec
+    /// and bytes): one it refuses fails to load as a broken file does, and the old version keeps
+    /// serving.
+    pub fn apply_checked(
+        &mut self,
+        host: &PluginHost,
+        specs: &impl AsRef<[PluginSpec]>,
+        accept: &Acceptance,
+    ) -> ReloadReport {
         let mut report = ReloadReport::default();
         let mut next: Vec<(PluginSpec, Arc<Slot>)> = Vec::new();
         let mut unloaded = BTreeMap::new();
@@ -242,7 +257,13 @@ impl Mounted {
                 continue;
             }
             let loaded = match bytes {
-                Ok(bytes) => host.load_bytes(spec, &bytes),
+                Ok(bytes) => host.load_bytes(spec, &bytes).and_then(|plugin| {
+                    accept(spec, &bytes).map_err(|why| PluginError::Refused {
+                        name: spec.name.clone(),
+                        why,
+                    })?;
+                    Ok(plugin)
+                }),
                 Err(source) => Err(PluginError::Read {
                     name: spec.name.clone(),
                     path: spec.path.clone(),

@@ -1,7 +1,8 @@
-//! Rules carry their own examples (issue 29, part 4): calls a rule must decide and calls it must
-//! not. A `[[rule]]` whose examples do not hold refuses the deployment, naming the file, the line,
-//! the rule and the example; `rules add --example/--not-example` refuses the rule and writes
-//! nothing.
+//! Rules and plugins carry their own examples (issue 29, part 4). A `[[rule]]` whose examples
+//! do not hold refuses the deployment, naming the file, the line, the rule and the example;
+//! `rules add --example/--not-example` refuses the rule and writes nothing. A `[[plugin]]` with
+//! `cases = "…"` serves only a version that passes them: at start, and at a reload (which keeps
+//! the old version otherwise).
 
 use std::path::Path;
 use std::process::Command;
@@ -120,4 +121,94 @@ fn rules_add_refuses_a_rule_whose_examples_do_not_hold_and_writes_nothing() {
         "git pull",
     ]);
     assert!(out.status.success(), "{out:?}");
+}
+
+/// A deployment with one gate, `gate.wasm` (allow-tools granting `read`), and its cases.
+fn gate_with_cases(dir: &Path) -> std::path::PathBuf {
+    std::fs::write(dir.join("gate.wasm"), approval_host::bundled::ALLOW_TOOLS).unwrap();
+    std::fs::write(
+        dir.join("cases.json"),
+        r#"{"cases": [
+            {"name": "reads are allowed", "tool": "read", "expect": "allow-once"},
+            {"name": "bash goes on", "tool": "bash", "expect": "next"}
+        ]}"#,
+    )
+    .unwrap();
+    let config = dir.join("deploy.toml");
+    std::fs::write(
+        &config,
+        "[[plugin]]\nname = \"gate\"\npath = \"gate.wasm\"\nrole = \"gate\"\ncases = \"cases.json\"\n\
+         [plugin.config]\ntools = \"read\"\n",
+    )
+    .unwrap();
+    config
+}
+
+fn options(dir: &Path, config: std::path::PathBuf) -> approval_host::serve::ServeOptions {
+    approval_host::serve::ServeOptions {
+        config,
+        state_dir: dir.join("state"),
+        quarantine: approval_host::plugin::QuarantinePolicy::default(),
+        store_url: None,
+        migrate: false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_version_that_fails_its_cases_never_serves_and_a_reload_keeps_the_old_one() {
+    use approval_host::{ApprovalRequest, Outcome};
+    let dir = tempfile::tempdir().unwrap();
+    let config = gate_with_cases(dir.path());
+    let server = approval_host::serve::Server::start(options(dir.path(), config.clone()))
+        .await
+        .unwrap();
+    let service = server.service().clone();
+    let agent = service.agent("s1", "a").await.unwrap();
+    service.start_turn("s1").await.unwrap();
+    let read = || ApprovalRequest::new(&agent, "read");
+    assert_eq!(
+        service.ask(read()).await.unwrap().outcome,
+        Outcome::AllowedOnce
+    );
+
+    // A new version of the entry that no longer grants reads: its cases fail, the old version
+    // serves.
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace("tools = \"read\"", "tools = \"bash\""),
+    )
+    .unwrap();
+    let report = server.reload().await.unwrap();
+    let cases = dir.path().join("cases.json");
+    assert_eq!(
+        report.failed,
+        [(
+            "gate".to_owned(),
+            format!(
+                "plugin \"gate\": cases {}: 2 of 2 failed: \"reads are allowed\" expects allow-once, got next; \"bash goes on\" expects next, got allow-once",
+                cases.display()
+            )
+        )]
+    );
+    assert!(report.swapped.is_empty());
+    assert_eq!(
+        service.ask(read()).await.unwrap().outcome,
+        Outcome::AllowedOnce
+    );
+    service.end_turn("s1").await.unwrap();
+    drop(server);
+
+    // Started with the failing version: the server does not start, and says why.
+    let err = approval_host::serve::Server::start(options(dir.path(), config))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.ends_with(&format!(
+            "plugin \"gate\": cases {}: 2 of 2 failed: \"reads are allowed\" expects allow-once, got next; \"bash goes on\" expects next, got allow-once",
+            cases.display()
+        )),
+        "{err}"
+    );
 }
