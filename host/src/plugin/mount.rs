@@ -53,7 +53,7 @@ pub struct ReloadReport {
 }
 
 /// A check a new version must pass before it serves: its spec and bytes, or why not.
-pub type Acceptance = dyn Fn(&PluginSpec, &[u8]) -> Result<(), String>;
+pub type Acceptance<'a> = dyn Fn(&PluginSpec, &[u8]) -> Result<(), String> + 'a;
 
 /// Plugins registered on a waterfall (a service's: `&service` is one), in waterfall order.
 /// Dropping it unloads them all.
@@ -236,7 +236,7 @@ impl Mounted {
         &mut self,
         host: &PluginHost,
         specs: &impl AsRef<[PluginSpec]>,
-        accept: &Acceptance,
+        accept: &Acceptance<'_>,
     ) -> ReloadReport {
         let mut report = ReloadReport::default();
         let mut next: Vec<(PluginSpec, Arc<Slot>)> = Vec::new();
