@@ -214,9 +214,7 @@ impl HookTurns {
         if *inside == 0 {
             // A turn left open (a hook process killed mid-call) is closed first: its questions
             // settle `cancelled`, audited.
-            if service.turn_open(session).await? {
-                service.end_turn(session).await?;
-            }
+            service.end_turn_if_open(session).await?;
             // Durable with the decision, before the hook answers: one sync fewer per call.
             service.start_turn_unsynced(session).await?;
         }

@@ -250,21 +250,8 @@ impl Server {
             ids
         };
         for session in owned {
-            if self
-                .inner
-                .service
-                .turn_open(&session)
-                .await
-                .unwrap_or(false)
-            {
-                let _ = self.inner.service.end_turn(&session).await;
-            }
+            let _ = self.inner.service.end_turn_if_open(&session).await;
         }
-    }
-
-    /// A message that is at least a JSON object ends a run of invalid ones.
-    fn reset_invalid(&self, conn: &Conn) {
-        conn.invalid_in_a_row.store(0, Ordering::Relaxed);
     }
 
     /// Reads one line: the request to queue, if it is one. Until the connection has
@@ -302,16 +289,9 @@ impl Server {
                 ),
             };
         }
-        let valid = match (message.get("method"), &id) {
-            (Some(method), _) => method.is_string(),
-            (None, Some(_)) => message.get("result").is_some() || message.get("error").is_some(),
-            (None, None) => false,
-        };
-        if valid {
-            self.reset_invalid(conn);
-        }
         match (message.get("method").and_then(Value::as_str), id) {
             (Some(method), Some(id)) if !id.is_null() => {
+                conn.valid_message();
                 let params = message.get("params").cloned().unwrap_or(Value::Null);
                 return Some((id, method.to_owned(), params));
             }
@@ -350,6 +330,8 @@ impl Server {
                 );
             }
         }
+        // A notification or a response: valid.
+        conn.valid_message();
         None
     }
 
@@ -475,18 +457,24 @@ impl Conn {
         let _ = self.out.send(line);
     }
 
+    /// A valid message ends a run of invalid ones.
+    fn valid_message(&self) {
+        self.invalid_in_a_row.store(0, Ordering::Relaxed);
+    }
+
     /// Answers with an error; before authentication, the error closes the connection, and so
     /// does the [`limits::INVALID_IN_A_ROW`]th invalid message in a row after it (a client that
     /// sends nothing but garbage is made to pay for it, not the server).
     fn refuse(&self, id: &Value, error: RpcError) -> Option<Call> {
         let in_a_row = self.invalid_in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
-        if in_a_row >= limits::INVALID_IN_A_ROW && self.lock_grant().is_some() {
+        let authenticated = self.lock_grant().is_some();
+        if in_a_row >= limits::INVALID_IN_A_ROW && authenticated {
             self.send(rpc::response(
                 id,
                 Err(RpcError::new(error.code, limits::TOO_MANY_INVALID)),
             ));
             self.closing.cancel();
-        } else if self.lock_grant().is_none() {
+        } else if !authenticated {
             self.send(rpc::response(
                 id,
                 Err(RpcError::new(

@@ -286,14 +286,7 @@ impl Server {
         }
         let sessions: Vec<String> = self.inner.lock_sessions().keys().cloned().collect();
         for session in sessions {
-            if self
-                .inner
-                .service
-                .turn_open(&session)
-                .await
-                .unwrap_or(false)
-                && let Err(e) = self.inner.service.end_turn(&session).await
-            {
+            if let Err(e) = self.inner.service.end_turn_if_open(&session).await {
                 tracing::warn!(session, error = %e, "could not end the turn at shutdown");
             }
         }

@@ -398,6 +398,16 @@ impl ApprovalService {
         Ok(())
     }
 
+    /// Ends the session's turn if one is open (one a client left open, or an interrupted run
+    /// did); whether there was one.
+    pub async fn end_turn_if_open(&self, session_id: &str) -> Result<bool, ApprovalError> {
+        if !self.turn_open(session_id).await? {
+            return Ok(false);
+        }
+        self.end_turn(session_id).await?;
+        Ok(true)
+    }
+
     /// Whether the session has an open turn.
     pub async fn turn_open(&self, session_id: &str) -> Result<bool, ApprovalError> {
         let session = self.session(session_id).await?;

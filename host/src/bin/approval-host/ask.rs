@@ -121,9 +121,8 @@ async fn ask(
     let service = crate::wiring::service(ctx, deployment)?;
     let _plugins = wiring::mount(&service, deployment, state_dir, ctx.quiet)?;
     let agent = service.agent(session, agent).await?;
-    if service.turn_open(session).await? {
-        tracing::warn!(session, "closing a turn left open by an interrupted run");
-        service.end_turn(session).await?;
+    if service.end_turn_if_open(session).await? {
+        tracing::warn!(session, "closed a turn left open by an interrupted run");
     }
     service.start_turn(session).await?;
     if let (Some(arguments), Some(call_id)) = (arguments, &call_id) {
