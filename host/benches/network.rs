@@ -10,41 +10,15 @@ use std::time::Instant;
 use approval_host::bundled;
 use approval_host::plugin::QuarantinePolicy;
 use approval_host::serve::{ServeOptions, Server, auth};
-use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use serde_json::json;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::rustls;
 
+#[path = "common/lines.rs"]
+mod lines;
+use lines::Client;
+
 const TOKEN: &str = "aht_bench_token_000000000000000000000000000000000000000000000000000";
-
-struct Client<S> {
-    stream: BufReader<S>,
-    next: u64,
-}
-
-impl<S: AsyncRead + AsyncWrite + Unpin> Client<S> {
-    async fn call(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next;
-        self.next += 1;
-        let mut line =
-            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
-        line.push('\n');
-        self.stream
-            .get_mut()
-            .write_all(line.as_bytes())
-            .await
-            .unwrap();
-        self.stream.get_mut().flush().await.unwrap();
-        loop {
-            let mut reply = String::new();
-            self.stream.read_line(&mut reply).await.unwrap();
-            let v: Value = serde_json::from_str(&reply).unwrap();
-            if v["id"] == id {
-                assert!(v.get("error").is_none(), "{v}");
-                return v;
-            }
-        }
-    }
-}
 
 /// Median and p99 of `samples` requests, in µs, after a warm-up.
 async fn latency<S: AsyncRead + AsyncWrite + Unpin>(
@@ -52,10 +26,7 @@ async fn latency<S: AsyncRead + AsyncWrite + Unpin>(
     session: &str,
     samples: usize,
 ) -> (f64, f64) {
-    let mut c = Client {
-        stream: BufReader::new(stream),
-        next: 1,
-    };
+    let mut c = Client::new(stream);
     c.call(
         "initialize",
         json!({"protocolVersion": "0.1", "token": TOKEN}),

@@ -21,8 +21,12 @@ use std::time::{Duration, Instant};
 use approval_host::bundled;
 use approval_host::serve::auth;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
+
+#[path = "common/lines.rs"]
+mod lines;
+use lines::Client;
 
 const BIN: &str = env!("CARGO_BIN_EXE_approval-host");
 const TOKEN: &str = "aht_bench_token_000000000000000000000000000000000000000000000000000";
@@ -57,32 +61,12 @@ async fn connect_from(from: u8, addr: SocketAddr) -> std::io::Result<TcpStream> 
     socket.connect(addr).await
 }
 
-struct Polite {
-    stream: BufReader<TcpStream>,
-    next: u64,
-}
+/// The well-behaved client.
+struct Polite(Client<TcpStream>);
 
 impl Polite {
     async fn call(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next;
-        self.next += 1;
-        let mut line =
-            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
-        line.push('\n');
-        self.stream
-            .get_mut()
-            .write_all(line.as_bytes())
-            .await
-            .unwrap();
-        loop {
-            let mut reply = String::new();
-            self.stream.read_line(&mut reply).await.unwrap();
-            let v: Value = serde_json::from_str(&reply).unwrap();
-            if v["id"] == id {
-                assert!(v.get("error").is_none(), "{v}");
-                return v;
-            }
-        }
+        self.0.call(method, params).await
     }
 
     /// Median and p99 of `samples` requests, in µs.
@@ -172,10 +156,7 @@ fn main() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
         stream.set_nodelay(true).unwrap();
-        let mut polite = Polite {
-            stream: BufReader::new(stream),
-            next: 1,
-        };
+        let mut polite = Polite(Client::new(stream));
         polite
             .call("initialize", json!({"protocolVersion": "0.1", "token": TOKEN}))
             .await;
