@@ -5,95 +5,27 @@
 //! that cannot be read are a finding about their file, never an abort of the run.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::Arc;
 
-use approval_host::audit::checkpoint::{Checkpointer, checkpoints_in, checkpoints_path};
+use approval_host::audit::checkpoint::checkpoints_in;
 use approval_host::audit::verify::UNSIGNED;
-use approval_host::{ApprovalRequest, ApprovalService, Decision, Policy, Position, Scope};
 use serde_json::Value;
 
-use crate::support::{counting, log_path};
+use crate::tamper::Signed;
 
-/// A state directory whose logs are checkpointed with a key, and a copy of the checkpoints.
-struct Evidence {
-    keys: tempfile::TempDir,
-    state: tempfile::TempDir,
-    copy: tempfile::TempDir,
+/// `Signed` (a key, a state directory, a service that checkpoints) with a copy of the
+/// checkpoints.
+type Evidence = Signed;
+
+fn copied(evidence: &Evidence, session: &str) -> PathBuf {
+    checkpoints_in(evidence.copy.as_ref().unwrap().path(), session)
 }
 
-impl Evidence {
-    fn new() -> Evidence {
-        let keys = tempfile::tempdir().unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_approval-host"))
-            .arg("keygen")
-            .arg(keys.path().join("audit.key"))
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        Evidence {
-            keys,
-            state: tempfile::tempdir().unwrap(),
-            copy: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    /// Two turns of two questions in `session`, checkpointed at each turn's end, here and in
-    /// the copy.
-    async fn write(&self, session: &str) -> PathBuf {
-        let service = ApprovalService::open_dir(self.state.path(), Policy::Ask);
-        let key =
-            approval_host::audit::checkpoint::load_signing_key(&self.keys.path().join("audit.key"))
-                .unwrap();
-        service.set_checkpointer(Some(Arc::new(
-            Checkpointer::new(key, self.state.path()).with_copy(self.copy.path()),
-        )));
-        let (_c, allow) = counting(Decision::AllowOnce);
-        let _r = service.register("allow", Scope::Global, Position::Back, allow);
-        let agent = service.agent(session, "a").await.unwrap();
-        for _ in 0..2 {
-            service.start_turn(session).await.unwrap();
-            for tool in ["read", "bash"] {
-                service
-                    .request(ApprovalRequest::new(&agent, tool))
-                    .await
-                    .unwrap();
-            }
-            service.end_turn(session).await.unwrap();
-        }
-        log_path(self.state.path(), session)
-    }
-
-    fn local(&self, session: &str) -> PathBuf {
-        checkpoints_path(self.state.path(), session)
-    }
-
-    fn copied(&self, session: &str) -> PathBuf {
-        checkpoints_in(self.copy.path(), session)
-    }
-
-    /// `verify --public-key … ARGS`: the exit code and what it printed.
-    fn verify(&self, args: &[&str]) -> (i32, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_approval-host"))
-            .arg("--state-dir")
-            .arg(self.state.path())
-            .arg("verify")
-            .arg("--public-key")
-            .arg(self.keys.path().join("audit.key.pub"))
-            .args(args)
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap(),
-            String::from_utf8(out.stdout).unwrap(),
-        )
-    }
-
-    fn verify_with_copy(&self, args: &[&str]) -> (i32, String) {
-        let mut all = vec!["--checkpoints", self.copy.path().to_str().unwrap()];
-        all.extend_from_slice(args);
-        self.verify(&all)
-    }
+/// `verify --public-key … --checkpoints COPY ARGS`.
+fn verify_with_copy(evidence: &Evidence, args: &[&str]) -> (i32, String) {
+    let copy = evidence.copy.as_ref().unwrap().path().display().to_string();
+    let mut all = vec!["--checkpoints", copy.as_str()];
+    all.extend_from_slice(args);
+    evidence.cli(&all)
 }
 
 fn lines_of(path: &Path) -> Vec<String> {
@@ -119,9 +51,9 @@ fn line_for<'a>(out: &'a str, session: &str) -> &'a str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_checkpoint_commits_to_the_one_before_so_one_removed_or_moved_is_found() {
-    let evidence = Evidence::new();
+    let evidence = Evidence::with_copy();
     evidence.write("s1").await;
-    let checkpoints = lines_of(&evidence.local("s1"));
+    let checkpoints = lines_of(&evidence.checkpoints("s1"));
     assert_eq!(checkpoints.len(), 2);
     let parsed: Vec<Value> = checkpoints
         .iter()
@@ -135,12 +67,12 @@ async fn each_checkpoint_commits_to_the_one_before_so_one_removed_or_moved_is_fo
         parsed[0]["prev"].as_str().unwrap(),
         approval_host::audit::checkpoint::first_link("s1")
     );
-    let (code, out) = evidence.verify(&["s1"]);
+    let (code, out) = evidence.cli(&["s1"]);
     assert_eq!(code, 0, "{out}");
 
     // The first checkpoint removed (the second stays, signed and genuine): the chain breaks.
-    write_lines(&evidence.local("s1"), &checkpoints[1..]);
-    let (code, out) = evidence.verify(&["s1"]);
+    write_lines(&evidence.checkpoints("s1"), &checkpoints[1..]);
+    let (code, out) = evidence.cli(&["s1"]);
     assert_eq!(code, 1, "{out}");
     assert!(
         line_for(&out, "s1").contains(
@@ -150,10 +82,10 @@ async fn each_checkpoint_commits_to_the_one_before_so_one_removed_or_moved_is_fo
     );
     // Swapped: the same.
     write_lines(
-        &evidence.local("s1"),
+        &evidence.checkpoints("s1"),
         &[checkpoints[1].clone(), checkpoints[0].clone()],
     );
-    let (code, out) = evidence.verify(&["s1"]);
+    let (code, out) = evidence.cli(&["s1"]);
     assert_eq!(code, 1, "{out}");
     assert!(
         line_for(&out, "s1").contains("(checkpoint-invalid)"),
@@ -163,15 +95,15 @@ async fn each_checkpoint_commits_to_the_one_before_so_one_removed_or_moved_is_fo
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_state_directory_s_checkpoints_are_compared_with_the_copy() {
-    let evidence = Evidence::new();
+    let evidence = Evidence::with_copy();
     evidence.write("s1").await;
-    let (code, out) = evidence.verify_with_copy(&["s1"]);
+    let (code, out) = verify_with_copy(&evidence, &["s1"]);
     assert_eq!(code, 0, "{out}");
-    let checkpoints = lines_of(&evidence.local("s1"));
+    let checkpoints = lines_of(&evidence.checkpoints("s1"));
 
     // The last local checkpoint dropped, the log left whole: the copy still holds it.
-    write_lines(&evidence.local("s1"), &checkpoints[..1]);
-    let (code, out) = evidence.verify_with_copy(&["s1"]);
+    write_lines(&evidence.checkpoints("s1"), &checkpoints[..1]);
+    let (code, out) = verify_with_copy(&evidence, &["s1"]);
     assert_eq!(code, 1, "{out}");
     assert!(
         line_for(&out, "s1").starts_with(
@@ -182,8 +114,8 @@ async fn the_state_directory_s_checkpoints_are_compared_with_the_copy() {
     // A local checkpoint that is not the copy's.
     let mut changed = checkpoints.clone();
     changed[1] = changed[1].replacen("\"time\":\"", "\"time\":\"1", 1);
-    write_lines(&evidence.local("s1"), &changed);
-    let (code, out) = evidence.verify_with_copy(&["s1"]);
+    write_lines(&evidence.checkpoints("s1"), &changed);
+    let (code, out) = verify_with_copy(&evidence, &["s1"]);
     assert_eq!(code, 1, "{out}");
     assert!(
         line_for(&out, "s1").starts_with("s1: TAMPERED at line 2 (checkpoints-differ)"),
@@ -193,11 +125,11 @@ async fn the_state_directory_s_checkpoints_are_compared_with_the_copy() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_with_ended_turns_and_no_checkpoint_is_unsigned_unless_allowed() {
-    let evidence = Evidence::new();
+    let evidence = Evidence::with_copy();
     let path = evidence.write("s1").await;
     // Checkpoints removed and the log rewritten whole would pass a check of the chain alone.
-    std::fs::remove_file(evidence.local("s1")).unwrap();
-    let (code, out) = evidence.verify(&["s1"]);
+    std::fs::remove_file(evidence.checkpoints("s1")).unwrap();
+    let (code, out) = evidence.cli(&["s1"]);
     assert_eq!(code, 1, "{out}");
     assert_eq!(
         line_for(&out, "s1"),
@@ -206,37 +138,37 @@ async fn a_log_with_ended_turns_and_no_checkpoint_is_unsigned_unless_allowed() {
             path.display()
         )
     );
-    let (code, out) = evidence.verify(&["--allow-unsigned", "s1"]);
+    let (code, out) = evidence.cli(&["--allow-unsigned", "s1"]);
     assert_eq!(code, 0, "{out}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn verify_all_finds_a_log_deleted_while_its_checkpoints_remain_here_or_in_the_copy() {
-    let evidence = Evidence::new();
+    let evidence = Evidence::with_copy();
     let gone = evidence.write("s1").await;
     evidence.write("s2").await;
     std::fs::remove_file(&gone).unwrap();
-    let (code, out) = evidence.verify(&["--all"]);
+    let (code, out) = evidence.cli(&["--all"]);
     assert_eq!(code, 1, "{out}");
     assert_eq!(
         line_for(&out, "s1"),
         format!(
             "s1: TAMPERED at line 1 (deleted): the log is missing while its checkpoints remain in {}: it was deleted [{}]",
-            evidence.local("s1").display(),
+            evidence.checkpoints("s1").display(),
             gone.display()
         )
     );
     assert!(line_for(&out, "s2").starts_with("s2: intact"), "{out}");
     // Its local checkpoints removed too: the copy still names it.
-    std::fs::remove_file(evidence.local("s1")).unwrap();
-    let (code, out) = evidence.verify(&["--all"]);
+    std::fs::remove_file(evidence.checkpoints("s1")).unwrap();
+    let (code, out) = evidence.cli(&["--all"]);
     assert_eq!(code, 0, "nothing here names s1 any more: {out}");
-    let (code, out) = evidence.verify_with_copy(&["--all"]);
+    let (code, out) = verify_with_copy(&evidence, &["--all"]);
     assert_eq!(code, 1, "{out}");
     assert!(
         line_for(&out, "s1").contains(&format!(
             "(deleted): the log is missing while its checkpoints remain in {}",
-            evidence.copied("s1").display()
+            copied(&evidence, "s1").display()
         )),
         "{out}"
     );
@@ -244,13 +176,13 @@ async fn verify_all_finds_a_log_deleted_while_its_checkpoints_remain_here_or_in_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreadable_bytes_in_a_checkpoint_log_are_a_finding_and_the_run_goes_on() {
-    let evidence = Evidence::new();
+    let evidence = Evidence::with_copy();
     evidence.write("s1").await;
     evidence.write("s2").await;
-    let mut bytes = std::fs::read(evidence.local("s1")).unwrap();
+    let mut bytes = std::fs::read(evidence.checkpoints("s1")).unwrap();
     bytes.extend_from_slice(b"\xff\xfe not a checkpoint\n");
-    std::fs::write(evidence.local("s1"), bytes).unwrap();
-    let (code, out) = evidence.verify(&["--all", "--json"]);
+    std::fs::write(evidence.checkpoints("s1"), bytes).unwrap();
+    let (code, out) = evidence.cli(&["--all", "--json"]);
     assert_eq!(code, 1, "{out}");
     let reports: Vec<Value> = out
         .lines()

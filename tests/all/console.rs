@@ -211,6 +211,15 @@ fn field(page: &str, name: &str) -> String {
         .to_owned()
 }
 
+/// The seconds a rate-limited login is told to wait (`… try again in N s.`).
+pub(crate) fn retry_seconds(text: &str) -> u64 {
+    text.split("try again in ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no retry time in {text}"))
+}
+
 /// Logs in with the answerer token and returns the cookie pair and the page's CSRF token.
 async fn log_in(addr: std::net::SocketAddr) -> (String, String) {
     log_in_as(addr, ANSWERER).await
@@ -1384,13 +1393,7 @@ async fn a_rate_limited_login_says_when_to_retry_and_a_browser_that_logged_in_is
     // ...after which even the right token without the device cookie is told why and when.
     let reply = http(addr, "POST", "/login", None, Some(&[("token", ANSWERER)])).await;
     assert_eq!(reply.status, 429);
-    let seconds: u64 = reply
-        .body
-        .split("try again in ")
-        .nth(1)
-        .and_then(|rest| rest.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("{}", reply.body));
+    let seconds = retry_seconds(&reply.body);
     assert!((1..=60).contains(&seconds), "{seconds}");
     assert!(
         reply

@@ -869,12 +869,7 @@ async fn in_a_browser_what_a_person_reads_is_theirs_and_whole_and_a_limited_logi
         .text()
         .await
         .unwrap();
-    let seconds: u64 = alert
-        .split("try again in ")
-        .nth(1)
-        .and_then(|rest| rest.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("{alert}"));
+    let seconds = crate::console::retry_seconds(&alert);
     assert_eq!(alert, rate_limited(Duration::from_secs(seconds)));
     browser.close().await.unwrap();
 }

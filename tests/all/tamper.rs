@@ -295,14 +295,15 @@ async fn a_log_written_before_chaining_reads_as_unchained_and_chains_from_its_ne
 }
 
 /// A key made by `approval-host keygen` outside the state directory, and a service signing
-/// checkpoints with it.
-struct Signed {
-    keys: tempfile::TempDir,
-    state: tempfile::TempDir,
+/// checkpoints with it (and keeping a copy of them, when made [`Signed::with_copy`]).
+pub(crate) struct Signed {
+    pub(crate) keys: tempfile::TempDir,
+    pub(crate) state: tempfile::TempDir,
+    pub(crate) copy: Option<tempfile::TempDir>,
 }
 
 impl Signed {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let keys = tempfile::tempdir().unwrap();
         let out = Command::new(env!("CARGO_BIN_EXE_approval-host"))
             .arg("keygen")
@@ -313,29 +314,41 @@ impl Signed {
         Signed {
             keys,
             state: tempfile::tempdir().unwrap(),
+            copy: None,
         }
     }
 
-    fn key(&self) -> PathBuf {
+    /// [`Signed::new`], every checkpoint also appended to a copy directory.
+    pub(crate) fn with_copy() -> Self {
+        Signed {
+            copy: Some(tempfile::tempdir().unwrap()),
+            ..Signed::new()
+        }
+    }
+
+    pub(crate) fn key(&self) -> PathBuf {
         self.keys.path().join("audit.key")
     }
 
-    fn public(&self) -> ed25519_dalek::VerifyingKey {
+    pub(crate) fn public(&self) -> ed25519_dalek::VerifyingKey {
         approval_host::audit::checkpoint::load_public_key(&self.keys.path().join("audit.key.pub"))
             .unwrap()
     }
 
-    fn service(&self) -> ApprovalService {
+    pub(crate) fn service(&self) -> ApprovalService {
         let service = ApprovalService::open_dir(self.state.path(), Policy::Ask);
         let key = approval_host::audit::checkpoint::load_signing_key(&self.key()).unwrap();
-        service.set_checkpointer(Some(std::sync::Arc::new(
-            approval_host::audit::checkpoint::Checkpointer::new(key, self.state.path()),
-        )));
+        let mut checkpointer =
+            approval_host::audit::checkpoint::Checkpointer::new(key, self.state.path());
+        if let Some(copy) = &self.copy {
+            checkpointer = checkpointer.with_copy(copy.path());
+        }
+        service.set_checkpointer(Some(std::sync::Arc::new(checkpointer)));
         service
     }
 
     /// Two turns of two questions, like [`written`], checkpointed at each turn's end.
-    async fn write(&self, session: &str) -> PathBuf {
+    pub(crate) async fn write(&self, session: &str) -> PathBuf {
         let service = self.service();
         let (_c, allow) = counting(Decision::AllowOnce);
         let _r = service.register("allow", Scope::Global, Position::Back, allow);
@@ -353,11 +366,11 @@ impl Signed {
         log_path(self.state.path(), session)
     }
 
-    fn checkpoints(&self, session: &str) -> PathBuf {
+    pub(crate) fn checkpoints(&self, session: &str) -> PathBuf {
         approval_host::audit::checkpoint::checkpoints_path(self.state.path(), session)
     }
 
-    fn verify(&self, session: &str) -> approval_host::audit::verify::Report {
+    pub(crate) fn verify(&self, session: &str) -> approval_host::audit::verify::Report {
         let list =
             approval_host::audit::checkpoint::read_checkpoints(&self.checkpoints(session)).unwrap();
         let key = self.public();
@@ -369,7 +382,7 @@ impl Signed {
         .unwrap()
     }
 
-    fn problem(&self, session: &str) -> (u64, Tamper) {
+    pub(crate) fn problem(&self, session: &str) -> (u64, Tamper) {
         let report = self.verify(session);
         let p = report
             .problem
@@ -377,7 +390,7 @@ impl Signed {
         (p.line, p.kind)
     }
 
-    fn cli(&self, args: &[&str]) -> (i32, String) {
+    pub(crate) fn cli(&self, args: &[&str]) -> (i32, String) {
         let public = self.keys.path().join("audit.key.pub");
         let mut all = vec!["--public-key", public.to_str().unwrap()];
         all.extend_from_slice(args);
