@@ -182,19 +182,24 @@ fn check(
         problem: Some(problem),
     };
     let file = store.session_path(session);
-    let (path, bytes) = match database {
+    // The log, when there is one: read whole from a database, streamed from a file.
+    enum Log {
+        Read(Vec<u8>),
+        File,
+    }
+    let (path, log) = match database {
         Some(db) => {
             let path = PathBuf::from(format!("postgres:{session}"));
             match db.read(session) {
-                Ok(bytes) => (path, Some(bytes).filter(|b| !b.is_empty())),
+                Ok(bytes) => (path, (!bytes.is_empty()).then_some(Log::Read(bytes))),
                 Err(e) => return Ok((path.clone(), empty(unreadable(&path, &e)))),
             }
         }
-        None => (file.clone(), file.exists().then(Vec::new)),
+        None => (file.clone(), file.exists().then_some(Log::File)),
     };
     let local_file = checkpoints_in(&checking.local, session);
     let copy_file = checking.copy.as_ref().map(|d| checkpoints_in(d, session));
-    let Some(bytes) = bytes else {
+    let Some(log) = log else {
         let left = std::iter::once(&local_file)
             .chain(&copy_file)
             .find(|f| f.exists());
@@ -219,9 +224,9 @@ fn check(
         None => None,
     };
     let against = checking.key.map(|k| (k, copy.as_deref().unwrap_or(&local)));
-    let verified = match database {
-        Some(_) => verify::verify_reader_with(&bytes[..], session, against),
-        None => verify::verify_file_with(&file, session, against),
+    let verified = match &log {
+        Log::Read(bytes) => verify::verify_reader_with(&bytes[..], session, against),
+        Log::File => verify::verify_file_with(&file, session, against),
     };
     let mut report = match verified {
         Ok(report) => report,
