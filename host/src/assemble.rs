@@ -187,8 +187,9 @@ pub fn reload_rules(book: &RuleBook, deployment: &Deployment) {
     }
 }
 
-/// Everything a service needs from a deployment before its plugins: the checkpointer, the
-/// built-in protections of `state_dir`, and, when `rules` says so, the rule book.
+/// Everything a service needs from a deployment before its plugins: the checkpointer, what
+/// the logs redact, the built-in protections of `state_dir`, and, when `rules` says so, the rule
+/// book.
 ///
 /// # Errors
 /// The signing key or the rules logs cannot be read.
@@ -205,6 +206,7 @@ pub fn prepare(
             source,
         }
     })?);
+    service.set_redaction(deployment.redact.clone());
     // The places that hold this deployment's policy, which no agent may change.
     service.set_protected(Some(deployment.protected(state_dir)));
     if rules {
@@ -308,8 +310,8 @@ fn passes_cases(
     }
 }
 
-/// Moves a running service to a reloaded deployment's plugins and default policy (its rules:
-/// [`reload_rules`]). Blocking: run it off the async workers.
+/// Moves a running service to a reloaded deployment's plugins, default policy and `[audit]
+/// redact` (its rules: [`reload_rules`]). Blocking: run it off the async workers.
 pub fn reload_plugins(
     service: &ApprovalService,
     mounted: &mut Mounted,
@@ -320,6 +322,7 @@ pub fn reload_plugins(
         passes_cases(host, deployment, spec, bytes)
     });
     service.set_default_policy(deployment.default_policy);
+    service.set_redaction(deployment.redact.clone());
     report
 }
 

@@ -28,8 +28,10 @@ use tokio::sync::oneshot;
 use crate::audit::chain::{self, Head};
 use crate::audit::commit;
 use crate::audit::error::LogError;
+use crate::audit::event::Asked;
 use crate::audit::event::{Event, Record};
 use crate::audit::fold::SessionFold;
+use crate::audit::redact::RedactionCell;
 use crate::audit::store::{CommitMode, Journal, OpenedLog, Store, validate_session_id};
 use crate::audit::subscribe::Subscribers;
 use crate::policy::Policy;
@@ -83,6 +85,8 @@ pub(crate) struct Core {
     subscribers: Arc<Subscribers>,
     /// The writer this open took over from (see [`OpenedLog::taken_over`]).
     taken_over: Option<String>,
+    /// What `tool/call` arguments must not be written.
+    redaction: RedactionCell,
 }
 
 /// An open, validated, durable session log. Dropping it commits what is pending and releases the
@@ -126,14 +130,16 @@ impl Ticket {
 impl SessionLog {
     /// Opens `session` in `store`, replaying and re-validating every stored record.
     pub fn open(store: &dyn Store, session: &str) -> Result<SessionLog, LogError> {
-        Self::open_observed(store, session, Arc::default())
+        Self::open_observed(store, session, Arc::default(), RedactionCell::default())
     }
 
-    /// Opens `session`, delivering its durable records to `subscribers`.
+    /// Opens `session`, delivering its durable records to `subscribers` and writing `tool/call`
+    /// arguments as `redaction` says.
     pub(crate) fn open_observed(
         store: &dyn Store,
         session: &str,
         subscribers: Arc<Subscribers>,
+        redaction: RedactionCell,
     ) -> Result<SessionLog, LogError> {
         validate_session_id(session)?;
         let OpenedLog {
@@ -180,6 +186,7 @@ impl SessionLog {
                 round_over: Condvar::new(),
                 subscribers,
                 taken_over,
+                redaction,
             }),
         })
     }
@@ -232,18 +239,29 @@ impl SessionLog {
     /// (normally its decision's). With a `Blocking` journal the ticket waits for durability, as
     /// a question must not be asked before it is committed somewhere.
     ///
-    /// Also returns the session's own policy switch as it stands after the question, read under
-    /// the same lock.
-    pub(crate) fn append_question(
-        &self,
-        event: Event,
-    ) -> Result<(u64, Option<Policy>, Ticket), LogError> {
+    /// The question records the session's own sandbox mode as it stands, and this returns it
+    /// with the session's own policy switch, both read under the log's lock.
+    pub(crate) fn append_question(&self, mut asked: Asked) -> Result<Appended, LogError> {
         let durable_now = self.core.mode == CommitMode::Blocking;
         let mut policy = None;
-        let (record, ticket) = self.submit_with(event, durable_now, |fold| {
-            policy = fold.policy_override().map(|p| p.policy);
-        })?;
-        Ok((record.seq, policy, ticket))
+        let mut sandbox = None;
+        let (record, ticket) = self.submit_with(
+            |fold| {
+                sandbox = fold.sandbox_override().map(|s| s.mode);
+                asked.sandbox_mode = sandbox;
+                Event::Asked(asked)
+            },
+            durable_now,
+            |fold| {
+                policy = fold.policy_override().map(|p| p.policy);
+            },
+        )?;
+        Ok(Appended {
+            seq: record.seq,
+            own_policy: policy,
+            sandbox_mode: sandbox,
+            ticket,
+        })
     }
 
     /// The last durable record's seq and chain value: what a checkpoint signs.
@@ -261,13 +279,14 @@ impl SessionLog {
     /// Validates and accepts `event`; `durable` asks for a commit now, else the record is only
     /// written when that is cheap and waits for the next commit to become durable.
     pub(crate) fn submit(&self, event: Event, durable: bool) -> Result<(Record, Ticket), LogError> {
-        self.submit_with(event, durable, |_| {})
+        self.submit_with(|_| event, durable, |_| {})
     }
 
-    /// [`SessionLog::submit`], reading the fold after the event with `read` under the same lock.
+    /// [`SessionLog::submit`] of the event `make` builds from the fold as it stands, reading the
+    /// fold after the event with `read`, all under the same lock.
     fn submit_with(
         &self,
-        event: Event,
+        make: impl FnOnce(&SessionFold) -> Event,
         durable: bool,
         read: impl FnOnce(&SessionFold),
     ) -> Result<(Record, Ticket), LogError> {
@@ -276,6 +295,7 @@ impl SessionLog {
         if state.poisoned.is_some() {
             return Err(core.poisoned_error(&state));
         }
+        let event = make(&state.fold);
         state
             .fold
             .check(&event)
@@ -284,7 +304,12 @@ impl SessionLog {
                 kind: event.kind(),
                 violation,
             })?;
-        let record = Record::now(state.records + 1, event);
+        // A redacted call is written (and shown to subscribers) redacted; the fold keeps what the
+        // agent sent, which is what this process's gates read.
+        let (record, sent) = match core.redacted(&event) {
+            Some(written) => (Record::now(state.records + 1, written), Some(event)),
+            None => (Record::now(state.records + 1, event), None),
+        };
         let start = state.pending.len();
         let head = state.head;
         record.write_chained_line(&head, &mut state.pending);
@@ -292,7 +317,9 @@ impl SessionLog {
         if core.subscribers.active() {
             state.pending_records.push(record.clone());
         }
-        state.fold.apply(record.seq, &record.event);
+        state
+            .fold
+            .apply(record.seq, sent.as_ref().unwrap_or(&record.event));
         state.records += 1;
         read(&state.fold);
         let seq = record.seq;
@@ -325,7 +352,38 @@ impl commit::Rounds for Core {
     }
 }
 
+/// A question just appended: its seq, what the session's fold said of it, and its commit.
+pub(crate) struct Appended {
+    /// The `approval/asked` record's seq.
+    pub(crate) seq: u64,
+    /// The session's own policy switch.
+    pub(crate) own_policy: Option<Policy>,
+    /// The session's own sandbox mode, as recorded on the question.
+    pub(crate) sandbox_mode: Option<crate::policy::SandboxModeName>,
+    /// Completes when the question is durable.
+    pub(crate) ticket: Ticket,
+}
+
 impl Core {
+    /// The record to write for `event` when `[audit] redact` changes it: a `tool/call` whose
+    /// arguments hold a value it names.
+    fn redacted(&self, event: &Event) -> Option<Event> {
+        let Event::ToolCall(call) = event else {
+            return None;
+        };
+        let redaction = self
+            .redaction
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let (arguments, redacted) = redaction.apply(&call.arguments)?;
+        Some(Event::ToolCall(crate::audit::event::ToolCall {
+            arguments,
+            redacted,
+            ..call.clone()
+        }))
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding this lock cannot leave the fold half-applied (apply does not
         // panic), so a poisoned mutex is still consistent.

@@ -8,8 +8,8 @@
 //! - [`log`]: one session's log as the host writes it (validation, chaining, group commit), and
 //!   `commit`: the shared threads that sync every open log.
 //! - [`store`]: where logs live (the directory store is the embedded default); [`postgres`]: the
-//!   store several hosts share, with a lease per session.
-//! - [`subscribe`]: subscribers to durable events.
+//!   store several hosts share, with a lease per session; [`scratch`]: the store of a dry run.
+//! - [`subscribe`]: subscribers to durable events; [`redact`]: argument values kept out of logs.
 //! - [`check`]: reading a log back for `approval-host log`; [`verify`]: checking chains, seq
 //!   continuity and pairing for `approval-host verify`; [`evidence`]: checkpoint logs against
 //!   their copy, and logs missing while their checkpoints remain.
@@ -24,6 +24,8 @@ pub mod evidence;
 pub mod fold;
 pub mod log;
 pub mod postgres;
+pub mod redact;
+pub mod scratch;
 pub mod store;
 pub mod subscribe;
 pub mod verify;

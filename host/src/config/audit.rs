@@ -1,11 +1,12 @@
-//! `[audit]`: the key checkpoints are signed with, and a second place for them.
+//! `[audit]`: the key checkpoints are signed with, a second place for them, and the argument
+//! values no log may hold (`redact`).
 
 use toml::Value;
 
-use super::read::{Ctx, string, table, unknown_key};
+use super::read::{Ctx, string, string_list, table, unknown_key};
 use super::{ConfigError, Deployment};
 
-const KEYS: [&str; 2] = ["signing-key", "checkpoint-copy"];
+const KEYS: [&str; 3] = ["signing-key", "checkpoint-copy", "redact"];
 
 pub(super) fn parse(ctx: &Ctx, value: &Value, d: &mut Deployment) -> Result<(), ConfigError> {
     for (k, v) in table(ctx, "[audit]", value)? {
@@ -17,6 +18,11 @@ pub(super) fn parse(ctx: &Ctx, value: &Value, d: &mut Deployment) -> Result<(), 
             "checkpoint-copy" => {
                 let dir = string(ctx, "[audit]", "checkpoint-copy", v)?;
                 d.checkpoint_copy = Some(ctx.dir.join(dir));
+            }
+            "redact" => {
+                let entries = string_list(ctx, "[audit]", "redact", v)?;
+                d.redact = crate::audit::redact::Redaction::parse(&entries)
+                    .map_err(|e| ctx.err("[audit]", e.to_string()))?;
             }
             other => return Err(unknown_key(ctx, "[audit]", other, &KEYS)),
         }

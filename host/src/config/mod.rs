@@ -109,6 +109,8 @@ pub struct Deployment {
     /// (relative to this file; another disk or a mount only the host can append to), so a state
     /// directory whose checkpoint logs were removed or cut is still checked against the copy.
     pub checkpoint_copy: Option<PathBuf>,
+    /// `[audit] redact`: the `tool/call` argument values no log may hold.
+    pub redact: crate::audit::redact::Redaction,
     /// `[rules]` and `[[rule]]`: standing rules.
     pub rules: RulesConfig,
     /// `[claude-code]`: how the Claude Code hook answers calls nobody decided.
@@ -254,6 +256,7 @@ impl Deployment {
             sandbox_mode: SandboxMode::ReadOnly,
             signing_key: None,
             checkpoint_copy: None,
+            redact: crate::audit::redact::Redaction::default(),
             rules: RulesConfig::default(),
             claude_code: HookOptions::default(),
             store: None,

@@ -54,6 +54,21 @@ pub(super) fn string<'v>(
     })
 }
 
+pub(super) fn string_list(
+    ctx: &Ctx,
+    place: &str,
+    key: &str,
+    v: &Value,
+) -> Result<Vec<String>, ConfigError> {
+    let items = v
+        .as_array()
+        .ok_or_else(|| ctx.err(place, format!("{key} must be a list of strings")))?;
+    items
+        .iter()
+        .map(|i| string(ctx, place, key, i).map(str::to_owned))
+        .collect()
+}
+
 pub(super) fn positive(
     ctx: &Ctx,
     place: &str,

@@ -2,7 +2,7 @@
 //! holds the service itself: its sessions (opened, reopened, resumed), turns, agents and
 //! subagents, policy and sandbox switches, subscriptions and checkpoints. A question's way
 //! through the seam is in `request`, standing rules and built-in protections on the service in
-//! `standing`, its errors in `error`.
+//! `standing`, its errors in `error`, how a dry run rebuilds a recorded session in `feed`.
 //!
 //! [`ApprovalService::request`] does, in this order: refuse with an error when the session has no
 //! open turn, appending nothing; append `approval/asked` with a fresh UUID; decide (an
@@ -25,6 +25,7 @@ use crate::audit::event::{
     Decided, Event, FailureRecord, PolicySwitch, SandboxSwitch, ToolCall, TurnEndBy, TurnEndSource,
 };
 use crate::audit::log::SessionLog;
+use crate::audit::redact::{Redaction, RedactionCell};
 use crate::audit::store::{DirStore, RULES_LOG_PREFIX, Store, validate_session_id};
 use crate::audit::subscribe::{Subscriber, Subscribers, Subscription};
 use crate::outcome::{FailureKind, Outcome};
@@ -35,6 +36,7 @@ use crate::session::{Released, Session};
 use crate::waterfall::{Listener, Position, Registration, Scope, Waterfall};
 
 mod error;
+mod feed;
 mod request;
 mod standing;
 
@@ -59,6 +61,8 @@ struct Inner {
     rules: std::sync::RwLock<Option<(Arc<RuleBook>, Registration)>>,
     /// The built-in protections and the registration of their guard, when set.
     protected: std::sync::RwLock<Option<(Arc<Protected>, Registration)>>,
+    /// `[audit] redact`, shared with every log this service opens.
+    redaction: RedactionCell,
 }
 
 /// The approval service: sessions and their logs, turns, policy, and the waterfall.
@@ -91,6 +95,7 @@ impl ApprovalService {
                 sessions: tokio::sync::Mutex::new(HashMap::new()),
                 waterfall: Waterfall::new(),
                 subscribers: Arc::default(),
+                redaction: RedactionCell::default(),
                 checkpointer: std::sync::RwLock::new(None),
                 rules: std::sync::RwLock::new(None),
                 protected: std::sync::RwLock::new(None),
@@ -115,6 +120,16 @@ impl ApprovalService {
         } else {
             Policy::Ask
         }
+    }
+
+    /// What `tool/call` arguments no log may hold (`[audit] redact`): applies at once to every
+    /// log, open or opened later.
+    pub fn set_redaction(&self, redaction: Redaction) {
+        *self
+            .inner
+            .redaction
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = Arc::new(redaction);
     }
 
     /// Changes the deployment default; sessions with their own switch keep it.
@@ -247,6 +262,7 @@ impl ApprovalService {
         let store = self.inner.store.clone();
         let owned = id.to_owned();
         let subscribers = self.inner.subscribers.clone();
+        let redaction = self.inner.redaction.clone();
         let log = tokio::task::spawn_blocking(move || {
             // A log this process has just closed can still look locked for a moment: a child
             // process forked (for a hook, say) while the file was open holds a copy of its
@@ -254,7 +270,12 @@ impl ApprovalService {
             // the usual moment itself (`store::LOCK_PATIENCE`); this covers a child slow to exec.
             let patience = std::time::Instant::now() + REOPEN_PATIENCE;
             loop {
-                match SessionLog::open_observed(&*store, &owned, subscribers.clone()) {
+                match SessionLog::open_observed(
+                    &*store,
+                    &owned,
+                    subscribers.clone(),
+                    redaction.clone(),
+                ) {
                     Err(LogError::Locked { .. })
                         if reopening && std::time::Instant::now() < patience =>
                     {
@@ -446,6 +467,7 @@ impl ApprovalService {
             name: name.to_owned(),
             arguments,
             permission_mode: permission_mode.map(str::to_owned),
+            redacted: Vec::new(),
         });
         let log = &agent.session().log;
         if synced {

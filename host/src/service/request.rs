@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::task::Poll;
 
 use tokio_util::sync::CancellationToken;
@@ -14,7 +15,7 @@ use crate::agent::Agent;
 use crate::audit::error::LogError;
 use crate::audit::event::{Asked, Decided, Event, FailureRecord};
 use crate::audit::fold::Violation;
-use crate::audit::log::Ticket;
+use crate::audit::log::{Appended, Ticket};
 use crate::outcome::Outcome;
 use crate::policy::Policy;
 use crate::session::{InFlight, Session};
@@ -29,6 +30,9 @@ pub struct ApprovalRequest {
     reason: Option<String>,
     cwd: Option<String>,
     cancel: Option<CancellationToken>,
+    /// Set when a listener reads the call's arguments (a dry run reports decisions made on
+    /// redacted values).
+    arguments_read: Option<Arc<AtomicBool>>,
 }
 
 /// How a request settled, with what the deciding listener said: what an asker needs to write the
@@ -80,7 +84,14 @@ impl ApprovalRequest {
             reason: None,
             cwd: None,
             cancel: None,
+            arguments_read: None,
         }
+    }
+
+    /// Sets `flag` when any listener reads the call's arguments (or another call's).
+    pub fn observe_arguments(mut self, flag: Arc<AtomicBool>) -> Self {
+        self.arguments_read = Some(flag);
+        self
     }
 
     /// The asker's working directory (plugins of API 0.2 see it).
@@ -136,27 +147,36 @@ impl ApprovalService {
             reason,
             cwd,
             cancel,
+            arguments_read,
         } = request;
         let session = agent.session().clone();
         let in_flight = session.enter()?;
         let ask_cancel = in_flight.turn.child_token();
         let id = Uuid::new_v4().to_string();
-        let asked = Event::Asked(Asked {
+        let asked = Asked {
             id: id.clone(),
             tool_name: tool_name.clone(),
             call_id: call_id.clone(),
             reason: reason.clone(),
-        });
-        let (asked_seq, own_policy, written) =
-            session.log.append_question(asked).map_err(|e| match e {
-                LogError::Refused {
-                    violation: Violation::OutsideTurn(_),
-                    ..
-                } => ApprovalError::NoOpenTurn {
-                    session: session.id().to_owned(),
-                },
-                other => other.into(),
-            })?;
+            agent: Some(agent.id().to_owned()),
+            parent_agent: agent.parent_id().map(str::to_owned),
+            cwd: cwd.clone(),
+            sandbox_mode: None,
+        };
+        let Appended {
+            seq: asked_seq,
+            own_policy,
+            sandbox_mode,
+            ticket: written,
+        } = session.log.append_question(asked).map_err(|e| match e {
+            LogError::Refused {
+                violation: Violation::OutsideTurn(_),
+                ..
+            } => ApprovalError::NoOpenTurn {
+                session: session.id().to_owned(),
+            },
+            other => other.into(),
+        })?;
         // From here the question must be settled, even if this future is dropped.
         let mut unsettled = Unsettled {
             session: session.clone(),
@@ -185,8 +205,10 @@ impl ApprovalService {
                 call_id,
                 reason,
                 cwd,
+                sandbox_mode.map(|m| m.as_str()),
                 ask_cancel.clone(),
                 cancel.clone(),
+                arguments_read,
             ));
             decide(&self.inner.waterfall, asked, &ask_cancel, cancel.as_ref()).await
         };
@@ -288,6 +310,7 @@ fn decided_record(settled: Settled) -> Decided {
         reason: settled.reason,
         proposal: settled.proposal,
         rule: settled.rule,
+        outside: settled.answered_outside,
         ..Decided::bare(String::new(), settled.outcome)
     }
 }

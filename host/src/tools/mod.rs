@@ -429,6 +429,7 @@ impl ToolRuntime {
                     name: call.name.clone(),
                     arguments: call.arguments.clone(),
                     permission_mode: None,
+                    redacted: Vec::new(),
                 }))
                 .await;
             if let Err(e) = recorded {

@@ -22,9 +22,11 @@ struct QuestionInner {
     /// The asked-about call's arguments as JSON text, serialized once for every plugin that
     /// reads them.
     arguments_json: std::sync::OnceLock<Option<String>>,
-    /// The session's sandbox mode as the first plugin that asked read it: every gate of one
-    /// question sees the same mode, and the session's fold is locked once, not once a gate.
-    sandbox_mode: std::sync::OnceLock<Option<&'static str>>,
+    /// The session's own sandbox mode as the question recorded it: every gate of one question
+    /// sees the same mode, the one its `approval/asked` says.
+    sandbox_mode: Option<&'static str>,
+    /// Set when a listener reads arguments, for an asker that wants to know.
+    arguments_read: Option<Arc<std::sync::atomic::AtomicBool>>,
     /// The listeners that said `next` before the question reached one outside the process
     /// (filled only then: a person may want to know which gates passed it on).
     passed: std::sync::Mutex<Vec<String>>,
@@ -46,8 +48,10 @@ impl Question {
         call_id: Option<String>,
         reason: Option<String>,
         cwd: Option<String>,
+        sandbox_mode: Option<&'static str>,
         cancel: CancellationToken,
         caller: Option<CancellationToken>,
+        arguments_read: Option<Arc<std::sync::atomic::AtomicBool>>,
     ) -> Self {
         Question {
             inner: Arc::new(QuestionInner {
@@ -61,7 +65,8 @@ impl Question {
                 cancel,
                 caller,
                 arguments_json: std::sync::OnceLock::new(),
-                sandbox_mode: std::sync::OnceLock::new(),
+                sandbox_mode,
+                arguments_read,
                 passed: std::sync::Mutex::default(),
             }),
         }
@@ -117,20 +122,18 @@ impl Question {
             .as_deref()
     }
 
-    /// The session's own sandbox mode (its last `sandbox/mode` event), read once per question.
+    /// The session's own sandbox mode (its last `sandbox/mode` event) when the question was
+    /// asked, as its `approval/asked` records it.
     pub fn sandbox_mode(&self) -> Option<&'static str> {
-        *self.inner.sandbox_mode.get_or_init(|| {
-            self.inner
-                .agent
-                .session()
-                .log
-                .with_fold(|f| f.sandbox_override().map(|s| s.mode.as_str()))
-        })
+        self.inner.sandbox_mode
     }
 
     /// The JSON arguments of the call `call_id` as the asking session recorded them in its
     /// `tool/call` event, or `None`.
     pub fn call_arguments(&self, call_id: &str) -> Option<serde_json::Value> {
+        if let Some(flag) = &self.inner.arguments_read {
+            flag.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         self.inner.agent.call_arguments(call_id)
     }
 

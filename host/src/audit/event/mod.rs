@@ -76,6 +76,10 @@ pub struct ToolCall {
     /// The harness's permission mode when the call was made (Claude Code's `permission_mode`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permission_mode: Option<String>,
+    /// The pointers of the argument values `[audit] redact` replaced in this record (the gates
+    /// saw the real values; the log holds [`crate::audit::redact::REDACTED`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redacted: Vec<String>,
 }
 
 /// `tool/result`: what the call returned.
@@ -94,7 +98,12 @@ pub struct ToolResult {
     pub failed_listener: Option<String>,
 }
 
-/// `approval/asked {id, toolName, callId?, reason?}`.
+/// `approval/asked {id, toolName, callId?, reason?, agent?, parentAgent?, cwd?, sandboxMode?}`.
+///
+/// Since format 2 it records everything a gate is shown besides the call's arguments (which its
+/// `tool/call` holds): the asking agent (always present from format 2 on, so its absence marks
+/// an older record), its delegating agent, the asker's working directory and the session's own
+/// sandbox mode as it stood when the question was asked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Asked {
@@ -108,6 +117,26 @@ pub struct Asked {
     /// The asker's human-readable reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The asking agent's id (format 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// The agent that delegated to the asker, for a subagent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_agent: Option<String>,
+    /// The asker's working directory, when it gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// The session's own sandbox mode when asked; absent when it runs at the deployment's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_mode: Option<SandboxModeName>,
+}
+
+impl Asked {
+    /// Whether the record predates format 2 and so does not say who asked from where: such a
+    /// question cannot be replayed as it was asked.
+    pub fn before_format_2(&self) -> bool {
+        self.agent.is_none()
+    }
 }
 
 /// `approval/decided {id, outcome, answerer?, failure?}`.
@@ -146,6 +175,9 @@ pub struct Decided {
     /// The standing rule that decided (`answerer` is then `rule:<id>`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule: Option<crate::answer::RuleRef>,
+    /// Whether the answerer was outside the process (a person at the console, a client).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub outside: bool,
 }
 
 impl Decided {
@@ -162,6 +194,7 @@ impl Decided {
             rule_added: None,
             rule_declined: None,
             rule: None,
+            outside: false,
         }
     }
 }
@@ -461,6 +494,10 @@ mod tests {
             tool_name: "bash".into(),
             call_id: None,
             reason: None,
+            agent: None,
+            parent_agent: None,
+            cwd: None,
+            sandbox_mode: None,
         });
         assert_eq!(e.data(), json!({"id": "q", "toolName": "bash"}));
     }
