@@ -70,6 +70,7 @@ pub mod pem;
 pub mod plugin;
 pub mod policy;
 pub mod private;
+pub mod replay;
 pub mod rules;
 pub mod serve;
 pub mod service;

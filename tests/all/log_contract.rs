@@ -67,6 +67,7 @@ async fn validation_refuses_bad_events_before_commit() {
                 name: "bash".into(),
                 arguments: json!({}),
                 permission_mode: None,
+                redacted: Vec::new(),
             }))
             .await
             .unwrap_err()

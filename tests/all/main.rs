@@ -30,6 +30,7 @@ mod policy_examples;
 mod postgres_store;
 mod private_by_default;
 mod reload;
+mod replay;
 mod rule_corpus;
 mod rules;
 mod rules_cli;

@@ -13,27 +13,11 @@ use serde_json::json;
 use crate::support::{Control, ControlledStore, Host, controlled, events_at, log_path};
 
 pub(crate) fn asked(id: &str, tool: &str) -> Event {
-    Event::Asked(Asked {
-        id: id.into(),
-        tool_name: tool.into(),
-        call_id: None,
-        reason: None,
-    })
+    Event::Asked(Asked::new(id, tool))
 }
 
 pub(crate) fn decided(id: &str) -> Event {
-    Event::Decided(Decided {
-        id: id.into(),
-        outcome: Outcome::Rejected,
-        answerer: None,
-        digest: None,
-        failure: None,
-        reason: None,
-        proposal: None,
-        rule_added: None,
-        rule_declined: None,
-        rule: None,
-    })
+    Event::Decided(Decided::bare(id, Outcome::Rejected))
 }
 
 pub(crate) fn refused(err: LogError) -> Violation {

@@ -67,23 +67,10 @@ fn set(line: &str, pointer: &str, value: Value) -> String {
 fn forged_grant() -> Vec<Event> {
     vec![
         Event::TurnStart,
-        Event::Asked(approval_host::event::Asked {
-            id: "forged".into(),
-            tool_name: "bash".into(),
-            call_id: None,
-            reason: None,
-        }),
+        Event::Asked(approval_host::event::Asked::new("forged", "bash")),
         Event::Decided(approval_host::event::Decided {
-            id: "forged".into(),
-            outcome: approval_host::Outcome::AllowedOnce,
             answerer: Some("allow".into()),
-            digest: None,
-            failure: None,
-            reason: None,
-            proposal: None,
-            rule_added: None,
-            rule_declined: None,
-            rule: None,
+            ..approval_host::event::Decided::bare("forged", approval_host::Outcome::AllowedOnce)
         }),
     ]
 }

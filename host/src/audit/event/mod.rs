@@ -132,6 +132,20 @@ pub struct Asked {
 }
 
 impl Asked {
+    /// A question `id` about a call of `tool_name`, nothing else said.
+    pub fn new(id: impl Into<String>, tool_name: impl Into<String>) -> Asked {
+        Asked {
+            id: id.into(),
+            tool_name: tool_name.into(),
+            call_id: None,
+            reason: None,
+            agent: None,
+            parent_agent: None,
+            cwd: None,
+            sandbox_mode: None,
+        }
+    }
+
     /// Whether the record predates format 2 and so does not say who asked from where: such a
     /// question cannot be replayed as it was asked.
     pub fn before_format_2(&self) -> bool {
@@ -489,16 +503,7 @@ mod tests {
 
     #[test]
     fn asked_omits_absent_fields() {
-        let e = Event::Asked(Asked {
-            id: "q".into(),
-            tool_name: "bash".into(),
-            call_id: None,
-            reason: None,
-            agent: None,
-            parent_agent: None,
-            cwd: None,
-            sandbox_mode: None,
-        });
+        let e = Event::Asked(Asked::new("q", "bash"));
         assert_eq!(e.data(), json!({"id": "q", "toolName": "bash"}));
     }
 

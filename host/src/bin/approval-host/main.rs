@@ -24,6 +24,7 @@ mod keygen;
 mod new;
 mod progress;
 mod project_state;
+mod replay_cmd;
 mod rules_cmd;
 mod serve_cmd;
 mod store_cmd;
@@ -180,6 +181,18 @@ enum Command {
     /// Standing rules: list, add, revoke, explain.
     #[command(subcommand)]
     Rules(rules_cmd::RulesCommand),
+    /// Ask the recorded questions again of another deployment, and print what would change.
+    ///
+    /// Every settled question of the sessions named (or --all) goes through the new
+    /// deployment's rules, protections and plugins, with no person and no client (a question
+    /// that would reach one counts as "would ask"), never writing to the recorded logs. Prints
+    /// recorded × replayed outcomes, every changed question grouped by who decides now, and
+    /// plugin failures. Exits 0 when nothing changed, 1 when a question changed, 3 when one
+    /// that was not allowed without a person would now be allowed, 2 on bad input, 4 when the
+    /// replay could not run.
+    ///
+    /// Example: `approval-host replay --config deploy.new.toml --all --since 7d`
+    Replay(replay_cmd::ReplayArgs),
     /// Create the Ed25519 key that signs audit checkpoints.
     ///
     /// Writes the key at FILE (mode 0600; keep it outside the state directory) and its public
@@ -278,6 +291,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Db(command) => store_cmd::db(&ctx, command),
         Command::Init(args) => init::run_command(&ctx, args).map(|()| ExitCode::SUCCESS),
         Command::Rules(command) => rules_cmd::run(&ctx, command),
+        Command::Replay(args) => replay_cmd::run(&ctx, args),
         Command::Keygen(args) => keygen::run(args),
     }
 }
