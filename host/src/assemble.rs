@@ -3,7 +3,8 @@
 //! The one place below the binary and `serve` that reads a [`Deployment`] for the features it
 //! configures: the store ([`open_store`]), the checkpointer ([`checkpointer`]), the rule book and
 //! its static rules ([`rule_book`], [`statics`]), the built-in protections
-//! ([`Deployment::protected`]), the mounted plugins ([`mount`], [`reload_plugins`]), and the
+//! ([`Deployment::protected`]), the mounted plugins ([`mount`], [`reload_plugins`]) and shadows
+//! ([`shadows`]), and the
 //! Claude Code hook's and the ACP agent's options ([`hook_options`], [`agent_options`]). The
 //! features themselves never see the deployment file; each takes the part of it that is its own.
 //! Errors name the deployment file ([`AssembleError`]).
@@ -19,11 +20,13 @@ use crate::claude_code::{HookOptions, WhenUndecided};
 use crate::config::Deployment;
 use crate::conformance;
 use crate::plugin::mount::{Mounted, ReloadReport};
+use crate::plugin::shadow::Shadows;
 use crate::plugin::slot::QuarantinePolicy;
 use crate::plugin::spec::PluginSpec;
 use crate::plugin::{PluginError, PluginHost};
 use crate::rules::{self, Clock, Rule, RuleBook, RuleError};
 use crate::service::ApprovalService;
+use crate::waterfall::AfterDecision;
 
 /// A part of a deployment that could not be put together, naming the deployment file.
 #[derive(Debug, thiserror::Error)]
@@ -250,6 +253,32 @@ pub fn mount(
         }
     }
     Mounted::load_with(service, host, deployment, quarantine).map_err(failed)
+}
+
+/// Loads the deployment's shadow plugins on `host` and has `service` show them every settled
+/// question (none: nothing sees them). All or nothing.
+///
+/// # Errors
+/// A shadow that does not load, named with the deployment file.
+pub fn shadows(
+    service: &ApprovalService,
+    host: &PluginHost,
+    deployment: &Deployment,
+    quarantine: QuarantinePolicy,
+) -> Result<Arc<Shadows>, AssembleError> {
+    let shadows = Shadows::load(host, &deployment.shadows, quarantine).map_err(|source| {
+        AssembleError::Plugin {
+            file: file_of(deployment),
+            source,
+        }
+    })?;
+    let after: Option<Arc<dyn AfterDecision>> = if shadows.is_empty() {
+        None
+    } else {
+        Some(shadows.clone())
+    };
+    service.set_after_decision(after);
+    Ok(shadows)
 }
 
 /// Whether this version of `spec`'s plugin (`bytes`) passes the conformance cases the

@@ -419,7 +419,7 @@ async fn acp_escalation_approved_runs_one_call_wider_and_the_grant_dies_with_it(
     assert_eq!(
         events[2].1,
         json!({"id": events[2].1["id"], "toolName": "bash", "callId": "call_00_1",
-               "reason": ESCALATION_REASON})
+               "reason": ESCALATION_REASON, "agent": "agent"})
     );
     assert_eq!(events[3].1["outcome"], "allowed-once");
     assert_eq!(events[3].1["answerer"], "acp");

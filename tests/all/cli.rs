@@ -66,7 +66,7 @@ fn ask_without_config_is_unavailable_audited_and_exits_zero() {
     );
     assert_eq!(
         events[1].1,
-        json!({"id": events[1].1["id"], "toolName": "bash", "callId": "c1"})
+        json!({"id": events[1].1["id"], "toolName": "bash", "callId": "c1", "agent": "a1"})
     );
     assert_eq!(
         events[2].1,

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 /// The layers, top down, as the README's layout draws them.
 const LAYERS: &[&[&str]] = &[
     &["serve"],
-    &["assemble"],
+    &["assemble", "replay"],
     &["config"],
     &["acp", "claude_code", "tools", "conformance"],
     &["service"],

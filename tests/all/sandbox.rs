@@ -161,7 +161,8 @@ async fn escalation_approved_runs_once_wider_then_confines_again() {
     assert_eq!(
         events[2].1,
         json!({"id": events[2].1["id"], "toolName": "bash", "callId": "call_00_1",
-               "reason": "escalate sandbox to workspace-write: the user asked to write escalated.txt in the workspace"})
+               "reason": "escalate sandbox to workspace-write: the user asked to write escalated.txt in the workspace",
+               "agent": "a"})
     );
     assert_eq!(events[3].1["outcome"], "allowed-once");
     assert_eq!(events[4].1["content"], "escalated\n");

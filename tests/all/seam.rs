@@ -112,7 +112,7 @@ async fn no_listener_settles_unavailable_and_is_audited() {
     let id = events[1].1["id"].clone();
     assert_eq!(
         events[1].1,
-        json!({"id": id, "toolName": "bash", "callId": "c9", "reason": "why not"})
+        json!({"id": id, "toolName": "bash", "callId": "c9", "reason": "why not", "agent": "a1"})
     );
     assert_eq!(events[2].1, json!({"id": id, "outcome": "unavailable"}));
 }
@@ -126,7 +126,10 @@ async fn asked_omits_absent_call_id_and_reason() {
         .unwrap();
     let events = host.events(S);
     let asked = &events[1].1;
-    assert_eq!(asked, &json!({"id": asked["id"], "toolName": "grep"}));
+    assert_eq!(
+        asked,
+        &json!({"id": asked["id"], "toolName": "grep", "agent": "a1"})
+    );
 }
 
 #[tokio::test]

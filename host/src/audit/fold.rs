@@ -50,6 +50,9 @@ pub enum Violation {
     /// `rule/added` reusing the id of a rule in this log.
     #[error("rule/added repeats id {0:?}")]
     RepeatedRule(String),
+    /// `approval/shadowed` for an id that is not a settled question of this log.
+    #[error("approval/shadowed for id {0:?}, which is not a settled question")]
+    ShadowedUnsettled(String),
     /// `rule/revoked` for a rule this log does not hold active.
     #[error("rule/revoked for {0:?}, which is not an active rule of this log")]
     UnknownRule(String),
@@ -162,8 +165,13 @@ impl SessionFold {
             Event::RuleRevoked(r) if !matches!(self.rules.get(&r.id), Some((_, false))) => {
                 Err(Violation::UnknownRule(r.id.clone()))
             }
+            // A shadow may finish after its question's turn ended, but never before the decision.
+            Event::Shadowed(s) if !self.asked.contains(&s.id) || self.open.contains_key(&s.id) => {
+                Err(Violation::ShadowedUnsettled(s.id.clone()))
+            }
             Event::ToolCall(_)
             | Event::ToolResult(_)
+            | Event::Shadowed(_)
             | Event::Policy(_)
             | Event::HookInvoked(_)
             | Event::HookResult(_)
@@ -211,6 +219,7 @@ impl SessionFold {
             }
             Event::ToolCall(_)
             | Event::ToolResult(_)
+            | Event::Shadowed(_)
             | Event::HookInvoked(_)
             | Event::HookResult(_) => {}
         }

@@ -97,6 +97,8 @@ pub struct Deployment {
     pub default_policy: Policy,
     /// Plugins in file order (the waterfall puts gates first, then answerers).
     pub plugins: Vec<PluginSpec>,
+    /// `[[plugin]] mode = "shadow"`: versions that see every settled question without a say.
+    pub shadows: Vec<PluginSpec>,
     /// Command hooks (`[[hook]]`), in file order.
     pub hooks: Vec<HookSpec>,
     /// `[sandbox] mode`: the sandbox mode of sessions without their own switch (`read-only`
@@ -181,21 +183,32 @@ fn plugins(ctx: &Ctx, value: &Value, d: &mut Deployment) -> Result<(), ConfigErr
         .as_array()
         .ok_or_else(|| ctx.err("plugin", "must be an array of [[plugin]] tables"))?;
     let mut names = HashSet::new();
+    let mut shadow_names = HashSet::new();
     for (i, entry) in entries.iter().enumerate() {
-        let (spec, cases) = plugin::entry(ctx, i, entry)?;
-        if let Some(cases) = cases {
-            d.plugin_cases.insert(spec.name.clone(), cases);
-        }
-        if !names.insert(spec.name.clone()) {
+        let (spec, cases, shadow) = plugin::entry(ctx, i, entry)?;
+        // A shadow may share its name with the deciding version it is tried against.
+        let (taken, which) = if shadow {
+            (&mut shadow_names, "shadow")
+        } else {
+            (&mut names, "plugin")
+        };
+        if !taken.insert(spec.name.clone()) {
             return Err(ctx.err(
                 &format!("plugin #{}", i + 1),
                 format!(
-                    "name = {:?} is used by an earlier plugin; names must be unique",
+                    "name = {:?} is used by an earlier {which}; names must be unique",
                     spec.name
                 ),
             ));
         }
-        d.plugins.push(spec);
+        if let Some(cases) = cases {
+            d.plugin_cases.insert(spec.name.clone(), cases);
+        }
+        if shadow {
+            d.shadows.push(spec);
+        } else {
+            d.plugins.push(spec);
+        }
     }
     Ok(())
 }
@@ -252,6 +265,7 @@ impl Deployment {
             path: None,
             default_policy: Policy::Ask,
             plugins: Vec::new(),
+            shadows: Vec::new(),
             hooks: Vec::new(),
             sandbox_mode: SandboxMode::ReadOnly,
             signing_key: None,

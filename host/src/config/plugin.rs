@@ -9,7 +9,7 @@ use super::ConfigError;
 use super::read::{Ctx, known_keys, positive, string, string_table};
 use crate::plugin::spec::{Isolation, PluginSpec, Role};
 
-const KEYS: [&str; 10] = [
+const KEYS: [&str; 11] = [
     "name",
     "path",
     "role",
@@ -20,15 +20,16 @@ const KEYS: [&str; 10] = [
     "config",
     "files",
     "cases",
+    "mode",
 ];
 
-/// A `[[plugin]]` entry: the plugin host's spec, and the conformance cases (`cases = "…"`) a
-/// version must pass before it serves.
+/// A `[[plugin]]` entry: the plugin host's spec, the conformance cases (`cases = "…"`) a
+/// version must pass before it serves, and whether it is a shadow (`mode = "shadow"`).
 pub(super) fn entry(
     ctx: &Ctx,
     index: usize,
     entry: &Value,
-) -> Result<(PluginSpec, Option<std::path::PathBuf>), ConfigError> {
+) -> Result<(PluginSpec, Option<std::path::PathBuf>, bool), ConfigError> {
     let numbered = format!("plugin #{}", index + 1);
     let table = entry
         .as_table()
@@ -132,5 +133,24 @@ pub(super) fn entry(
             Some(path)
         }
     };
-    Ok((spec, cases))
+    let shadow = match table.get("mode") {
+        None => false,
+        Some(v) => match string(ctx, place, "mode", v)? {
+            "decide" => false,
+            "shadow" => true,
+            other => {
+                return Err(ctx.err(
+                    place,
+                    format!("mode = {other:?}: must be \"decide\" or \"shadow\""),
+                ));
+            }
+        },
+    };
+    if shadow && cases.is_some() {
+        return Err(ctx.err(
+            place,
+            "cases apply to a deciding version; a shadow is tried on live traffic instead",
+        ));
+    }
+    Ok((spec, cases, shadow))
 }

@@ -12,7 +12,8 @@
 //! Modules: [`engine`] (engine and ticker), `instance` (a loaded plugin and one decision run),
 //! `limits` (caps and failure classes), `sandbox` (the WASI a plugin gets), `v0_1` and `v0_2` (the
 //! API bindings, one per served version, behind the `api` dispatch), [`inspect`] (what a component
-//! imports and exports, for `approval-host check`).
+//! imports and exports, for `approval-host check`), [`shadow`] (versions tried on live traffic
+//! without a say).
 
 mod api;
 pub mod cache;
@@ -23,6 +24,7 @@ mod instance;
 mod limits;
 pub mod mount;
 mod sandbox;
+pub mod shadow;
 pub mod slot;
 pub mod spec;
 mod v0_1;

@@ -225,7 +225,7 @@ impl Server {
             }
             "plugins/list" => {
                 let mounted = self.inner.mounted.lock().await;
-                Ok(json!({"plugins": mounted.status()}))
+                Ok(json!({"plugins": mounted.status(), "shadows": self.inner.shadows().status()}))
             }
             "plugins/reload" => {
                 let report = self.reload().await.map_err(RpcError::failed)?;
@@ -236,6 +236,7 @@ impl Server {
                     "removed": report.removed,
                     "failed": report.failed.iter().map(|(n, e)| json!({"name": n, "error": e})).collect::<Vec<_>>(),
                     "plugins": mounted.status(),
+                    "shadows": self.inner.shadows().status(),
                 }))
             }
             "hook/claude-code" => {

@@ -37,6 +37,7 @@ use crate::agent::Agent;
 use crate::assemble::{self, AssembleError};
 use crate::config::{ConfigError, Deployment};
 use crate::plugin::cache::CompiledCache;
+use crate::plugin::shadow::{ShadowStatus, Shadows};
 use crate::plugin::{LogSink, Mounted, PluginHost, QuarantinePolicy, ReloadReport, TracingSink};
 use crate::service::ApprovalService;
 use crate::waterfall::{Position, Registration, Scope};
@@ -98,6 +99,8 @@ struct Inner {
     service: ApprovalService,
     host: PluginHost,
     mounted: Arc<tokio::sync::Mutex<Mounted>>,
+    /// The deployment's shadow plugins (replaced whole at a reload that loads them all).
+    shadows: Mutex<Arc<Shadows>>,
     sessions: Mutex<HashMap<String, SessionEntry>>,
     next_conn: AtomicU64,
     /// The deployment's `[claude-code]` settings (replaced on reload).
@@ -186,10 +189,13 @@ impl Server {
             .map_err(|source| AssembleError::Plugin { file, source })?;
         let started = Instant::now();
         let (svc, h, quarantine) = (service.clone(), host.clone(), options.quarantine);
-        let mounted =
-            tokio::task::spawn_blocking(move || assemble::mount(&svc, &h, &deployment, quarantine))
-                .await
-                .map_err(|e| ServeError::Io(e.to_string()))??;
+        let (mounted, shadows) = tokio::task::spawn_blocking(move || {
+            let mounted = assemble::mount(&svc, &h, &deployment, quarantine)?;
+            let shadows = assemble::shadows(&svc, &h, &deployment, quarantine)?;
+            Ok::<_, AssembleError>((mounted, shadows))
+        })
+        .await
+        .map_err(|e| ServeError::Io(e.to_string()))??;
         tracing::info!(
             plugins = mounted.plugins().len(),
             ms = started.elapsed().as_secs_f64() * 1e3,
@@ -201,6 +207,7 @@ impl Server {
                 service,
                 host,
                 mounted: Arc::new(tokio::sync::Mutex::new(mounted)),
+                shadows: Mutex::new(shadows),
                 sessions: Mutex::new(HashMap::new()),
                 next_conn: AtomicU64::new(1),
                 hook_options: Mutex::new(hook_options),
@@ -235,6 +242,11 @@ impl Server {
         self.inner.mounted.lock().await.status()
     }
 
+    /// The shadow plugins' figures, as `plugins/list` shows them.
+    pub fn shadow_status(&self) -> Vec<ShadowStatus> {
+        self.inner.shadows().status()
+    }
+
     /// Re-reads the deployment file and moves to it (see [`Mounted::apply`]); quarantines end.
     /// An invalid deployment file changes nothing.
     pub async fn reload(&self) -> Result<ReloadReport, ConfigError> {
@@ -258,10 +270,16 @@ impl Server {
         let mounted = self.inner.mounted.clone();
         let host = self.inner.host.clone();
         let service = self.inner.service.clone();
+        let inner = self.inner.clone();
         let report = tokio::task::spawn_blocking(move || {
             let mut mounted = mounted.blocking_lock();
-            let report = assemble::reload_plugins(&service, &mut mounted, &host, &deployment);
+            let mut report = assemble::reload_plugins(&service, &mut mounted, &host, &deployment);
             mounted.release_all();
+            // The shadows move together or not at all; the old ones keep watching otherwise.
+            match assemble::shadows(&service, &host, &deployment, inner.options.quarantine) {
+                Ok(shadows) => *inner.shadows.lock().unwrap_or_else(|p| p.into_inner()) = shadows,
+                Err(e) => report.failed.push(("shadows".to_owned(), e.to_string())),
+            }
             report
         })
         .await
@@ -297,12 +315,20 @@ impl Server {
         let mut paths = vec![self.inner.options.config.clone()];
         if let Ok(d) = Deployment::load(&self.inner.options.config) {
             paths.extend(d.plugins.into_iter().map(|p| p.path));
+            paths.extend(d.shadows.into_iter().map(|p| p.path));
         }
         paths
     }
 }
 
 impl Inner {
+    fn shadows(&self) -> Arc<Shadows> {
+        self.shadows
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     fn lock_sessions(&self) -> MutexGuard<'_, HashMap<String, SessionEntry>> {
         self.sessions.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -49,6 +49,7 @@ impl ApprovalService {
             | Event::Decided(_)
             | Event::HookInvoked(_)
             | Event::HookResult(_)
+            | Event::Shadowed(_)
             | Event::ToolResult(_) => return Ok(false),
         }
         Ok(true)

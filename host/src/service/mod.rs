@@ -33,7 +33,7 @@ use crate::policy::{self, Policy};
 use crate::rules::RuleBook;
 use crate::rules::protect::Protected;
 use crate::session::{Released, Session};
-use crate::waterfall::{Listener, Position, Registration, Scope, Waterfall};
+use crate::waterfall::{AfterDecision, Listener, Position, Registration, Scope, Waterfall};
 
 mod error;
 mod feed;
@@ -63,6 +63,8 @@ struct Inner {
     protected: std::sync::RwLock<Option<(Arc<Protected>, Registration)>>,
     /// `[audit] redact`, shared with every log this service opens.
     redaction: RedactionCell,
+    /// What sees each question after its decision (the shadow plugins), when set.
+    after: std::sync::RwLock<Option<Arc<dyn AfterDecision>>>,
 }
 
 /// The approval service: sessions and their logs, turns, policy, and the waterfall.
@@ -96,6 +98,7 @@ impl ApprovalService {
                 waterfall: Waterfall::new(),
                 subscribers: Arc::default(),
                 redaction: RedactionCell::default(),
+                after: std::sync::RwLock::new(None),
                 checkpointer: std::sync::RwLock::new(None),
                 rules: std::sync::RwLock::new(None),
                 protected: std::sync::RwLock::new(None),
@@ -130,6 +133,20 @@ impl ApprovalService {
             .redaction
             .write()
             .unwrap_or_else(|p| p.into_inner()) = Arc::new(redaction);
+    }
+
+    /// Sets (or with `None`, clears) what sees each question after its decision is durable, off
+    /// the decision's path: the shadow plugins.
+    pub fn set_after_decision(&self, after: Option<Arc<dyn AfterDecision>>) {
+        *self.inner.after.write().unwrap_or_else(|p| p.into_inner()) = after;
+    }
+
+    pub(super) fn after_decision(&self) -> Option<Arc<dyn AfterDecision>> {
+        self.inner
+            .after
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Changes the deployment default; sessions with their own switch keep it.

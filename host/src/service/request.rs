@@ -238,6 +238,11 @@ impl ApprovalService {
         let ticket = unsettled.settle(record)?;
         // The outcome is withheld until its decision is durable.
         ticket.wait().await?;
+        if let (Some(question), Some(after)) = (&question, self.after_decision())
+            && verdict.outcome != Outcome::Cancelled
+        {
+            after.decided(question, verdict.outcome, verdict.answerer.as_deref());
+        }
         self.checkpoint(&session, false, false).await;
         Ok(verdict)
     }

@@ -9,12 +9,15 @@
 //! Registering returns a [`Registration`]; dropping it removes the listener, so the next request
 //! fails closed. A request already running keeps the listeners it started with.
 //!
-//! The files: `listener.rs` (what an answerer implements), `question.rs` (what it is asked); this
-//! file keeps the ordered list and walks it.
+//! The files: `listener.rs` (what an answerer implements), `question.rs` (what it is asked),
+//! `after.rs` (what sees a question once it is settled); this file keeps the ordered list and
+//! walks it.
 
+mod after;
 mod listener;
 mod question;
 
+pub use after::AfterDecision;
 pub use listener::{AnswerFuture, Explained, ImmediateAnswer, Listener, ListenerFuture};
 pub use question::Question;
 

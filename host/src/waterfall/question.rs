@@ -72,6 +72,33 @@ impl Question {
         }
     }
 
+    /// The same question for a listener that runs after it is settled (a shadow): the same
+    /// identity, call and context, but cancelled by nothing, as its turn may end meanwhile.
+    pub fn detached(&self) -> Question {
+        let q = &self.inner;
+        Question::new(
+            q.id.clone(),
+            q.asked_seq,
+            q.agent.clone(),
+            q.tool_name.clone(),
+            q.call_id.clone(),
+            q.reason.clone(),
+            q.cwd.clone(),
+            q.sandbox_mode,
+            CancellationToken::new(),
+            None,
+            None,
+        )
+    }
+
+    /// Appends `event` (an `approval/shadowed`) to the question's session log, once durable.
+    pub(crate) async fn append_note(
+        &self,
+        event: crate::audit::event::Event,
+    ) -> Result<(), crate::audit::error::LogError> {
+        self.inner.agent.session().log.append(event).await.map(drop)
+    }
+
     /// The question id, as recorded in `approval/asked`.
     pub fn id(&self) -> &str {
         &self.inner.id

@@ -40,9 +40,11 @@ pub mod types {
     pub const RULE_ADDED: &str = "rule/added";
     /// A standing rule was revoked.
     pub const RULE_REVOKED: &str = "rule/revoked";
+    /// A shadow plugin's would-be decision of a settled question.
+    pub const APPROVAL_SHADOWED: &str = "approval/shadowed";
 
     /// Every event type, in the order above.
-    pub const ALL: [&str; 12] = [
+    pub const ALL: [&str; 13] = [
         TURN_START,
         TURN_END,
         TOOL_CALL,
@@ -55,6 +57,7 @@ pub mod types {
         SANDBOX_MODE,
         RULE_ADDED,
         RULE_REVOKED,
+        APPROVAL_SHADOWED,
     ];
 }
 
@@ -321,6 +324,74 @@ pub struct RuleRevoked {
     pub reason: Option<String>,
 }
 
+/// What a shadow plugin would have answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Would {
+    /// Allow this call.
+    AllowedOnce,
+    /// Reject it.
+    Rejected,
+    /// Dismiss the question.
+    Cancelled,
+    /// Say nobody can answer.
+    Unavailable,
+    /// Pass the question on.
+    Next,
+    /// Nothing: it failed (see `failure`).
+    Failed,
+}
+
+impl Would {
+    /// The spelling in the log: `allowed-once`, `rejected`, `cancelled`, `unavailable`, `next`,
+    /// `failed`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Would::AllowedOnce => "allowed-once",
+            Would::Rejected => "rejected",
+            Would::Cancelled => "cancelled",
+            Would::Unavailable => "unavailable",
+            Would::Next => "next",
+            Would::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for Would {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `approval/shadowed {id, plugin, digest?, would, failure?, reason?, decided, agrees?}`: what a
+/// shadow plugin would have decided about a settled question, recorded after the decision and
+/// off its path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Shadowed {
+    /// The settled question.
+    pub id: String,
+    /// The shadow's name (the `[[plugin]]` entry's).
+    pub plugin: String,
+    /// The SHA-256 of the shadow's version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// What it would have answered.
+    pub would: Would,
+    /// How it failed, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<FailureKind>,
+    /// Its reason, when it gave one (bounded as a decision's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The question's real outcome.
+    pub decided: Outcome,
+    /// Whether the shadow agrees with the real decision (it decided the same outcome, or passed
+    /// on a question its deciding version did not decide either); absent when it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agrees: Option<bool>,
+}
+
 pub use crate::policy::SandboxModeName;
 
 /// Who ended a turn its client did not end.
@@ -377,6 +448,8 @@ pub enum Event {
     RuleAdded(RuleAdded),
     /// `rule/revoked`.
     RuleRevoked(RuleRevoked),
+    /// `approval/shadowed`.
+    Shadowed(Shadowed),
 }
 
 /// Event data that does not fit its type.
@@ -416,6 +489,7 @@ impl Event {
             Event::Sandbox(_) => types::SANDBOX_MODE,
             Event::RuleAdded(_) => types::RULE_ADDED,
             Event::RuleRevoked(_) => types::RULE_REVOKED,
+            Event::Shadowed(_) => types::APPROVAL_SHADOWED,
         }
     }
 
@@ -471,6 +545,7 @@ impl Event {
             types::SANDBOX_MODE => Event::Sandbox(parse(types::SANDBOX_MODE, data)?),
             types::RULE_ADDED => Event::RuleAdded(parse(types::RULE_ADDED, data)?),
             types::RULE_REVOKED => Event::RuleRevoked(parse(types::RULE_REVOKED, data)?),
+            types::APPROVAL_SHADOWED => Event::Shadowed(parse(types::APPROVAL_SHADOWED, data)?),
             other => return Err(EventError::UnknownType(other.to_owned())),
         })
     }
@@ -490,6 +565,7 @@ impl Event {
             Event::Sandbox(d) => serde_json::to_value(d),
             Event::RuleAdded(d) => serde_json::to_value(d),
             Event::RuleRevoked(d) => serde_json::to_value(d),
+            Event::Shadowed(d) => serde_json::to_value(d),
         };
         // These types serialise plain structs of strings, enums and JSON values: infallible.
         value.unwrap_or(Value::Null)

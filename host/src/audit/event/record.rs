@@ -67,6 +67,7 @@ impl Serialize for DataRef<'_> {
             Event::Sandbox(d) => d.serialize(serializer),
             Event::RuleAdded(d) => d.serialize(serializer),
             Event::RuleRevoked(d) => d.serialize(serializer),
+            Event::Shadowed(d) => d.serialize(serializer),
         }
     }
 }

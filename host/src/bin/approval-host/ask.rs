@@ -119,7 +119,7 @@ async fn ask(
         arguments,
     } = ask;
     let service = crate::wiring::service(ctx, deployment)?;
-    let _plugins = wiring::mount(&service, deployment, state_dir, ctx.quiet)?;
+    let plugins = wiring::mount(&service, deployment, state_dir, ctx.quiet)?;
     let agent = service.agent(session, agent).await?;
     if service.end_turn_if_open(session).await? {
         tracing::warn!(session, "closed a turn left open by an interrupted run");
@@ -145,6 +145,10 @@ async fn ask(
         request = request.reason(r);
     }
     let verdict = service.ask(request).await?;
+    // The shadows' answers are recorded before the command ends.
+    if let Some(plugins) = &plugins {
+        plugins.shadows_done().await;
+    }
     service.end_turn(session).await?;
     Ok(verdict)
 }

@@ -77,14 +77,34 @@ pub(crate) fn mount(
     deployment: &Deployment,
     state_dir: &Path,
     quiet: bool,
-) -> Result<Option<(PluginHost, Mounted)>> {
+) -> Result<Option<Plugins>> {
     let rules = assemble::wants_rules(&*service.store(), deployment);
     assemble::prepare(service, deployment, state_dir, rules).map_err(assemble_error)?;
-    if deployment.plugins.is_empty() {
+    if deployment.plugins.is_empty() && deployment.shadows.is_empty() {
         return Ok(None);
     }
     let host = cached_host(state_dir, quiet)?;
     let mounted = assemble::mount(service, &host, deployment, QuarantinePolicy::default())
         .map_err(assemble_error)?;
-    Ok(Some((host, mounted)))
+    let shadows = assemble::shadows(service, &host, deployment, QuarantinePolicy::default())
+        .map_err(assemble_error)?;
+    Ok(Some(Plugins {
+        _host: host,
+        _mounted: mounted,
+        shadows,
+    }))
+}
+
+/// A command's loaded plugins, kept for as long as it asks.
+pub(crate) struct Plugins {
+    _host: PluginHost,
+    _mounted: Mounted,
+    shadows: std::sync::Arc<approval_host::plugin::shadow::Shadows>,
+}
+
+impl Plugins {
+    /// Waits for the shadows still running (a one-shot command, before it exits).
+    pub(crate) async fn shadows_done(&self) {
+        self.shadows.idle().await;
+    }
 }
