@@ -39,6 +39,7 @@ mod seam;
 mod serve;
 mod serve_network;
 mod session_log;
+mod shadow;
 mod subagent;
 mod subscribe;
 mod support;

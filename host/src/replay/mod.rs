@@ -12,9 +12,11 @@
 //! expired then still matches). Sessions run on as many workers as the machine has cores.
 //!
 //! A question that would reach a person or client settles with nobody to answer it, and counts
-//! as "would ask" (see [`report`]).
+//! as "would ask" (see [`report`]). What shadow plugins said on live traffic is read back by
+//! [`shadowed`].
 
 pub mod report;
+pub mod shadowed;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;

@@ -247,6 +247,11 @@ impl Server {
         self.inner.shadows().status()
     }
 
+    /// Waits until every shadow run started so far is recorded.
+    pub async fn shadows_settled(&self) {
+        self.inner.shadows().idle().await;
+    }
+
     /// Re-reads the deployment file and moves to it (see [`Mounted::apply`]); quarantines end.
     /// An invalid deployment file changes nothing.
     pub async fn reload(&self) -> Result<ReloadReport, ConfigError> {

@@ -27,6 +27,7 @@ mod project_state;
 mod replay_cmd;
 mod rules_cmd;
 mod serve_cmd;
+mod shadow_cmd;
 mod store_cmd;
 mod test_cmd;
 mod token_cmd;
@@ -193,6 +194,9 @@ enum Command {
     ///
     /// Example: `approval-host replay --config deploy.new.toml --all --since 7d`
     Replay(replay_cmd::ReplayArgs),
+    /// Shadow plugins: what they said on live traffic.
+    #[command(subcommand)]
+    Shadow(shadow_cmd::ShadowCommand),
     /// Create the Ed25519 key that signs audit checkpoints.
     ///
     /// Writes the key at FILE (mode 0600; keep it outside the state directory) and its public
@@ -292,6 +296,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Init(args) => init::run_command(&ctx, args).map(|()| ExitCode::SUCCESS),
         Command::Rules(command) => rules_cmd::run(&ctx, command),
         Command::Replay(args) => replay_cmd::run(&ctx, args),
+        Command::Shadow(command) => shadow_cmd::run(&ctx, command),
         Command::Keygen(args) => keygen::run(args),
     }
 }

@@ -1,6 +1,7 @@
 //! The Plugins page (admin): each plugin's state (loaded, failed with its error, quarantined and
-//! for how long), digest, plugin API version and counters; and a reload of the deployment, as
-//! `plugins/reload` does.
+//! for how long), digest, plugin API version and counters; each shadow's agreement with the real
+//! decisions and its latest disagreements; and a reload of the deployment, as `plugins/reload`
+//! does.
 
 use std::sync::Arc;
 
@@ -10,8 +11,10 @@ use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 
 use super::pages::{self, Tab};
+use super::visible::visible;
 use super::{Console, CsrfForm, Viewer};
 use crate::plugin::mount::{PluginStatus, ReloadReport};
+use crate::plugin::shadow::ShadowStatus;
 
 /// The Plugins page, with what the login's last reload did once, right after it.
 pub async fn page(State(console): State<Arc<Console>>, viewer: Viewer) -> Response {
@@ -20,11 +23,16 @@ pub async fn page(State(console): State<Arc<Console>>, viewer: Viewer) -> Respon
     }
     let reloaded = console.take_reloaded(&viewer);
     let plugins = console.server.plugin_status().await;
+    let shadows = console.server.shadow_status();
     let status = match &reloaded {
         Some(Err(_)) => StatusCode::BAD_REQUEST,
         _ => StatusCode::OK,
     };
-    (status, plugins_page(&viewer, &plugins, reloaded.as_ref())).into_response()
+    (
+        status,
+        plugins_page(&viewer, &plugins, &shadows, reloaded.as_ref()),
+    )
+        .into_response()
 }
 
 /// Reloads the deployment, then sends the browser to the Plugins page, which shows what
@@ -52,9 +60,64 @@ fn names(list: &[String]) -> String {
     }
 }
 
+/// A shadow's agreement as the page shows it.
+fn agreement(s: &ShadowStatus) -> String {
+    s.agreement
+        .map_or_else(|| "-".to_owned(), |a| format!("{:.1}%", a * 100.0))
+}
+
+fn shadows_table(shadows: &[ShadowStatus]) -> Markup {
+    html! {
+        h2 { "Shadows (" (shadows.len()) ")" }
+        p { "Each sees every settled question after its decision and has no say; "
+            code { "approval-host shadow report" } " reads what they said from the logs." }
+        table.wide.shadows {
+            thead { tr {
+                th { "shadow" } th { "digest" } th { "seen" } th { "agreed" } th { "disagreed" }
+                th { "failed" } th { "dropped" } th { "agreement" }
+            } }
+            tbody {
+                @for s in shadows {
+                    tr id=(format!("s-{}", s.name)) {
+                        td { code { (s.name) } }
+                        td { code.digest title=(s.digest) { (s.digest.get(..12).unwrap_or(&s.digest)) } }
+                        td.num { (s.seen) }
+                        td.num { (s.agreed) }
+                        td.num { (s.disagreed) }
+                        td.num { (s.failed) }
+                        td.num { (s.dropped) }
+                        td.num.agreement { (agreement(s)) }
+                    }
+                }
+            }
+        }
+        @for s in shadows {
+            @if !s.recent.is_empty() {
+                h3 { "Latest disagreements of " code { (s.name) } }
+                table.wide.disagreements id=(format!("d-{}", s.name)) {
+                    thead { tr { th { "session" } th { "tool" } th { "decided" } th { "by" } th { "would be" } th { "its reason" } } }
+                    tbody {
+                        @for d in s.recent.iter().rev() {
+                            tr {
+                                td { a href=(format!("/sessions/{}#q-{}", d.session, d.question)) { (visible(&d.session)) } }
+                                td { (visible(&d.tool)) }
+                                td { (d.decided) }
+                                td { @match &d.answerer { Some(a) => (visible(a)), None => "nobody" } }
+                                td { (d.would) }
+                                td { @if let Some(r) = &d.reason { (visible(r)) } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 fn plugins_page(
     viewer: &Viewer,
     plugins: &[PluginStatus],
+    shadows: &[ShadowStatus],
     reloaded: Option<&Result<ReloadReport, String>>,
 ) -> Markup {
     pages::page(
@@ -102,6 +165,7 @@ fn plugins_page(
                     }
                 }
             }
+            @if !shadows.is_empty() { (shadows_table(shadows)) }
             form method="post" action="/plugins/reload" {
                 input type="hidden" name="csrf" value=(viewer.csrf);
                 button type="submit" { "Reload the deployment" }
