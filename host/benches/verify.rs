@@ -42,26 +42,21 @@ fn write_session(path: &Path, session: &str, bytes: u64) -> u64 {
                 name: "bash".into(),
                 arguments: serde_json::json!({"command": "cargo test --workspace --locked", "timeout": 600}),
                 permission_mode: None,
+                redacted: Vec::new(),
             }),
             Event::Asked(Asked {
-                id: id.clone(),
-                tool_name: "bash".into(),
                 call_id: Some(call.clone()),
                 reason: Some("run the tests".into()),
+                agent: Some("main".into()),
+                cwd: Some("/work/project".into()),
+                ..Asked::new(id.clone(), "bash")
             }),
             Event::Decided(Decided {
-                id,
-                outcome: approval_host::Outcome::AllowedOnce,
                 answerer: Some("allow-tools".into()),
                 digest: Some(
                     "28ca0156a12e11c1376171c7b6a2725200016466949458315ff441bda695041d".into(),
                 ),
-                failure: None,
-                reason: None,
-                proposal: None,
-                rule_added: None,
-                rule_declined: None,
-                rule: None,
+                ..Decided::bare(id, approval_host::Outcome::AllowedOnce)
             }),
             Event::ToolResult(ToolResult {
                 call_id: call,

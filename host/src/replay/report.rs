@@ -259,7 +259,7 @@ impl Report {
             .into_values()
             .map(|qs| ((&qs[0].replayed, &qs[0].recorded), qs))
             .collect();
-        out.sort_by(|a, b| b.1.len().cmp(&a.1.len()));
+        out.sort_by_key(|g| std::cmp::Reverse(g.1.len()));
         out
     }
 
