@@ -87,6 +87,11 @@ pub(crate) struct Core {
     taken_over: Option<String>,
     /// What `tool/call` arguments must not be written.
     redaction: RedactionCell,
+    /// When the last event was submitted, in microseconds since `opened`: a writer that can wait
+    /// (a shadow's answer) appends in the log's quiet moments, not between a question and its
+    /// decision.
+    last_submit: std::sync::atomic::AtomicU64,
+    opened: std::time::Instant,
 }
 
 /// An open, validated, durable session log. Dropping it commits what is pending and releases the
@@ -187,6 +192,8 @@ impl SessionLog {
                 subscribers,
                 taken_over,
                 redaction,
+                last_submit: std::sync::atomic::AtomicU64::new(0),
+                opened: std::time::Instant::now(),
             }),
         })
     }
@@ -264,6 +271,16 @@ impl SessionLog {
         })
     }
 
+    /// How long since the last event was submitted.
+    pub fn quiet_for(&self) -> std::time::Duration {
+        let last = self
+            .core
+            .last_submit
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let now = self.core.opened.elapsed().as_micros() as u64;
+        std::time::Duration::from_micros(now.saturating_sub(last))
+    }
+
     /// The last durable record's seq and chain value: what a checkpoint signs.
     pub fn durable_point(&self) -> (u64, Head) {
         let state = self.core.lock();
@@ -296,6 +313,10 @@ impl SessionLog {
             return Err(core.poisoned_error(&state));
         }
         let event = make(&state.fold);
+        core.last_submit.store(
+            core.opened.elapsed().as_micros() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         state
             .fold
             .check(&event)

@@ -4,16 +4,16 @@
 //! policy refused before any plugin), after its decision is durable, on a task of its own: it
 //! never delays or changes an outcome, and it runs in a slot like any plugin (its limits, its
 //! quarantine). What it would have answered is appended to the question's session log as
-//! `approval/shadowed`, with whether it agrees with the real decision. At most [`MAX_RUNNING`]
-//! shadow runs at once; a question that finds no room is not shadowed and is counted `dropped`.
+//! `approval/shadowed`, with whether it agrees with the real decision. The shadows run on threads
+//! of their own at the lowest priority, fed through a bounded queue ([`MAX_QUEUED`]): the deciding
+//! thread only enqueues (a question that finds the queue full is not shadowed and is counted
+//! `dropped`), and the records are appended in the session's quiet moments ([`QUIET`]).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
-use tokio::sync::Semaphore;
-use tokio_util::task::TaskTracker;
 
 use super::slot::{QuarantinePolicy, Slot, SlotListener};
 use super::spec::PluginSpec;
@@ -22,8 +22,6 @@ use crate::audit::event::{Event, Shadowed, Would};
 use crate::outcome::{Decision, Outcome};
 use crate::waterfall::{AfterDecision, Listener, Question};
 
-/// Most shadow runs in flight at once, over every shadow.
-pub const MAX_RUNNING: usize = 64;
 /// How many recent disagreements each shadow keeps for `plugins/list` and the console.
 pub const RECENT: usize = 20;
 
@@ -65,7 +63,7 @@ pub struct ShadowStatus {
     pub disagreed: u64,
     /// Where it failed.
     pub failed: u64,
-    /// Questions it did not see for want of room.
+    /// Questions it did not see because the queue was full.
     pub dropped: u64,
     /// Agreed over agreed and disagreed; `None` before it answered anything.
     pub agreement: Option<f64>,
@@ -95,9 +93,18 @@ struct Shadow {
 
 /// The deployment's shadow plugins, seeing questions after their decisions.
 pub struct Shadows {
-    shadows: Vec<Arc<Shadow>>,
-    room: Arc<Semaphore>,
-    tasks: TaskTracker,
+    shadows: Arc<Vec<Arc<Shadow>>>,
+    /// Questions waiting for the shadow threads.
+    queue: Arc<Queue>,
+    /// Questions queued or running, and a wake-up for [`Shadows::idle`].
+    pending: Arc<(AtomicU64, tokio::sync::Notify)>,
+}
+
+/// A settled question for the shadows.
+struct Job {
+    question: Question,
+    outcome: Outcome,
+    answerer: Option<String>,
 }
 
 impl std::fmt::Debug for Shadows {
@@ -105,6 +112,41 @@ impl std::fmt::Debug for Shadows {
         f.debug_list()
             .entries(self.shadows.iter().map(|s| s.slot.name()))
             .finish()
+    }
+}
+
+impl Drop for Shadows {
+    fn drop(&mut self) {
+        // The threads end once they have run what is queued.
+        self.queue.closed.store(true, Ordering::Release);
+    }
+}
+
+/// The shadow threads' queue. The deciding thread only pushes (no system call, no wake-up): the
+/// threads look for work themselves, at once while there is some and then less and less often,
+/// down to every [`MAX_NAP`], so shadows cost the decisions nothing but the push.
+#[derive(Default)]
+struct Queue {
+    jobs: Mutex<VecDeque<Job>>,
+    closed: std::sync::atomic::AtomicBool,
+}
+
+/// The longest a shadow thread naps before it looks for work again.
+const MAX_NAP: std::time::Duration = std::time::Duration::from_millis(10);
+/// The first nap once the queue is empty: long enough that a busy host's questions reach the
+/// shadows in batches rather than one wake-up each.
+const MIN_NAP: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// Gives the calling (shadow) thread the lowest scheduling priority: where it shares a core with
+/// a thread that decides, the deciding thread runs first.
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: gettid and setpriority take no pointers; on Linux a thread id names one thread.
+    unsafe {
+        let tid = libc::gettid();
+        if libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19) != 0 {
+            tracing::debug!("a shadow thread keeps its priority");
+        }
     }
 }
 
@@ -122,10 +164,11 @@ pub fn agrees(would: Would, decided: Outcome, answerer: Option<&str>, name: &str
 }
 
 impl Shadows {
-    /// Loads the shadows `specs` names on `host`, all or nothing.
+    /// Loads the shadows `specs` names on `host`, all or nothing, and starts their threads
+    /// (none without a shadow).
     ///
     /// # Errors
-    /// A shadow that does not load.
+    /// A shadow that does not load, or its threads could not start.
     pub fn load(
         host: &PluginHost,
         specs: &[PluginSpec],
@@ -140,10 +183,25 @@ impl Shadows {
                 }))
             })
             .collect::<Result<Vec<_>, PluginError>>()?;
+        let shadows = Arc::new(shadows);
+        let pending = Arc::new((AtomicU64::new(0), tokio::sync::Notify::new()));
+        let queue = Arc::new(Queue::default());
+        if !shadows.is_empty() {
+            for i in 0..THREADS {
+                let (queue, shadows, pending) = (queue.clone(), shadows.clone(), pending.clone());
+                std::thread::Builder::new()
+                    .name(format!("shadow-{i}"))
+                    .spawn(move || work(&queue, &shadows, &pending))
+                    .map_err(|e| PluginError::Refused {
+                        name: "shadows".to_owned(),
+                        why: format!("could not start a shadow thread: {e}"),
+                    })?;
+            }
+        }
         Ok(Arc::new(Shadows {
             shadows,
-            room: Arc::new(Semaphore::new(MAX_RUNNING)),
-            tasks: TaskTracker::new(),
+            queue,
+            pending,
         }))
     }
 
@@ -181,13 +239,195 @@ impl Shadows {
             .collect()
     }
 
-    /// Waits until every shadow run started so far has finished and been recorded (a one-shot
-    /// command waits for this before it exits).
+    /// Waits until every question handed to the shadows so far has been run and recorded (a
+    /// one-shot command waits for this before it exits; tests, before they read the log).
     pub async fn idle(&self) {
-        self.tasks.close();
-        self.tasks.wait().await;
-        self.tasks.reopen();
+        let (count, done) = &*self.pending;
+        loop {
+            let notified = done.notified();
+            if count.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            notified.await;
+        }
     }
+}
+
+/// Threads running shadows: two, so one shadow that hangs until its deadline does not stop the
+/// others.
+const THREADS: usize = 2;
+/// Questions that may wait for a shadow thread; one more is dropped (and counted).
+pub const MAX_QUEUED: usize = 1024;
+
+/// A shadow thread: runs each queued question through every shadow, on a runtime of its own, so
+/// no shadow ever runs on a thread that decides. Its answers are held and appended to a session's
+/// log once the session has been quiet for [`QUIET`] (or [`FLUSH_AT`] answers are held), so the
+/// records never contend for the log with a question being decided.
+fn work(queue: &Queue, shadows: &[Arc<Shadow>], pending: &(AtomicU64, tokio::sync::Notify)) {
+    lower_priority();
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        tracing::error!("a shadow thread could not start its runtime");
+        return;
+    };
+    let mut held: HashMap<String, Held> = HashMap::new();
+    let mut nap = MIN_NAP;
+    let mut checked = std::time::Instant::now();
+    loop {
+        let job = queue
+            .jobs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_front();
+        match job {
+            Some(job) => {
+                nap = MIN_NAP;
+                let mut answers = Vec::with_capacity(shadows.len());
+                runtime.block_on(async {
+                    for shadow in shadows {
+                        answers.push(run_one(shadow, &job).await);
+                    }
+                });
+                let entry = held
+                    .entry(job.question.session_id().to_owned())
+                    .or_insert_with(|| Held {
+                        question: job.question.clone(),
+                        events: Vec::new(),
+                        jobs: 0,
+                    });
+                entry.events.extend(answers);
+                entry.jobs += 1;
+                if checked.elapsed() >= MIN_NAP {
+                    flush(&runtime, &mut held, false, pending);
+                    checked = std::time::Instant::now();
+                }
+            }
+            None => {
+                let closed = queue.closed.load(Ordering::Acquire);
+                flush(&runtime, &mut held, closed, pending);
+                checked = std::time::Instant::now();
+                if closed && held.is_empty() {
+                    return;
+                }
+                std::thread::sleep(nap);
+                nap = if held.is_empty() {
+                    (nap * 2).min(MAX_NAP)
+                } else {
+                    MIN_NAP
+                };
+            }
+        }
+    }
+}
+
+/// A session's shadow answers not yet appended.
+struct Held {
+    /// A question of the session: the way to its log.
+    question: Question,
+    events: Vec<Event>,
+    /// The queued questions these answer.
+    jobs: u64,
+}
+
+/// How long a session must have had no new event before shadow answers are appended to it.
+pub const QUIET: std::time::Duration = std::time::Duration::from_millis(2);
+/// Held answers of one session that are appended even while it is busy.
+pub const FLUSH_AT: usize = 4096;
+
+/// Appends the held answers of every session that is quiet (or holds too many, or all with
+/// `force`), then says so to [`Shadows::idle`].
+fn flush(
+    runtime: &tokio::runtime::Runtime,
+    held: &mut HashMap<String, Held>,
+    force: bool,
+    pending: &(AtomicU64, tokio::sync::Notify),
+) {
+    let ready: Vec<String> = held
+        .iter()
+        .filter(|(_, h)| {
+            force || h.events.len() >= FLUSH_AT || h.question.session_quiet_for() >= QUIET
+        })
+        .map(|(s, _)| s.clone())
+        .collect();
+    for session in ready {
+        let Some(h) = held.remove(&session) else {
+            continue;
+        };
+        runtime.block_on(async {
+            for event in h.events {
+                if let Err(e) = h.question.append_note(event).await {
+                    tracing::warn!(session, error = %e, "a shadow's answer could not be recorded");
+                    break;
+                }
+            }
+        });
+        if pending.0.fetch_sub(h.jobs, Ordering::AcqRel) == h.jobs {
+            pending.1.notify_waiters();
+        }
+    }
+}
+
+/// Runs `job` through `shadow`; its `approval/shadowed` record.
+async fn run_one(shadow: &Shadow, job: &Job) -> Event {
+    let Job {
+        question,
+        outcome,
+        answerer,
+    } = job;
+    let outcome = *outcome;
+    let listener = SlotListener(shadow.slot.clone());
+    let (digest, answer) = listener
+        .answer(question)
+        .expect("a slot always answers with a future");
+    let (would, failure, reason) = match answer.await {
+        Ok(a) => (
+            match a.decision {
+                Decision::AllowOnce => Would::AllowedOnce,
+                Decision::Reject => Would::Rejected,
+                Decision::Cancel => Would::Cancelled,
+                Decision::Next => Would::Next,
+            },
+            None,
+            a.reason,
+        ),
+        Err(f) => (Would::Failed, Some(f.kind), None),
+    };
+    let name = shadow.slot.name().to_owned();
+    let agrees = agrees(would, outcome, answerer.as_deref(), &name);
+    let stats = &shadow.stats;
+    stats.seen.fetch_add(1, Ordering::Relaxed);
+    match agrees {
+        None => stats.failed.fetch_add(1, Ordering::Relaxed),
+        Some(true) => stats.agreed.fetch_add(1, Ordering::Relaxed),
+        Some(false) => {
+            let mut recent = stats.recent.lock().unwrap_or_else(|p| p.into_inner());
+            if recent.len() == RECENT {
+                recent.pop_front();
+            }
+            recent.push_back(Disagreement {
+                session: question.session_id().to_owned(),
+                question: question.id().to_owned(),
+                tool: question.tool_name().to_owned(),
+                decided: outcome,
+                answerer: answerer.clone(),
+                would,
+                reason: reason.clone(),
+            });
+            stats.disagreed.fetch_add(1, Ordering::Relaxed)
+        }
+    };
+    Event::Shadowed(Shadowed {
+        id: question.id().to_owned(),
+        plugin: name,
+        digest: digest.map(|d| d.to_string()),
+        would,
+        failure,
+        reason,
+        decided: outcome,
+        agrees,
+    })
 }
 
 impl AfterDecision for Shadows {
@@ -195,82 +435,20 @@ impl AfterDecision for Shadows {
         if self.shadows.is_empty() {
             return;
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            for s in &self.shadows {
+        let mut jobs = self.queue.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        if jobs.len() >= MAX_QUEUED {
+            drop(jobs);
+            for s in self.shadows.iter() {
                 s.stats.dropped.fetch_add(1, Ordering::Relaxed);
             }
             return;
-        };
-        for shadow in &self.shadows {
-            let Ok(permit) = self.room.clone().try_acquire_owned() else {
-                shadow.stats.dropped.fetch_add(1, Ordering::Relaxed);
-                continue;
-            };
-            let question = question.detached();
-            let listener = SlotListener(shadow.slot.clone());
-            let (digest, answer) = listener
-                .answer(&question)
-                .expect("a slot always answers with a future");
-            let shadow = shadow.clone();
-            let answerer = answerer.map(str::to_owned);
-            self.tasks.spawn_on(
-                async move {
-                    let (would, failure, reason) = match answer.await {
-                        Ok(a) => (
-                            match a.decision {
-                                Decision::AllowOnce => Would::AllowedOnce,
-                                Decision::Reject => Would::Rejected,
-                                Decision::Cancel => Would::Cancelled,
-                                Decision::Next => Would::Next,
-                            },
-                            None,
-                            a.reason,
-                        ),
-                        Err(f) => (Would::Failed, Some(f.kind), None),
-                    };
-                    let name = shadow.slot.name().to_owned();
-                    let agrees = agrees(would, outcome, answerer.as_deref(), &name);
-                    let stats = &shadow.stats;
-                    stats.seen.fetch_add(1, Ordering::Relaxed);
-                    match agrees {
-                        None => stats.failed.fetch_add(1, Ordering::Relaxed),
-                        Some(true) => stats.agreed.fetch_add(1, Ordering::Relaxed),
-                        Some(false) => {
-                            let mut recent =
-                                stats.recent.lock().unwrap_or_else(|p| p.into_inner());
-                            if recent.len() == RECENT {
-                                recent.pop_front();
-                            }
-                            recent.push_back(Disagreement {
-                                session: question.session_id().to_owned(),
-                                question: question.id().to_owned(),
-                                tool: question.tool_name().to_owned(),
-                                decided: outcome,
-                                answerer: answerer.clone(),
-                                would,
-                                reason: reason.clone(),
-                            });
-                            stats.disagreed.fetch_add(1, Ordering::Relaxed)
-                        }
-                    };
-                    let event = Event::Shadowed(Shadowed {
-                        id: question.id().to_owned(),
-                        plugin: name,
-                        digest: digest.map(|d| d.to_string()),
-                        would,
-                        failure,
-                        reason,
-                        decided: outcome,
-                        agrees,
-                    });
-                    if let Err(e) = question.append_note(event).await {
-                        tracing::warn!(session = question.session_id(), error = %e, "a shadow's answer could not be recorded");
-                    }
-                    drop(permit);
-                },
-                &runtime,
-            );
         }
+        self.pending.0.fetch_add(1, Ordering::AcqRel);
+        jobs.push_back(Job {
+            question: question.detached(),
+            outcome,
+            answerer: answerer.map(str::to_owned),
+        });
     }
 }
 

@@ -91,6 +91,11 @@ impl Question {
         )
     }
 
+    /// How long the question's session log has had no new event.
+    pub(crate) fn session_quiet_for(&self) -> std::time::Duration {
+        self.inner.agent.session().log.quiet_for()
+    }
+
     /// Appends `event` (an `approval/shadowed`) to the question's session log, once durable.
     pub(crate) async fn append_note(
         &self,
