@@ -326,10 +326,36 @@ async fn redacted_values_never_reach_the_log_and_a_replay_says_which_decisions_r
         ask(&service, &agent, "c1", "Bash", Some(arguments)).await,
         Outcome::AllowedOnce
     );
+    // A person or client is shown the redacted values; a gate reads the real ones.
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keep = seen.clone();
+    let _last = service.register(
+        "person",
+        approval_host::Scope::Global,
+        approval_host::Position::Last,
+        move |q: approval_host::Question| {
+            keep.lock()
+                .unwrap()
+                .push((q.arguments().unwrap(), q.arguments_shown().unwrap()));
+            async { Ok::<_, approval_host::Failure>(approval_host::Decision::Reject) }
+        },
+    );
+    let cat = json!({"command": "cat notes", "password": "hunter2"});
+    assert_eq!(
+        ask(&service, &agent, "c2", "Bash", Some(cat.clone())).await,
+        Outcome::Rejected
+    );
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [(
+            cat,
+            json!({"command": "[redacted]", "password": "[redacted]"})
+        )]
+    );
     service.end_turn("s1").await.unwrap();
-    drop((agent, mounted, service));
+    drop((agent, mounted, service, _last));
     let log = std::fs::read_to_string(log_path(&state, "s1")).unwrap();
-    for secret in ["hunter2", "t0k", "ls -la"] {
+    for secret in ["hunter2", "t0k", "ls -la", "cat notes"] {
         assert!(!log.contains(secret), "{secret} reached the log: {log}");
     }
     let call = events_at(&log_path(&state, "s1"))
@@ -337,6 +363,7 @@ async fn redacted_values_never_reach_the_log_and_a_replay_says_which_decisions_r
         .find(|(t, _)| t == "tool/call")
         .unwrap()
         .1;
+    // (the second call's record is checked by the loop above)
     assert_eq!(
         call,
         json!({"callId": "c1", "name": "Bash", "redacted": ["/command", "/env/TOKEN", "/password"],
@@ -350,8 +377,8 @@ async fn redacted_values_never_reach_the_log_and_a_replay_says_which_decisions_r
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(
         text.ends_with(
-            "\ndecided on redacted arguments (a gate read \"[redacted]\" where the value was): 1\n  \
-             s1 seq 3: /command, /env/TOKEN, /password\n"
+            "\ndecided on redacted arguments (a gate read \"[redacted]\" where the value was): 2\n  \
+             s1 seq 3: /command, /env/TOKEN, /password\n  s1 seq 6: /command, /password\n"
         ),
         "{text}"
     );
@@ -379,4 +406,104 @@ fn a_bad_redact_entry_is_refused_naming_the_file_and_line() {
         let err = Deployment::load(&path).unwrap_err().to_string();
         assert_eq!(err, format!("{}:{want}", path.display()), "{text}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_rebuilds_session_rules_revocations_and_delegation_as_recorded() {
+    use approval_host::answer::{Effect, RuleScope};
+    use approval_host::rules::NewRule;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let config = write_deployment(dir.path(), "deploy.toml", DEPLOY);
+    {
+        let (service, mounted) = host(&state, &config);
+        let agent = service.agent("s2", "main").await.unwrap();
+        service.start_turn("s2").await.unwrap();
+        let make = || Some(json!({"command": "make all"}));
+        assert_eq!(
+            ask(&service, &agent, "c1", "Bash", make()).await,
+            Outcome::Unavailable
+        );
+        let rule = service
+            .add_rule(NewRule {
+                rule: "Bash(make:*)".into(),
+                effect: Effect::Allow,
+                scope: RuleScope::Session,
+                session: Some("s2".into()),
+                lasts: Some(std::time::Duration::from_secs(3600)),
+                creator: "user:test".into(),
+                reason: None,
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            ask(&service, &agent, "c2", "Bash", make()).await,
+            Outcome::AllowedOnce
+        );
+        service
+            .revoke_rule(&rule.id, "user:test", None)
+            .await
+            .unwrap();
+        assert_eq!(
+            ask(&service, &agent, "c3", "Bash", make()).await,
+            Outcome::Unavailable
+        );
+        let child = service
+            .subagent(&agent, "s2-child", "helper")
+            .await
+            .unwrap();
+        service.start_turn("s2-child").await.unwrap();
+        assert_eq!(
+            service
+                .ask(ApprovalRequest::new(&child, "read"))
+                .await
+                .unwrap()
+                .outcome,
+            Outcome::Rejected
+        );
+        service.end_turn("s2-child").await.unwrap();
+        service.end_turn("s2").await.unwrap();
+        drop((agent, child, mounted, service));
+    }
+    let out = replay(
+        &state,
+        &["--config", config.to_str().unwrap(), "--all", "--json"],
+    );
+    let report = json_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    assert_eq!(report["questions"], 4);
+    assert_eq!(report["changed"], 0);
+    assert_eq!(
+        report["table"],
+        json!([
+            {"recorded": "allowed-once", "replayed": "allowed-once", "count": 1},
+            {"recorded": "nobody answered", "replayed": "would ask", "count": 2},
+            {"recorded": "rejected", "replayed": "rejected", "count": 1},
+        ])
+    );
+
+    // --since keeps the questions of the last stretch; a duration that is not one is bad input.
+    let out = replay(
+        &state,
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--all",
+            "--since",
+            "1h",
+            "--json",
+        ],
+    );
+    assert_eq!(json_of(&out)["questions"], 4);
+    let out = replay(
+        &state,
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--all",
+            "--since",
+            "soon",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
 }

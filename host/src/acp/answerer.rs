@@ -190,7 +190,7 @@ pub fn title(tool: &str, arguments: &serde_json::Value) -> String {
 /// What `toolCall` says about `question`'s call beyond its id.
 fn describe(question: &Question) -> ToolCallUpdateFields {
     let mut fields = ToolCallUpdateFields::new();
-    if let Some(arguments) = question.arguments() {
+    if let Some(arguments) = question.arguments_shown() {
         fields = fields
             .title(title(question.tool_name(), &arguments))
             .kind(tool_kind(question.tool_name()))

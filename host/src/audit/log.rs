@@ -271,6 +271,20 @@ impl SessionLog {
         })
     }
 
+    /// `arguments` as this log would write them: with `[audit] redact`'s values replaced.
+    pub fn redacted(&self, arguments: serde_json::Value) -> serde_json::Value {
+        let redaction = self
+            .core
+            .redaction
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        match redaction.apply(&arguments) {
+            Some((redacted, _)) => redacted,
+            None => arguments,
+        }
+    }
+
     /// How long since the last event was submitted.
     pub fn quiet_for(&self) -> std::time::Duration {
         let last = self

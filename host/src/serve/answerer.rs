@@ -92,7 +92,7 @@ impl Listener for ClientAnswerer {
         if let Some(r) = question.reason() {
             params["reason"] = json!(r);
         }
-        if let Some(a) = question.arguments() {
+        if let Some(a) = question.arguments_shown() {
             params["arguments"] = a;
         }
         conn.send(rpc::request(id, "approval/prompt", params));

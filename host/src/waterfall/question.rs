@@ -145,6 +145,13 @@ impl Question {
         self.call_id().and_then(|id| self.call_arguments(id))
     }
 
+    /// [`Question::arguments`] as a person or a client may be shown them: with the values
+    /// `[audit] redact` names replaced, as the log holds them.
+    pub fn arguments_shown(&self) -> Option<serde_json::Value> {
+        let arguments = self.arguments()?;
+        Some(self.inner.agent.session().log.redacted(arguments))
+    }
+
     /// [`Question::arguments`] as JSON text, serialized on first use and shared by every listener
     /// that asks.
     pub fn arguments_json(&self) -> Option<&str> {

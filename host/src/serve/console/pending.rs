@@ -53,7 +53,7 @@ pub struct Shown {
     pub tool: String,
     /// The call id, when the asker gave one.
     pub call_id: Option<String>,
-    /// The call's recorded arguments, pretty-printed.
+    /// The call's arguments as shown: pretty-printed, `[audit] redact`'s values replaced.
     pub arguments: Option<String>,
     /// The call's recorded arguments, as recorded (a proposed rule is checked against them).
     pub call: Option<serde_json::Value>,
@@ -307,9 +307,9 @@ impl Listener for WebAnswerer {
             agent: question.agent().id().to_owned(),
             tool: question.tool_name().to_owned(),
             call_id: question.call_id().map(str::to_owned),
-            arguments: arguments
-                .as_ref()
-                .map(|a| serde_json::to_string_pretty(a).unwrap_or_else(|_| a.to_string())),
+            arguments: question
+                .arguments_shown()
+                .map(|a| serde_json::to_string_pretty(&a).unwrap_or_else(|_| a.to_string())),
             call: arguments.clone(),
             cwd: question.cwd().map(str::to_owned),
             reason: question.reason().map(str::to_owned),
