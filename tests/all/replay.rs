@@ -257,6 +257,22 @@ async fn a_changed_policy_is_reported_with_exact_counts_and_exit_3_when_it_newly
         text.contains("  Bash  rm -rf build   (approval-host log s1  # seq "),
         "{text}"
     );
+    // A gate that traps: every question past the rules fails closed, counted per plugin.
+    std::fs::write(dir.path().join("trap.wasm"), crate::fixtures::trap()).unwrap();
+    let trapping = write_deployment(
+        dir.path(),
+        "trapping.toml",
+        &format!(
+            "[[plugin]]\nname = \"trapper\"\npath = \"trap.wasm\"\nrole = \"gate\"\n\n{DEPLOY}"
+        ),
+    );
+    let out = replay(&state, &["--config", trapping.to_str().unwrap(), "--all"]);
+    let trapped = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{trapped}");
+    assert!(
+        trapped.ends_with("\nplugin failures in the replay:\n  trapper  trap  3\n"),
+        "{trapped}"
+    );
     let table: Vec<&str> = text.lines().skip(3).take(4).collect();
     assert_eq!(
         table,
