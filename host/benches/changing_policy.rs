@@ -6,9 +6,10 @@
 //! `tool/call` and asking about it, until `BENCH_QUESTIONS` (default 100,000) questions are in
 //! the file store (fdatasync per commit, grouped); the same questions are also asked on a store
 //! that discards its bytes (the decisions alone). Then `replay --all` asks them again against the
-//! same deployment. The shadow rows ask one question at a time (`BENCH_SAMPLES`, default 4000)
-//! with no shadow and with one shadow (a fifth `allow-tools`), alternating blocks so drift falls
-//! on both.
+//! same deployment. The shadow rows ask one question every 1,000 µs and then every 200 µs from one
+//! session (far busier than an agent; `BENCH_PERIOD_US` picks one period, 0 asks back to back)
+//! with no shadow and with one shadow (a fifth `allow-tools`), `BENCH_SAMPLES` (default 4000) each,
+//! in alternating blocks so drift falls on both.
 //!
 //! Run: `RUST_BACKTRACE=0 RUST_LIB_BACKTRACE=0 cargo bench -p approval-host --bench changing_policy`
 
@@ -115,11 +116,23 @@ async fn live(service: &ApprovalService, sessions: usize, questions: usize) -> f
     questions as f64 / start.elapsed().as_secs_f64()
 }
 
-async fn latencies(service: &ApprovalService, session: &str, samples: usize) -> Vec<Duration> {
+/// One question every `period` (spinning in between, as a client doing other work would),
+/// `samples` of them after a tenth more to warm up; the latency of each.
+async fn latencies(
+    service: &ApprovalService,
+    session: &str,
+    samples: usize,
+    period: Duration,
+) -> Vec<Duration> {
     let agent = service.agent(session, "main").await.unwrap();
     service.start_turn(session).await.unwrap();
     let mut out = Vec::with_capacity(samples);
+    let mut next = Instant::now();
     for q in 0..samples + samples / 10 {
+        while Instant::now() < next {
+            std::hint::spin_loop();
+        }
+        next += period;
         let call = format!("c{q}");
         service
             .record_tool_call(
@@ -197,29 +210,38 @@ fn main() {
             replayed / on_disk
         );
 
-        println!("\nshadow: one request at a time through the same 4 gates, {samples} samples a row");
         let shadowed = deployment(dir.path(), true);
         let (without, _k1) = service(Arc::new(NullStore), &plain, &host, &state);
         let (with, _k2) = service(Arc::new(NullStore), &shadowed, &host, &state);
-        let (mut a, mut b) = (Vec::new(), Vec::new());
-        let blocks = 4;
-        for i in 0..blocks {
-            a.extend(latencies(&without, &format!("none-{i}"), samples / blocks).await);
-            b.extend(latencies(&with, &format!("shadow-{i}"), samples / blocks).await);
+        let periods = match std::env::var("BENCH_PERIOD_US") {
+            Ok(p) => vec![Duration::from_micros(p.parse().unwrap())],
+            Err(_) => vec![Duration::from_micros(1000), Duration::from_micros(200)],
+        };
+        for (n, period) in periods.into_iter().enumerate() {
+            println!(
+                "\nshadow: one request every {} µs through the same 4 gates, {samples} samples a row",
+                period.as_micros()
+            );
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            let blocks = 20;
+            for i in 0..blocks {
+                a.extend(latencies(&without, &format!("none-{n}-{i}"), samples / blocks, period).await);
+                b.extend(latencies(&with, &format!("shadow-{n}-{i}"), samples / blocks, period).await);
+            }
+            a.sort();
+            b.sort();
+            let (a50, a99, b50, b99) = (
+                percentile(&a, 0.5),
+                percentile(&a, 0.99),
+                percentile(&b, 0.5),
+                percentile(&b, 0.99),
+            );
+            println!("  no shadow:  p50 {a50:>7.2} µs  p99 {a99:>7.2} µs");
+            println!(
+                "  one shadow: p50 {b50:>7.2} µs  p99 {b99:>7.2} µs  ({:.3}x, {:.3}x)",
+                b50 / a50,
+                b99 / a99
+            );
         }
-        a.sort();
-        b.sort();
-        let (a50, a99, b50, b99) = (
-            percentile(&a, 0.5),
-            percentile(&a, 0.99),
-            percentile(&b, 0.5),
-            percentile(&b, 0.99),
-        );
-        println!("  no shadow:  p50 {a50:>7.2} µs  p99 {a99:>7.2} µs");
-        println!(
-            "  one shadow: p50 {b50:>7.2} µs  p99 {b99:>7.2} µs  ({:.3}x, {:.3}x)",
-            b50 / a50,
-            b99 / a99
-        );
     });
 }

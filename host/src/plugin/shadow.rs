@@ -5,9 +5,10 @@
 //! never delays or changes an outcome, and it runs in a slot like any plugin (its limits, its
 //! quarantine). What it would have answered is appended to the question's session log as
 //! `approval/shadowed`, with whether it agrees with the real decision. The shadows run on threads
-//! of their own at the lowest priority, fed through a bounded queue ([`MAX_QUEUED`]): the deciding
+//! of their own in the idle scheduling class, fed through a bounded queue ([`MAX_QUEUED`]): the deciding
 //! thread only enqueues (a question that finds the queue full is not shadowed and is counted
-//! `dropped`), and the records are appended in the session's quiet moments ([`QUIET`]).
+//! `dropped`). A shadow runs in the host's quiet moments (nothing decided for [`GAP`], or after
+//! [`MAX_LAG`]), and its records are appended in the session's ([`QUIET`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -105,6 +106,7 @@ struct Job {
     question: Question,
     outcome: Outcome,
     answerer: Option<String>,
+    queued: std::time::Instant,
 }
 
 impl std::fmt::Debug for Shadows {
@@ -125,11 +127,43 @@ impl Drop for Shadows {
 /// The shadow threads' queue. The deciding thread only pushes (no system call, no wake-up): the
 /// threads look for work themselves, at once while there is some and then less and less often,
 /// down to every [`MAX_NAP`], so shadows cost the decisions nothing but the push.
-#[derive(Default)]
 struct Queue {
     jobs: Mutex<VecDeque<Job>>,
     closed: std::sync::atomic::AtomicBool,
+    /// When the host last decided a question, in microseconds since `epoch`.
+    last_decision: AtomicU64,
+    epoch: std::time::Instant,
 }
+
+impl Default for Queue {
+    fn default() -> Self {
+        Queue {
+            jobs: Mutex::default(),
+            closed: std::sync::atomic::AtomicBool::new(false),
+            last_decision: AtomicU64::new(0),
+            epoch: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Queue {
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_micros() as u64
+    }
+
+    /// Whether the host decided a question in the last [`GAP`]: a shadow waits, as it would
+    /// otherwise share the machine with the next decision.
+    fn busy(&self) -> bool {
+        self.now()
+            .saturating_sub(self.last_decision.load(Ordering::Relaxed))
+            < GAP.as_micros() as u64
+    }
+}
+
+/// How long the host must have decided nothing before a shadow runs.
+pub const GAP: std::time::Duration = std::time::Duration::from_micros(100);
+/// The longest a question waits for a quiet moment; after that its shadows run regardless.
+pub const MAX_LAG: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The longest a shadow thread naps before it looks for work again.
 const MAX_NAP: std::time::Duration = std::time::Duration::from_millis(10);
@@ -137,14 +171,19 @@ const MAX_NAP: std::time::Duration = std::time::Duration::from_millis(10);
 /// shadows in batches rather than one wake-up each.
 const MIN_NAP: std::time::Duration = std::time::Duration::from_millis(1);
 
-/// Gives the calling (shadow) thread the lowest scheduling priority: where it shares a core with
-/// a thread that decides, the deciding thread runs first.
+/// Puts the calling (shadow) thread in Linux's idle scheduling class: it runs on a core only when
+/// nothing else there wants to, so a thread that decides is never made to wait for a shadow.
+/// Where that class is refused, the lowest priority of the normal class.
 fn lower_priority() {
     #[cfg(target_os = "linux")]
-    // SAFETY: gettid and setpriority take no pointers; on Linux a thread id names one thread.
+    // SAFETY: `param` outlives the call; gettid and setpriority take no pointers; on Linux a
+    // thread id names one thread.
     unsafe {
         let tid = libc::gettid();
-        if libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19) != 0 {
+        let param = libc::sched_param { sched_priority: 0 };
+        if libc::sched_setscheduler(tid, libc::SCHED_IDLE, &param) != 0
+            && libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19) != 0
+        {
             tracing::debug!("a shadow thread keeps its priority");
         }
     }
@@ -276,14 +315,21 @@ fn work(queue: &Queue, shadows: &[Arc<Shadow>], pending: &(AtomicU64, tokio::syn
     let mut nap = MIN_NAP;
     let mut checked = std::time::Instant::now();
     loop {
-        let job = queue
-            .jobs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .pop_front();
+        let job = {
+            let mut jobs = queue.jobs.lock().unwrap_or_else(|p| p.into_inner());
+            let waits = jobs.front().is_some_and(|j| {
+                queue.busy() && j.queued.elapsed() < MAX_LAG && jobs.len() < MAX_QUEUED / 2
+            });
+            if waits { None } else { jobs.pop_front() }
+        };
+        if job.is_none() && queue.busy() && !queue.closed.load(Ordering::Acquire) {
+            std::thread::sleep(GAP);
+            continue;
+        }
         match job {
-            Some(job) => {
+            Some(mut job) => {
                 nap = MIN_NAP;
+                job.question = job.question.detached();
                 let mut answers = Vec::with_capacity(shadows.len());
                 runtime.block_on(async {
                     for shadow in shadows {
@@ -375,6 +421,7 @@ async fn run_one(shadow: &Shadow, job: &Job) -> Event {
         question,
         outcome,
         answerer,
+        ..
     } = job;
     let outcome = *outcome;
     let listener = SlotListener(shadow.slot.clone());
@@ -444,10 +491,15 @@ impl AfterDecision for Shadows {
             return;
         }
         self.pending.0.fetch_add(1, Ordering::AcqRel);
+        self.queue
+            .last_decision
+            .store(self.queue.now(), Ordering::Relaxed);
+        // A clone is an Arc's count; the detached copy is made on the shadow thread.
         jobs.push_back(Job {
-            question: question.detached(),
+            question: question.clone(),
             outcome,
             answerer: answerer.map(str::to_owned),
+            queued: std::time::Instant::now(),
         });
     }
 }
