@@ -22,6 +22,7 @@ mod init;
 mod layering;
 mod log_contract;
 mod on_postgres;
+mod operability;
 mod ownership;
 mod plugin_api;
 mod plugins;

@@ -21,6 +21,7 @@ pub mod console;
 mod hook;
 pub mod limits;
 mod methods;
+pub mod metrics;
 pub mod rpc;
 mod rules;
 pub mod tls;

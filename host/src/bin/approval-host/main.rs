@@ -64,6 +64,11 @@ struct Cli {
     #[arg(short, long, global = true)]
     quiet: bool,
 
+    /// How log lines on stderr are written: `text` for people, `json` (one object a line) for a
+    /// log collector.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -221,6 +226,13 @@ pub(crate) struct Context {
     pub(crate) quiet: bool,
 }
 
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
 /// An error that is the user's input, not the host's failure: exit 2.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -240,11 +252,15 @@ fn main() -> ExitCode {
         None => tracing_subscriber::EnvFilter::try_from_default_env()
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
     };
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(filter)
-        .init();
+        .with_env_filter(filter);
+    match cli.log_format {
+        LogFormat::Text => logs
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        LogFormat::Json => logs.json().with_ansi(false).init(),
+    }
     match run(cli) {
         Ok(code) => code,
         Err(err) => {

@@ -45,6 +45,10 @@ pub(crate) struct ServeArgs {
     /// the deployment; TLS as for --listen.
     #[arg(long, value_name = "ADDR")]
     pub(crate) http: Option<String>,
+    /// Serve Prometheus metrics (`/metrics`), `/healthz` and `/readyz` over plain HTTP at this
+    /// loopback address (`127.0.0.1:9464`).
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) metrics: Option<String>,
     /// The server's certificate chain (PEM) for --listen and --http.
     #[arg(long, value_name = "FILE")]
     pub(crate) tls_cert: Option<PathBuf>,
@@ -72,6 +76,7 @@ pub(crate) fn run(ctx: &Context, args: ServeArgs) -> Result<ExitCode> {
         migrate,
         listen,
         http,
+        metrics,
         tls_cert,
         tls_key,
         tls_client_ca,
@@ -116,6 +121,7 @@ pub(crate) fn run(ctx: &Context, args: ServeArgs) -> Result<ExitCode> {
             .into());
         }
     };
+    let metrics = metrics.map(|addr| loopback(&addr)).transpose()?;
     let network = listen.map(|addr| (addr, tls.clone()));
     let console = http.map(|addr| (addr, tls));
     let options = ServeOptions {
@@ -130,7 +136,7 @@ pub(crate) fn run(ctx: &Context, args: ServeArgs) -> Result<ExitCode> {
         },
     };
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    let served = runtime.block_on(serve(options, socket, network, console, !no_watch));
+    let served = runtime.block_on(serve(options, socket, network, console, metrics, !no_watch));
     // The server and its sessions are gone by now (leases released); stdin's reader
     // thread may still block on a client that keeps its end open: do not wait for it.
     runtime.shutdown_timeout(Duration::from_millis(500));
@@ -143,6 +149,7 @@ async fn serve(
     socket: Option<PathBuf>,
     network: Option<(String, Option<tokio_rustls::TlsAcceptor>)>,
     console: Option<(String, Option<tokio_rustls::TlsAcceptor>)>,
+    metrics: Option<std::net::SocketAddr>,
     watch: bool,
 ) -> Result<()> {
     let server = Server::start(options).await.map_err(|e| match e {
@@ -168,6 +175,18 @@ async fn serve(
                     .map_err(|e| approval_host::serve::ServeError::Io(format!("{addr}: {e}")))?;
                 tracing::info!(addr, "web console listening");
                 server.serve_console(listener, tls.clone()).await
+            }
+            None => std::future::pending().await,
+        }
+    };
+    let scraped = async {
+        match metrics {
+            Some(addr) => {
+                let listener = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| approval_host::serve::ServeError::Io(format!("{addr}: {e}")))?;
+                tracing::info!(%addr, "metrics, /healthz and /readyz listening");
+                server.serve_metrics(listener).await
             }
             None => std::future::pending().await,
         }
@@ -218,10 +237,25 @@ async fn serve(
         served = tcp => served?,
         served = unix => served?,
         served = web => served?,
+        served = scraped => served?,
         () = stop => {}
     }
     if let Some(path) = &socket {
         let _ = std::fs::remove_file(path);
     }
     Ok(())
+}
+
+/// `--metrics ADDR`, which must be a loopback address: the endpoint has no TLS and no token.
+fn loopback(addr: &str) -> Result<std::net::SocketAddr> {
+    let parsed: std::net::SocketAddr = addr
+        .parse()
+        .map_err(|e| UsageError(format!("--metrics {addr:?}: {e} (say 127.0.0.1:9464)")))?;
+    if !parsed.ip().is_loopback() {
+        return Err(UsageError(format!(
+            "--metrics {addr}: metrics are served over plain HTTP without a token; bind a loopback address (127.0.0.1:9464) and let the scraper reach it through a proxy"
+        ))
+        .into());
+    }
+    Ok(parsed)
 }

@@ -1,0 +1,482 @@
+//! `serve --metrics ADDR`: Prometheus metrics, `/healthz` and `/readyz` on an address of their
+//! own.
+//!
+//! The decision counters are kept from the audit itself: a subscriber to every session's durable
+//! records counts each `approval/decided` (by outcome, by who decided, by failure kind, by the
+//! rule that matched), times each question from its `approval/asked` to its decision (the record
+//! times, as the log says them), and counts what shadows answered and which turns a takeover
+//! ended. So the figures are what the log holds, and the decision path does nothing more for them
+//! than hand each record to the subscriber. What is a state rather than an event (plugins loaded
+//! or quarantined, connections open, sessions open, questions waiting for a person, what the
+//! limits refused) is read when Prometheus scrapes. Labels are bounded: plugin and shadow names,
+//! rule ids, outcomes and kinds, never a session or question id.
+//!
+//! Built on `prometheus-client` (the Prometheus project's own Rust client: typed metric
+//! families, the OpenMetrics text format, no global registry).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use serde_json::json;
+
+use super::Server;
+use crate::audit::event::{Event, Record, TurnEndSource};
+use crate::outcome::Outcome;
+
+/// The content type of `/metrics` (OpenMetrics text, which Prometheus reads).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// Most questions timed at once (asked, not yet decided); beyond it a question is not timed.
+pub const MAX_TIMED: usize = 100_000;
+
+/// Who decided a question, as `approval_questions_total{by}` says it.
+pub mod by {
+    /// A standing rule (or a `[[rule]]` entry).
+    pub const RULE: &str = "rule";
+    /// A plugin (or another in-process listener).
+    pub const PLUGIN: &str = "plugin";
+    /// A person or client outside the process.
+    pub const PERSON: &str = "person";
+    /// The built-in protection of the deployment's own files.
+    pub const PROTECTION: &str = "protection";
+    /// The session's `never` policy, before any listener.
+    pub const POLICY: &str = "policy";
+    /// A listener that failed (the question settled `unavailable`).
+    pub const FAILURE: &str = "failure";
+    /// Nobody: every listener passed the question on, or it was cancelled first.
+    pub const NOBODY: &str = "nobody";
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QuestionLabels {
+    outcome: String,
+    by: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PluginLabels {
+    plugin: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FailureLabels {
+    plugin: String,
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RuleLabels {
+    rule: String,
+    effect: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShadowLabels {
+    shadow: String,
+    answer: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabels {
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RefusedLabels {
+    why: String,
+}
+
+fn histogram() -> Histogram {
+    // 50 µs to about 1.6 s, doubling: in-process decisions and a person's answer alike.
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 16))
+}
+
+/// The host's metrics.
+pub struct Metrics {
+    registry: Registry,
+    questions: Family<QuestionLabels, Counter>,
+    decision_seconds: Histogram,
+    plugin_seconds: Family<PluginLabels, Histogram>,
+    plugin_failures: Family<FailureLabels, Counter>,
+    rule_hits: Family<RuleLabels, Counter>,
+    shadow_answers: Family<ShadowLabels, Counter>,
+    takeovers: Counter,
+    plugins: Family<StateLabels, Gauge>,
+    waiting: Gauge,
+    connections: Gauge,
+    sessions: Gauge,
+    refused: Family<RefusedLabels, Gauge<i64, AtomicI64>>,
+    /// When each question still open was asked, by (session, question id).
+    asked: Mutex<HashMap<(String, String), SystemTime>>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Every metric, registered.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let questions = Family::<QuestionLabels, Counter>::default();
+        registry.register(
+            "approval_questions",
+            "Questions settled, by outcome and by who decided",
+            questions.clone(),
+        );
+        let decision_seconds = histogram();
+        registry.register(
+            "approval_decision_seconds",
+            "From a question's approval/asked to its approval/decided, as the log records them",
+            decision_seconds.clone(),
+        );
+        let plugin_seconds =
+            Family::<PluginLabels, Histogram>::new_with_constructor(histogram as fn() -> Histogram);
+        registry.register(
+            "approval_plugin_decision_seconds",
+            "Decision time of the questions each plugin decided",
+            plugin_seconds.clone(),
+        );
+        let plugin_failures = Family::<FailureLabels, Counter>::default();
+        registry.register(
+            "approval_plugin_failures",
+            "Questions settled unavailable because a plugin failed, by kind (trap, timeout, memory, invalid-result, quarantined, ...)",
+            plugin_failures.clone(),
+        );
+        let rule_hits = Family::<RuleLabels, Counter>::default();
+        registry.register(
+            "approval_rule_hits",
+            "Questions a standing rule decided, by rule id and effect",
+            rule_hits.clone(),
+        );
+        let shadow_answers = Family::<ShadowLabels, Counter>::default();
+        registry.register(
+            "approval_shadow_answers",
+            "Shadow plugins' answers: agreed, disagreed or failed",
+            shadow_answers.clone(),
+        );
+        let takeovers = Counter::default();
+        registry.register(
+            "approval_takeover_turn_ends",
+            "Turns ended by this host after taking a session over from a host that stopped answering",
+            takeovers.clone(),
+        );
+        let plugins = Family::<StateLabels, Gauge>::default();
+        registry.register(
+            "approval_plugins",
+            "Plugins of the deployment by state (loaded, failed, quarantined)",
+            plugins.clone(),
+        );
+        let waiting = Gauge::default();
+        registry.register(
+            "approval_questions_waiting",
+            "Questions waiting for a person on the web console",
+            waiting.clone(),
+        );
+        let connections = Gauge::default();
+        registry.register(
+            "approval_connections_open",
+            "Client connections open (socket and network)",
+            connections.clone(),
+        );
+        let sessions = Gauge::default();
+        registry.register(
+            "approval_sessions_open",
+            "Sessions open in this host",
+            sessions.clone(),
+        );
+        let refused = Family::<RefusedLabels, Gauge<i64, AtomicI64>>::default();
+        registry.register(
+            "approval_refused",
+            "What the limits refused since the host started, by reason",
+            refused.clone(),
+        );
+        Metrics {
+            registry,
+            questions,
+            decision_seconds,
+            plugin_seconds,
+            plugin_failures,
+            rule_hits,
+            shadow_answers,
+            takeovers,
+            plugins,
+            waiting,
+            connections,
+            sessions,
+            refused,
+            asked: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Counts one durable record of `session`.
+    pub fn record(&self, session: &str, record: &Record) {
+        match &record.event {
+            Event::Asked(a) => {
+                let mut asked = self.asked.lock().unwrap_or_else(|p| p.into_inner());
+                if asked.len() < MAX_TIMED
+                    && let Ok(at) = humantime::parse_rfc3339(&record.ts)
+                {
+                    asked.insert((session.to_owned(), a.id.clone()), at);
+                }
+            }
+            Event::Decided(d) => {
+                let by = match (&d.answerer, &d.failure) {
+                    (_, Some(_)) => by::FAILURE,
+                    _ if d.outside => by::PERSON,
+                    (Some(a), None) if a.starts_with("rule:") => by::RULE,
+                    (Some(a), None) if a == crate::rules::protect::GATE_NAME => by::PROTECTION,
+                    (Some(_), None) => by::PLUGIN,
+                    (None, None) if d.outcome == Outcome::Rejected => by::POLICY,
+                    (None, None) => by::NOBODY,
+                };
+                self.questions
+                    .get_or_create(&QuestionLabels {
+                        outcome: d.outcome.as_str().to_owned(),
+                        by: by.to_owned(),
+                    })
+                    .inc();
+                if let Some(f) = &d.failure {
+                    self.plugin_failures
+                        .get_or_create(&FailureLabels {
+                            plugin: f.plugin.clone().unwrap_or_else(|| "host".to_owned()),
+                            kind: f.kind.to_string(),
+                        })
+                        .inc();
+                }
+                if let Some(rule) = &d.rule {
+                    self.rule_hits
+                        .get_or_create(&RuleLabels {
+                            rule: rule.id.clone(),
+                            effect: if d.outcome == Outcome::AllowedOnce {
+                                "allow"
+                            } else {
+                                "reject"
+                            }
+                            .to_owned(),
+                        })
+                        .inc();
+                }
+                let asked = self
+                    .asked
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&(session.to_owned(), d.id.clone()));
+                let took = asked.and_then(|at| {
+                    let decided = humantime::parse_rfc3339(&record.ts).ok()?;
+                    decided.duration_since(at).ok()
+                });
+                if let Some(took) = took {
+                    self.decision_seconds.observe(took.as_secs_f64());
+                    if by == by::PLUGIN
+                        && let Some(plugin) = &d.answerer
+                    {
+                        self.plugin_seconds
+                            .get_or_create(&PluginLabels {
+                                plugin: plugin.clone(),
+                            })
+                            .observe(took.as_secs_f64());
+                    }
+                }
+            }
+            Event::Shadowed(s) => {
+                let answer = match s.agrees {
+                    Some(true) => "agreed",
+                    Some(false) => "disagreed",
+                    None => "failed",
+                };
+                self.shadow_answers
+                    .get_or_create(&ShadowLabels {
+                        shadow: s.plugin.clone(),
+                        answer: answer.to_owned(),
+                    })
+                    .inc();
+            }
+            Event::TurnEndBy(t) if t.source == TurnEndSource::Takeover => {
+                self.takeovers.inc();
+            }
+            _ => {}
+        }
+    }
+
+    /// The text Prometheus scrapes, with the states read from `server` now.
+    pub async fn scrape(&self, server: &Server) -> String {
+        let mut states: HashMap<&'static str, i64> =
+            [("loaded", 0), ("failed", 0), ("quarantined", 0)].into();
+        for p in server.plugin_status().await {
+            *states.entry(p.state.as_str()).or_default() += 1;
+        }
+        for (state, n) in states {
+            self.plugins
+                .get_or_create(&StateLabels {
+                    state: state.to_owned(),
+                })
+                .set(n);
+        }
+        self.waiting
+            .set(server.web_pending().map_or(0, |p| p.list().len() as i64));
+        self.connections
+            .set(server.admission().open_connections() as i64);
+        self.sessions
+            .set(server.service().open_sessions().await.len() as i64);
+        let c = &server.admission().counters;
+        for (why, counter) in [
+            ("connections", &c.refused_connections),
+            ("late-authentication", &c.late_authentication),
+            ("not-reading", &c.not_reading),
+            ("requests", &c.refused_requests),
+            ("sessions", &c.refused_sessions),
+        ] {
+            self.refused
+                .get_or_create(&RefusedLabels {
+                    why: why.to_owned(),
+                })
+                .set(counter.load(Ordering::Relaxed) as i64);
+        }
+        let mut out = String::new();
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+            tracing::error!(error = %e, "encoding the metrics failed");
+        }
+        out
+    }
+}
+
+/// Whether the host can answer: its store reachable, its plugins loaded, its rules logs trusted.
+pub async fn readiness(server: &Server) -> (bool, serde_json::Value) {
+    let store = server.service().store();
+    let reached = tokio::time::timeout(
+        std::time::Duration::from_secs(2),
+        tokio::task::spawn_blocking(move || store.list().map(drop)),
+    )
+    .await;
+    let store_check = match reached {
+        Ok(Ok(Ok(()))) => Ok(()),
+        Ok(Ok(Err(e))) => Err(e.to_string()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("no answer within 2 s".to_owned()),
+    };
+    let failed: Vec<String> = server
+        .plugin_status()
+        .await
+        .into_iter()
+        .filter(|p| p.state == crate::plugin::slot::SlotState::Failed)
+        .map(|p| p.name)
+        .collect();
+    let broken = server
+        .service()
+        .rules()
+        .map(|book| book.broken())
+        .unwrap_or_default();
+    let ready = store_check.is_ok() && failed.is_empty() && broken.is_empty();
+    let mut checks = serde_json::Map::new();
+    checks.insert(
+        "store".to_owned(),
+        match &store_check {
+            Ok(()) => json!("ok"),
+            Err(e) => json!(e),
+        },
+    );
+    checks.insert(
+        "plugins".to_owned(),
+        if failed.is_empty() {
+            json!("ok")
+        } else {
+            json!({"failed": failed})
+        },
+    );
+    checks.insert(
+        "rules".to_owned(),
+        if broken.is_empty() {
+            json!("ok")
+        } else {
+            json!({"untrusted": broken.into_iter().map(|(log, why)| json!({"log": log, "why": why})).collect::<Vec<_>>()})
+        },
+    );
+    (ready, json!({"ready": ready, "checks": checks}))
+}
+
+fn json_reply(status: StatusCode, body: &serde_json::Value) -> axum::response::Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+impl Server {
+    /// Serves `/metrics`, `/healthz` and `/readyz` on `listener` (plain HTTP: bind it where only
+    /// the scraper reaches), counting decisions from now on.
+    ///
+    /// # Errors
+    /// The listener fails.
+    pub async fn serve_metrics(
+        &self,
+        listener: tokio::net::TcpListener,
+    ) -> Result<(), super::ServeError> {
+        let metrics = Arc::new(Metrics::new());
+        let counting = metrics.clone();
+        let _subscription =
+            self.service()
+                .subscribe_all("metrics", move |session: &str, record: &Record| {
+                    counting.record(session, record);
+                    Ok(())
+                });
+        axum::serve(listener, router(self.clone(), metrics))
+            .await
+            .map_err(|e| super::ServeError::Io(format!("metrics: {e}")))
+    }
+}
+
+/// The metrics address's routes: `/metrics`, `/healthz` (the process answers), `/readyz`.
+pub fn router(server: Server, metrics: Arc<Metrics>) -> axum::Router {
+    axum::Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(
+                |State((server, metrics)): State<(Server, Arc<Metrics>)>| async move {
+                    (
+                        [(header::CONTENT_TYPE, CONTENT_TYPE)],
+                        metrics.scrape(&server).await,
+                    )
+                },
+            ),
+        )
+        .route(
+            "/healthz",
+            axum::routing::get(|| async { json_reply(StatusCode::OK, &json!({"alive": true})) }),
+        )
+        .route(
+            "/readyz",
+            axum::routing::get(
+                |State((server, _)): State<(Server, Arc<Metrics>)>| async move {
+                    let (ready, body) = readiness(&server).await;
+                    let status = if ready {
+                        StatusCode::OK
+                    } else {
+                        StatusCode::SERVICE_UNAVAILABLE
+                    };
+                    json_reply(status, &body)
+                },
+            ),
+        )
+        .with_state((server, metrics))
+}

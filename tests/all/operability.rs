@@ -1,0 +1,287 @@
+//! An operable service (issue 30, in part): `serve --metrics` answers `/metrics` with counts that
+//! match scripted traffic exactly, `/healthz`, and `/readyz`, which turns unready when a plugin
+//! fails to load or the database stops answering, and ready again when it is back; and
+//! `--log-format json` writes one JSON object a log line.
+
+use std::path::Path;
+
+use approval_host::plugin::QuarantinePolicy;
+use approval_host::serve::{ServeOptions, Server};
+use approval_host::{ApprovalRequest, Outcome};
+use serde_json::{Value, json};
+
+use crate::console::http;
+use crate::fixtures;
+
+fn deployment(dir: &Path, bad: &str) -> std::path::PathBuf {
+    std::fs::write(dir.join("deny.wasm"), approval_host::bundled::DENY_COMMANDS).unwrap();
+    std::fs::write(dir.join("trap.wasm"), fixtures::trap()).unwrap();
+    std::fs::write(dir.join("hang.wasm"), fixtures::endless_loop()).unwrap();
+    let path = dir.join("deploy.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[[rule]]\nrule = \"Bash(ls:*)\"\n\n\
+             [[plugin]]\nname = \"no-rm\"\npath = \"deny.wasm\"\nrole = \"gate\"\n\
+             [plugin.config]\npatterns = \"rm \"\n\n\
+             [[plugin]]\nname = \"bad\"\npath = \"{bad}\"\nrole = \"gate\"\ntimeout_ms = 100\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+async fn start(dir: &Path, store_url: Option<String>) -> (Server, std::net::SocketAddr) {
+    let server = Server::start(ServeOptions {
+        config: dir.join("deploy.toml"),
+        state_dir: dir.join("state"),
+        quarantine: QuarantinePolicy {
+            max_failures: 100,
+            ..QuarantinePolicy::default()
+        },
+        migrate: store_url.is_some(),
+        store_url,
+    })
+    .await
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let s = server.clone();
+    tokio::spawn(async move { s.serve_metrics(listener).await });
+    // Answering at all means the metrics subscription is in place.
+    let alive = http(addr, "GET", "/healthz", None, None).await;
+    assert_eq!(
+        (alive.status, alive.body.as_str()),
+        (200, r#"{"alive":true}"#)
+    );
+    (server, addr)
+}
+
+async fn ask(server: &Server, session: &str, call: &str, command: &str) -> Outcome {
+    let service = server.service();
+    let agent = service.agent(session, "main").await.unwrap();
+    service
+        .record_tool_call(&agent, call, "Bash", json!({ "command": command }))
+        .await
+        .unwrap();
+    service
+        .ask(ApprovalRequest::new(&agent, "Bash").call_id(call))
+        .await
+        .unwrap()
+        .outcome
+}
+
+/// The sample lines of `text` whose name starts with `prefix` (`# ` lines left out).
+fn samples<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && l.starts_with(prefix))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_scripted_traffic_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    deployment(dir.path(), "trap.wasm");
+    let (server, addr) = start(dir.path(), None).await;
+    let service = server.service().clone();
+    service.start_turn("s1").await.unwrap();
+    assert_eq!(
+        ask(&server, "s1", "c1", "ls -la").await,
+        Outcome::AllowedOnce
+    );
+    assert_eq!(
+        ask(&server, "s1", "c2", "rm -rf x").await,
+        Outcome::Rejected
+    );
+    assert_eq!(
+        ask(&server, "s1", "c3", "cargo build").await,
+        Outcome::Unavailable
+    );
+    // The same plugin, now one that never returns: a timeout.
+    deployment(dir.path(), "hang.wasm");
+    let report = server.reload().await.unwrap();
+    assert_eq!(report.swapped, ["bad"]);
+    assert_eq!(
+        ask(&server, "s1", "c4", "cargo test").await,
+        Outcome::Unavailable
+    );
+    service.end_turn("s1").await.unwrap();
+
+    let scraped = http(addr, "GET", "/metrics", None, None).await;
+    assert_eq!(scraped.status, 200);
+    assert_eq!(
+        scraped.header("content-type"),
+        Some(approval_host::serve::metrics::CONTENT_TYPE)
+    );
+    let text = scraped.body;
+    let mut questions = samples(&text, "approval_questions_total");
+    questions.sort();
+    assert_eq!(
+        questions,
+        [
+            "approval_questions_total{outcome=\"allowed-once\",by=\"rule\"} 1",
+            "approval_questions_total{outcome=\"rejected\",by=\"plugin\"} 1",
+            "approval_questions_total{outcome=\"unavailable\",by=\"failure\"} 2",
+        ],
+        "{text}"
+    );
+    let mut failures = samples(&text, "approval_plugin_failures_total");
+    failures.sort();
+    assert_eq!(
+        failures,
+        [
+            "approval_plugin_failures_total{plugin=\"bad\",kind=\"timeout\"} 1",
+            "approval_plugin_failures_total{plugin=\"bad\",kind=\"trap\"} 1",
+        ]
+    );
+    assert_eq!(
+        samples(&text, "approval_rule_hits_total"),
+        ["approval_rule_hits_total{rule=\"deployment-1\",effect=\"allow\"} 1"]
+    );
+    assert_eq!(
+        samples(&text, "approval_decision_seconds_count"),
+        ["approval_decision_seconds_count 4"]
+    );
+    assert_eq!(
+        samples(&text, "approval_plugin_decision_seconds_count"),
+        ["approval_plugin_decision_seconds_count{plugin=\"no-rm\"} 1"]
+    );
+    let mut plugins = samples(&text, "approval_plugins{");
+    plugins.sort();
+    assert_eq!(
+        plugins,
+        [
+            "approval_plugins{state=\"failed\"} 0",
+            "approval_plugins{state=\"loaded\"} 2",
+            "approval_plugins{state=\"quarantined\"} 0",
+        ]
+    );
+    assert!(
+        text.contains("# TYPE approval_questions counter\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# TYPE approval_decision_seconds histogram\n"),
+        "{text}"
+    );
+    assert!(text.ends_with("# EOF\n"), "{text}");
+
+    // Ready; then a plugin whose new version does not load is a failed slot: not ready.
+    let ready = http(addr, "GET", "/readyz", None, None).await;
+    assert_eq!(ready.status, 200);
+    assert_eq!(
+        serde_json::from_str::<Value>(&ready.body).unwrap(),
+        json!({"ready": true, "checks": {"store": "ok", "plugins": "ok", "rules": "ok"}})
+    );
+    std::fs::write(dir.path().join("hang.wasm"), b"not a component").unwrap();
+    let report = server.reload().await.unwrap();
+    assert_eq!(report.failed.len(), 1, "{report:?}");
+    let unready = http(addr, "GET", "/readyz", None, None).await;
+    assert_eq!(unready.status, 503);
+    assert_eq!(
+        serde_json::from_str::<Value>(&unready.body).unwrap(),
+        json!({"ready": false, "checks": {"store": "ok", "plugins": {"failed": ["bad"]}, "rules": "ok"}})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_is_unready_while_the_database_stops_answering_and_ready_when_it_is_back() {
+    use crate::support::pg;
+    let dir = tempfile::tempdir().unwrap();
+    deployment(dir.path(), "trap.wasm");
+    // A role of its own, so the outage is this host's alone.
+    let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
+    let role = format!("r_{}", uuid::Uuid::new_v4().simple());
+    let base = pg::base_url();
+    pg::sql(
+        &base,
+        &format!(
+            "CREATE ROLE {role} LOGIN; CREATE SCHEMA {schema} AUTHORIZATION {role}; \
+             GRANT CONNECT ON DATABASE approval_test TO {role}"
+        ),
+    );
+    let url = format!(
+        "{} options=-csearch_path={schema}",
+        base.replace("user=postgres", &format!("user={role}"))
+    );
+    let (server, addr) = start(dir.path(), Some(url)).await;
+    let ready = http(addr, "GET", "/readyz", None, None).await;
+    assert_eq!(ready.status, 200, "{}", ready.body);
+
+    pg::sql(
+        &base,
+        &format!(
+            "ALTER ROLE {role} NOLOGIN; \
+             SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'"
+        ),
+    );
+    let unready = http(addr, "GET", "/readyz", None, None).await;
+    assert_eq!(unready.status, 503, "{}", unready.body);
+    let body: Value = serde_json::from_str(&unready.body).unwrap();
+    assert_eq!(body["ready"], false);
+    assert_eq!(body["checks"]["plugins"], "ok");
+    assert!(
+        body["checks"]["store"].is_string() && body["checks"]["store"] != "ok",
+        "{body}"
+    );
+
+    pg::sql(&base, &format!("ALTER ROLE {role} LOGIN"));
+    // The store connects again on its next use.
+    let again = http(addr, "GET", "/readyz", None, None).await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    drop(server);
+}
+
+#[test]
+fn log_lines_are_json_objects_with_log_format_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("empty.toml");
+    std::fs::write(&config, "").unwrap();
+    // `serve` on stdio, whose input is already closed: it starts, logs, and stops.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_approval-host"))
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .args([
+            "--log-format",
+            "json",
+            "-v",
+            "serve",
+            "--no-watch",
+            "--config",
+        ])
+        .arg(&config)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let loaded = lines
+        .iter()
+        .find(|l| l["fields"]["message"] == "deployment loaded")
+        .unwrap_or_else(|| panic!("{lines:?}"));
+    assert_eq!(loaded["level"], "INFO");
+    assert_eq!(loaded["fields"]["plugins"], 0);
+    assert!(loaded["timestamp"].is_string(), "{loaded}");
+}
+
+#[test]
+fn metrics_are_served_on_loopback_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = deployment(dir.path(), "trap.wasm");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_approval-host"))
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .args(["--metrics", "0.0.0.0:9464"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "approval-host: --metrics 0.0.0.0:9464: metrics are served over plain HTTP without a token; bind a loopback address (127.0.0.1:9464) and let the scraper reach it through a proxy\n"
+    );
+}
