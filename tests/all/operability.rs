@@ -165,6 +165,36 @@ async fn metrics_count_scripted_traffic_exactly() {
         "{text}"
     );
     assert!(text.ends_with("# EOF\n"), "{text}");
+    // Every metric the dashboard in docs/ queries is one this host exports.
+    let dashboard = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/grafana-dashboard.json"
+    ))
+    .unwrap();
+    let mut queried: Vec<&str> = dashboard
+        .match_indices("approval_")
+        .map(|(at, _)| {
+            let rest = &dashboard[at..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+                .unwrap_or(rest.len());
+            let name = &rest[..end];
+            ["_bucket", "_total", "_count", "_sum"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s))
+                .unwrap_or(name)
+        })
+        .filter(|name| *name != "approval_host")
+        .collect();
+    queried.sort();
+    queried.dedup();
+    assert!(queried.len() >= 10, "{queried:?}");
+    for name in queried {
+        assert!(
+            text.contains(&format!("# TYPE {name} ")),
+            "the dashboard queries {name}, which /metrics does not export"
+        );
+    }
 
     // Ready; then a plugin whose new version does not load is a failed slot: not ready.
     let ready = http(addr, "GET", "/readyz", None, None).await;
