@@ -24,7 +24,9 @@ fn deployment(dir: &Path, bad: &str) -> std::path::PathBuf {
             "[[rule]]\nrule = \"Bash(ls:*)\"\n\n\
              [[plugin]]\nname = \"no-rm\"\npath = \"deny.wasm\"\nrole = \"gate\"\n\
              [plugin.config]\npatterns = \"rm \"\n\n\
-             [[plugin]]\nname = \"bad\"\npath = \"{bad}\"\nrole = \"gate\"\ntimeout_ms = 100\n"
+             [[plugin]]\nname = \"bad\"\npath = \"{bad}\"\nrole = \"gate\"\ntimeout_ms = 100\n\n\
+             [[plugin]]\nname = \"no-rm\"\npath = \"deny.wasm\"\nrole = \"gate\"\nmode = \"shadow\"\n\
+             [plugin.config]\npatterns = \"rm ,cargo \"\n"
         ),
     )
     .unwrap();
@@ -98,6 +100,7 @@ async fn metrics_count_scripted_traffic_exactly() {
         Outcome::Unavailable
     );
     // The same plugin, now one that never returns: a timeout.
+    server.shadows_settled().await;
     deployment(dir.path(), "hang.wasm");
     let report = server.reload().await.unwrap();
     assert_eq!(report.swapped, ["bad"]);
@@ -106,6 +109,7 @@ async fn metrics_count_scripted_traffic_exactly() {
         Outcome::Unavailable
     );
     service.end_turn("s1").await.unwrap();
+    server.shadows_settled().await;
 
     let scraped = http(addr, "GET", "/metrics", None, None).await;
     assert_eq!(scraped.status, 200);
@@ -145,6 +149,15 @@ async fn metrics_count_scripted_traffic_exactly() {
     assert_eq!(
         samples(&text, "approval_plugin_decision_seconds_count"),
         ["approval_plugin_decision_seconds_count{plugin=\"no-rm\"} 1"]
+    );
+    let mut shadows = samples(&text, "approval_shadow_answers_total");
+    shadows.sort();
+    assert_eq!(
+        shadows,
+        [
+            "approval_shadow_answers_total{shadow=\"no-rm\",answer=\"agreed\"} 2",
+            "approval_shadow_answers_total{shadow=\"no-rm\",answer=\"disagreed\"} 2",
+        ]
     );
     let mut plugins = samples(&text, "approval_plugins{");
     plugins.sort();
