@@ -159,6 +159,20 @@ async fn metrics_count_scripted_traffic_exactly() {
             "approval_shadow_answers_total{shadow=\"no-rm\",answer=\"disagreed\"} 2",
         ]
     );
+    // The commit threads are the process's, shared with the tests running beside this one: the
+    // figures can only be bounded here.
+    let value = |name: &str| -> f64 {
+        samples(&text, name)[0]
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let rounds = value("approval_store_commits_total");
+    assert!(rounds >= 1.0, "{text}");
+    assert!(value("approval_store_committed_records_total") >= rounds);
+    assert!(value("approval_store_commit_seconds_total") > 0.0);
     let mut plugins = samples(&text, "approval_plugins{");
     plugins.sort();
     assert_eq!(

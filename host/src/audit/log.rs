@@ -515,6 +515,7 @@ impl Core {
     /// syncs without the lock, then wakes the satisfied waiters. Returns whether more is wanted.
     pub(crate) fn commit_round(&self) -> bool {
         let mut state = self.lock();
+        let from = state.durable;
         let (bytes, records, target, head) = (
             mem::take(&mut state.pending),
             mem::take(&mut state.pending_records),
@@ -527,6 +528,7 @@ impl Core {
         let Some(mut journal) = journal else {
             return self.end_round(None, Ok(()), (target, head), records);
         };
+        let started = (self.mode != CommitMode::Inline).then(std::time::Instant::now);
         let result = match self.mode {
             CommitMode::Split => {
                 let written = if bytes.is_empty() {
@@ -544,6 +546,13 @@ impl Core {
                 }
             }
         };
+        if let Some(started) = started {
+            crate::audit::stats::round(
+                target.saturating_sub(from),
+                started.elapsed().as_nanos() as u64,
+                result.is_ok(),
+            );
+        }
         self.end_round(Some(journal), result, (target, head), records)
     }
 

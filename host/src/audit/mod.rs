@@ -9,7 +9,8 @@
 //!   `commit`: the shared threads that sync every open log.
 //! - [`store`]: where logs live (the directory store is the embedded default); [`postgres`]: the
 //!   store several hosts share, with a lease per session; [`scratch`]: the store of a dry run.
-//! - [`subscribe`]: subscribers to durable events; [`redact`]: argument values kept out of logs.
+//! - [`subscribe`]: subscribers to durable events; [`redact`]: argument values kept out of logs;
+//!   [`stats`]: what the commit threads have done.
 //! - [`check`]: reading a log back for `approval-host log`; [`verify`]: checking chains, seq
 //!   continuity and pairing for `approval-host verify`; [`evidence`]: checkpoint logs against
 //!   their copy, and logs missing while their checkpoints remain.
@@ -26,6 +27,7 @@ pub mod log;
 pub mod postgres;
 pub mod redact;
 pub mod scratch;
+pub mod stats;
 pub mod store;
 pub mod subscribe;
 pub mod verify;

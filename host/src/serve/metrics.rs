@@ -116,6 +116,12 @@ pub struct Metrics {
     connections: Gauge,
     sessions: Gauge,
     refused: Family<RefusedLabels, Gauge<i64, AtomicI64>>,
+    commits: Counter,
+    committed_records: Counter,
+    commit_seconds: Counter<f64, std::sync::atomic::AtomicU64>,
+    failed_commits: Counter,
+    /// The commit figures as last exported, so the counters move by what happened since.
+    seen_commits: Mutex<crate::audit::stats::Commits>,
     /// When each question still open was asked, by (session, question id).
     asked: Mutex<HashMap<(String, String), SystemTime>>,
 }
@@ -209,8 +215,37 @@ impl Metrics {
             "What the limits refused since the host started, by reason",
             refused.clone(),
         );
+        let commits = Counter::default();
+        registry.register(
+            "approval_store_commits",
+            "Commit rounds of session logs (one write and sync of a batch), in this process, since metrics were served",
+            commits.clone(),
+        );
+        let committed_records = Counter::default();
+        registry.register(
+            "approval_store_committed_records",
+            "Records made durable by those rounds (over the rounds: the mean batch size)",
+            committed_records.clone(),
+        );
+        let commit_seconds = Counter::<f64, std::sync::atomic::AtomicU64>::default();
+        registry.register(
+            "approval_store_commit_seconds",
+            "Time spent writing and syncing those rounds (over the rounds: the mean commit latency)",
+            commit_seconds.clone(),
+        );
+        let failed_commits = Counter::default();
+        registry.register(
+            "approval_store_failed_commits",
+            "Commit rounds that failed (the log stops until reopened)",
+            failed_commits.clone(),
+        );
         Metrics {
             registry,
+            commits,
+            committed_records,
+            commit_seconds,
+            failed_commits,
+            seen_commits: Mutex::new(crate::audit::stats::commits()),
             questions,
             decision_seconds,
             plugin_seconds,
@@ -350,6 +385,18 @@ impl Metrics {
                     why: why.to_owned(),
                 })
                 .set(counter.load(Ordering::Relaxed) as i64);
+        }
+        {
+            let now = crate::audit::stats::commits();
+            let mut seen = self.seen_commits.lock().unwrap_or_else(|p| p.into_inner());
+            self.commits.inc_by(now.rounds.saturating_sub(seen.rounds));
+            self.committed_records
+                .inc_by(now.records.saturating_sub(seen.records));
+            self.commit_seconds
+                .inc_by(now.nanos.saturating_sub(seen.nanos) as f64 / 1e9);
+            self.failed_commits
+                .inc_by(now.failed.saturating_sub(seen.failed));
+            *seen = now;
         }
         let mut out = String::new();
         if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
