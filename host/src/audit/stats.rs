@@ -1,5 +1,6 @@
-//! What the commit threads have done since the process started: rounds, records and the time
-//! spent writing and syncing, for `serve --metrics` (store commit latency and batch size).
+//! What the store has done since the process started, for `serve --metrics`: the commit
+//! threads' rounds, records and time (commit latency and batch size), and on PostgreSQL the
+//! lease renewals, leases lost, takeovers and retried statements.
 //!
 //! Process-wide counters, as the commit threads themselves are shared by every log of every
 //! service in the process. Journals that never wait (`CommitMode::Inline`: memory, a discarded
@@ -11,6 +12,57 @@ static ROUNDS: AtomicU64 = AtomicU64::new(0);
 static RECORDS: AtomicU64 = AtomicU64::new(0);
 static NANOS: AtomicU64 = AtomicU64::new(0);
 static FAILED: AtomicU64 = AtomicU64::new(0);
+static RENEWED: AtomicU64 = AtomicU64::new(0);
+static RENEWALS_FAILED: AtomicU64 = AtomicU64::new(0);
+static LOST: AtomicU64 = AtomicU64::new(0);
+static TAKEOVERS: AtomicU64 = AtomicU64::new(0);
+static RETRIES: AtomicU64 = AtomicU64::new(0);
+
+/// The leases of a shared database (PostgreSQL) so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Leases {
+    /// Session leases renewed.
+    pub renewed: u64,
+    /// Renewal rounds that failed (the database did not answer).
+    pub renewals_failed: u64,
+    /// Leases found taken by another host at renewal.
+    pub lost: u64,
+    /// Sessions this process took over from a host whose lease ran out.
+    pub takeovers: u64,
+    /// Statements retried after a connection or serialization failure.
+    pub retries: u64,
+}
+
+pub(crate) fn renewed(n: u64) {
+    RENEWED.fetch_add(n, Ordering::Relaxed);
+}
+
+pub(crate) fn renewal_failed() {
+    RENEWALS_FAILED.fetch_add(1, Ordering::Relaxed);
+}
+
+pub(crate) fn lost(n: u64) {
+    LOST.fetch_add(n, Ordering::Relaxed);
+}
+
+pub(crate) fn took_over() {
+    TAKEOVERS.fetch_add(1, Ordering::Relaxed);
+}
+
+pub(crate) fn retried() {
+    RETRIES.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The leases so far.
+pub fn leases() -> Leases {
+    Leases {
+        renewed: RENEWED.load(Ordering::Relaxed),
+        renewals_failed: RENEWALS_FAILED.load(Ordering::Relaxed),
+        lost: LOST.load(Ordering::Relaxed),
+        takeovers: TAKEOVERS.load(Ordering::Relaxed),
+        retries: RETRIES.load(Ordering::Relaxed),
+    }
+}
 
 /// The commits so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

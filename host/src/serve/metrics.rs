@@ -122,6 +122,9 @@ pub struct Metrics {
     failed_commits: Counter,
     /// The commit figures as last exported, so the counters move by what happened since.
     seen_commits: Mutex<crate::audit::stats::Commits>,
+    /// PostgreSQL's leases: renewed, renewal rounds failed, lost, taken over, retried statements.
+    leases: [Counter; 5],
+    seen_leases: Mutex<crate::audit::stats::Leases>,
     /// When each question still open was asked, by (session, question id).
     asked: Mutex<HashMap<(String, String), SystemTime>>,
 }
@@ -239,8 +242,35 @@ impl Metrics {
             "Commit rounds that failed (the log stops until reopened)",
             failed_commits.clone(),
         );
+        let leases: [Counter; 5] = Default::default();
+        for (counter, (name, help)) in leases.iter().zip([
+            (
+                "approval_lease_renewals",
+                "Session leases renewed on the shared database",
+            ),
+            (
+                "approval_lease_renewal_failures",
+                "Lease renewal rounds that failed (the database did not answer)",
+            ),
+            (
+                "approval_leases_lost",
+                "Leases found taken by another host at renewal",
+            ),
+            (
+                "approval_takeovers",
+                "Sessions this host took over from a host whose lease ran out",
+            ),
+            (
+                "approval_store_retries",
+                "Database statements retried after a connection or serialization failure",
+            ),
+        ]) {
+            registry.register(name, help, counter.clone());
+        }
         Metrics {
             registry,
+            leases,
+            seen_leases: Mutex::new(crate::audit::stats::leases()),
             commits,
             committed_records,
             commit_seconds,
@@ -396,6 +426,18 @@ impl Metrics {
                 .inc_by(now.nanos.saturating_sub(seen.nanos) as f64 / 1e9);
             self.failed_commits
                 .inc_by(now.failed.saturating_sub(seen.failed));
+            *seen = now;
+            let now = crate::audit::stats::leases();
+            let mut seen = self.seen_leases.lock().unwrap_or_else(|p| p.into_inner());
+            for (counter, (now, before)) in self.leases.iter().zip([
+                (now.renewed, seen.renewed),
+                (now.renewals_failed, seen.renewals_failed),
+                (now.lost, seen.lost),
+                (now.takeovers, seen.takeovers),
+                (now.retries, seen.retries),
+            ]) {
+                counter.inc_by(now.saturating_sub(before));
+            }
             *seen = now;
         }
         let mut out = String::new();

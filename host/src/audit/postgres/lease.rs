@@ -52,6 +52,7 @@ pub(super) async fn renew_leases(inner: Weak<Inner>, every: Duration) {
         };
         match renewed {
             Ok(renewed) => {
+                crate::audit::stats::renewed(renewed.len() as u64);
                 // A lease released while this ran is not lost.
                 let held = inner.held.lock().unwrap_or_else(|p| p.into_inner());
                 let lost = owners
@@ -59,13 +60,17 @@ pub(super) async fn renew_leases(inner: Weak<Inner>, every: Duration) {
                     .filter(|o| held.contains(*o) && !renewed.contains(*o))
                     .count();
                 if lost > 0 {
+                    crate::audit::stats::lost(lost as u64);
                     tracing::warn!(
                         lost,
                         "leases taken over by another host; their sessions accept no more events here"
                     );
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "could not renew session leases"),
+            Err(e) => {
+                crate::audit::stats::renewal_failed();
+                tracing::warn!(error = %e, "could not renew session leases");
+            }
         }
     }
 }

@@ -61,7 +61,12 @@ impl Store for PgStore {
             }
         });
         let (rows, taken_over) = match opened.map_err(|e| log_error(&name, e))? {
-            Ok(opened) => opened,
+            Ok(opened) => {
+                if opened.1.is_some() {
+                    crate::audit::stats::took_over();
+                }
+                opened
+            }
             Err(holder) => {
                 return Err(LogError::Locked {
                     log: name,

@@ -175,6 +175,7 @@ async fn again(inner: &Inner, failure: &Failure, tries: &mut u32) -> bool {
         return false;
     }
     inner.retries.fetch_add(1, Ordering::Relaxed);
+    crate::audit::stats::retried();
     tokio::time::sleep(Duration::from_millis(u64::from(*tries) * 2)).await;
     true
 }
