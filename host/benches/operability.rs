@@ -1,5 +1,5 @@
 //! What `serve --metrics` costs a decision: p50 and p99 of one request through 1 and 4 warm
-//! `allow-tools` gates with the metrics subscription on and off, alternating blocks in one run so
+//! `allow-tools` gates with the metrics observer on and off, alternating blocks in one run so
 //! drift falls on both. The log discards its bytes (it is still encoded and chained), so the
 //! figures are the seam, the plugins and the metrics alone.
 //!
@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use approval_host::config::{PluginSpec, Role};
-use approval_host::event::Record;
 use approval_host::serve::metrics::Metrics;
 use approval_host::{
     ApprovalRequest, ApprovalService, Mounted, Outcome, PluginHost, Policy, bundled,
@@ -75,12 +74,7 @@ fn main() {
         for gates in [1, 4] {
             let (off, _m1) = service(&host, gates);
             let (on, _m2) = service(&host, gates);
-            let metrics = Arc::new(Metrics::new());
-            let counting = metrics.clone();
-            let _subscription = on.subscribe_all("metrics", move |s: &str, r: &Record| {
-                counting.record(s, r);
-                Ok(())
-            });
+            on.set_observer(Some(Arc::new(Metrics::new())));
             // Warm both.
             let (mut a, mut b) = (Vec::new(), Vec::new());
             block(&off, "warm-off", samples / 10, &mut Vec::new()).await;

@@ -1,15 +1,14 @@
 //! `serve --metrics ADDR`: Prometheus metrics, `/healthz` and `/readyz` on an address of their
 //! own.
 //!
-//! The decision counters are kept from the audit itself: a subscriber to every session's durable
-//! records counts each `approval/decided` (by outcome, by who decided, by failure kind, by the
-//! rule that matched), times each question from its `approval/asked` to its decision (the record
-//! times, as the log says them), and counts what shadows answered and which turns a takeover
-//! ended. So the figures are what the log holds, and the decision path does nothing more for them
-//! than hand each record to the subscriber. What is a state rather than an event (plugins loaded
-//! or quarantined, connections open, sessions open, questions waiting for a person, what the
-//! limits refused) is read when Prometheus scrapes. Labels are bounded: plugin and shadow names,
-//! rule ids, outcomes and kinds, never a session or question id.
+//! Each settled question is counted as the service settles it, through its
+//! [`DecisionObserver`](crate::service::observe::DecisionObserver) seam (by outcome, by who
+//! decided, by failure kind, by the rule that matched, with the time from the request to its
+//! durable decision): a few atomic increments on counters made in advance, no allocation for a
+//! decision. What is a state rather than an event (plugins loaded or quarantined, shadows'
+//! answers, connections and sessions open, questions waiting for a person, what the limits
+//! refused, the store's commits and leases) is read when Prometheus scrapes. Labels are bounded:
+//! plugin and shadow names, rule ids, outcomes and kinds, never a session or question id.
 //!
 //! Built on `prometheus-client` (the Prometheus project's own Rust client: typed metric
 //! families, the OpenMetrics text format, no global registry).
@@ -17,7 +16,6 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
 
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -31,13 +29,11 @@ use prometheus_client::registry::Registry;
 use serde_json::json;
 
 use super::Server;
-use crate::audit::event::{Event, Record, TurnEndSource};
 use crate::outcome::Outcome;
+use crate::service::observe::{DecisionObserver, Settlement};
 
 /// The content type of `/metrics` (OpenMetrics text, which Prometheus reads).
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-/// Most questions timed at once (asked, not yet decided); beyond it a question is not timed.
-pub const MAX_TIMED: usize = 100_000;
 
 /// Who decided a question, as `approval_questions_total{by}` says it.
 pub mod by {
@@ -96,6 +92,17 @@ struct RefusedLabels {
     why: String,
 }
 
+/// Every `by`, in the order of [`by`]'s constants.
+const BY: [&str; 7] = [
+    by::RULE,
+    by::PLUGIN,
+    by::PERSON,
+    by::PROTECTION,
+    by::POLICY,
+    by::FAILURE,
+    by::NOBODY,
+];
+
 fn histogram() -> Histogram {
     // 50 µs to about 1.6 s, doubling: in-process decisions and a person's answer alike.
     Histogram::new(exponential_buckets(0.000_05, 2.0, 16))
@@ -104,13 +111,11 @@ fn histogram() -> Histogram {
 /// The host's metrics.
 pub struct Metrics {
     registry: Registry,
-    questions: Family<QuestionLabels, Counter>,
     decision_seconds: Histogram,
     plugin_seconds: Family<PluginLabels, Histogram>,
     plugin_failures: Family<FailureLabels, Counter>,
     rule_hits: Family<RuleLabels, Counter>,
-    shadow_answers: Family<ShadowLabels, Counter>,
-    takeovers: Counter,
+    shadow_answers: Family<ShadowLabels, Gauge>,
     plugins: Family<StateLabels, Gauge>,
     waiting: Gauge,
     connections: Gauge,
@@ -125,8 +130,11 @@ pub struct Metrics {
     /// PostgreSQL's leases: renewed, renewal rounds failed, lost, taken over, retried statements.
     leases: [Counter; 5],
     seen_leases: Mutex<crate::audit::stats::Leases>,
-    /// When each question still open was asked, by (session, question id).
-    asked: Mutex<HashMap<(String, String), SystemTime>>,
+    /// `questions` for each (outcome, by), made once: counting a decision allocates nothing.
+    question_counters: Vec<((Outcome, &'static str), Counter)>,
+    /// Rule counters and plugin histograms already made, found without allocating.
+    rule_cache: std::sync::RwLock<HashMap<(String, &'static str), Counter>>,
+    plugin_cache: std::sync::RwLock<HashMap<String, Histogram>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -138,6 +146,87 @@ impl std::fmt::Debug for Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+impl DecisionObserver for Metrics {
+    fn settled(&self, d: &Settlement<'_>) {
+        let by = match (d.answerer, d.failure) {
+            (_, Some(_)) => by::FAILURE,
+            _ if d.outside => by::PERSON,
+            (Some(a), None) if a.starts_with("rule:") => by::RULE,
+            (Some(a), None) if a == crate::rules::protect::GATE_NAME => by::PROTECTION,
+            (Some(_), None) => by::PLUGIN,
+            (None, None) if d.outcome == Outcome::Rejected => by::POLICY,
+            (None, None) => by::NOBODY,
+        };
+        if let Some((_, counter)) = self
+            .question_counters
+            .iter()
+            .find(|((outcome, b), _)| *outcome == d.outcome && *b == by)
+        {
+            counter.inc();
+        }
+        let seconds = d.took.as_secs_f64();
+        self.decision_seconds.observe(seconds);
+        if by == by::PLUGIN
+            && let Some(plugin) = d.answerer
+        {
+            self.plugin_histogram(plugin).observe(seconds);
+        }
+        if let Some(f) = d.failure {
+            self.plugin_failures
+                .get_or_create(&FailureLabels {
+                    plugin: f.plugin.clone().unwrap_or_else(|| "host".to_owned()),
+                    kind: f.kind.to_string(),
+                })
+                .inc();
+        }
+        if let Some(rule) = d.rule {
+            let effect = if d.outcome == Outcome::AllowedOnce {
+                "allow"
+            } else {
+                "reject"
+            };
+            self.rule_counter(rule, effect).inc();
+        }
+    }
+}
+
+/// A rule counter's key, looked up by borrowed parts.
+trait RuleKey {
+    fn parts(&self) -> (&str, &str);
+}
+
+impl RuleKey for (String, &'static str) {
+    fn parts(&self) -> (&str, &str) {
+        (&self.0, self.1)
+    }
+}
+
+impl RuleKey for (&str, &'static str) {
+    fn parts(&self) -> (&str, &str) {
+        (self.0, self.1)
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn RuleKey + 'a> for (String, &'static str) {
+    fn borrow(&self) -> &(dyn RuleKey + 'a) {
+        self
+    }
+}
+
+impl PartialEq for dyn RuleKey + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn RuleKey + '_ {}
+
+impl std::hash::Hash for dyn RuleKey + '_ {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.parts().hash(state);
     }
 }
 
@@ -154,7 +243,7 @@ impl Metrics {
         let decision_seconds = histogram();
         registry.register(
             "approval_decision_seconds",
-            "From a question's approval/asked to its approval/decided, as the log records them",
+            "From a request's start to its durable decision",
             decision_seconds.clone(),
         );
         let plugin_seconds =
@@ -176,17 +265,11 @@ impl Metrics {
             "Questions a standing rule decided, by rule id and effect",
             rule_hits.clone(),
         );
-        let shadow_answers = Family::<ShadowLabels, Counter>::default();
+        let shadow_answers = Family::<ShadowLabels, Gauge>::default();
         registry.register(
             "approval_shadow_answers",
-            "Shadow plugins' answers: agreed, disagreed or failed",
+            "Shadow plugins' answers since their version loaded: agreed, disagreed, failed, dropped",
             shadow_answers.clone(),
-        );
-        let takeovers = Counter::default();
-        registry.register(
-            "approval_takeover_turn_ends",
-            "Turns ended by this host after taking a session over from a host that stopped answering",
-            takeovers.clone(),
         );
         let plugins = Family::<StateLabels, Gauge>::default();
         registry.register(
@@ -267,8 +350,22 @@ impl Metrics {
         ]) {
             registry.register(name, help, counter.clone());
         }
+        let question_counters = Outcome::ALL
+            .iter()
+            .flat_map(|&outcome| BY.iter().map(move |&by| ((outcome, by), outcome)))
+            .map(|(key, outcome)| {
+                let counter = questions
+                    .get_or_create(&QuestionLabels {
+                        outcome: outcome.as_str().to_owned(),
+                        by: key.1.to_owned(),
+                    })
+                    .clone();
+                (key, counter)
+            })
+            .collect();
         Metrics {
             registry,
+            question_counters,
             leases,
             seen_leases: Mutex::new(crate::audit::stats::leases()),
             commits,
@@ -276,110 +373,64 @@ impl Metrics {
             commit_seconds,
             failed_commits,
             seen_commits: Mutex::new(crate::audit::stats::commits()),
-            questions,
             decision_seconds,
             plugin_seconds,
             plugin_failures,
             rule_hits,
             shadow_answers,
-            takeovers,
             plugins,
             waiting,
             connections,
             sessions,
             refused,
-            asked: Mutex::new(HashMap::new()),
+            rule_cache: std::sync::RwLock::default(),
+            plugin_cache: std::sync::RwLock::default(),
         }
     }
 
-    /// Counts one durable record of `session`.
-    pub fn record(&self, session: &str, record: &Record) {
-        match &record.event {
-            Event::Asked(a) => {
-                let mut asked = self.asked.lock().unwrap_or_else(|p| p.into_inner());
-                if asked.len() < MAX_TIMED
-                    && let Ok(at) = humantime::parse_rfc3339(&record.ts)
-                {
-                    asked.insert((session.to_owned(), a.id.clone()), at);
-                }
-            }
-            Event::Decided(d) => {
-                let by = match (&d.answerer, &d.failure) {
-                    (_, Some(_)) => by::FAILURE,
-                    _ if d.outside => by::PERSON,
-                    (Some(a), None) if a.starts_with("rule:") => by::RULE,
-                    (Some(a), None) if a == crate::rules::protect::GATE_NAME => by::PROTECTION,
-                    (Some(_), None) => by::PLUGIN,
-                    (None, None) if d.outcome == Outcome::Rejected => by::POLICY,
-                    (None, None) => by::NOBODY,
-                };
-                self.questions
-                    .get_or_create(&QuestionLabels {
-                        outcome: d.outcome.as_str().to_owned(),
-                        by: by.to_owned(),
-                    })
-                    .inc();
-                if let Some(f) = &d.failure {
-                    self.plugin_failures
-                        .get_or_create(&FailureLabels {
-                            plugin: f.plugin.clone().unwrap_or_else(|| "host".to_owned()),
-                            kind: f.kind.to_string(),
-                        })
-                        .inc();
-                }
-                if let Some(rule) = &d.rule {
-                    self.rule_hits
-                        .get_or_create(&RuleLabels {
-                            rule: rule.id.clone(),
-                            effect: if d.outcome == Outcome::AllowedOnce {
-                                "allow"
-                            } else {
-                                "reject"
-                            }
-                            .to_owned(),
-                        })
-                        .inc();
-                }
-                let asked = self
-                    .asked
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&(session.to_owned(), d.id.clone()));
-                let took = asked.and_then(|at| {
-                    let decided = humantime::parse_rfc3339(&record.ts).ok()?;
-                    decided.duration_since(at).ok()
-                });
-                if let Some(took) = took {
-                    self.decision_seconds.observe(took.as_secs_f64());
-                    if by == by::PLUGIN
-                        && let Some(plugin) = &d.answerer
-                    {
-                        self.plugin_seconds
-                            .get_or_create(&PluginLabels {
-                                plugin: plugin.clone(),
-                            })
-                            .observe(took.as_secs_f64());
-                    }
-                }
-            }
-            Event::Shadowed(s) => {
-                let answer = match s.agrees {
-                    Some(true) => "agreed",
-                    Some(false) => "disagreed",
-                    None => "failed",
-                };
-                self.shadow_answers
-                    .get_or_create(&ShadowLabels {
-                        shadow: s.plugin.clone(),
-                        answer: answer.to_owned(),
-                    })
-                    .inc();
-            }
-            Event::TurnEndBy(t) if t.source == TurnEndSource::Takeover => {
-                self.takeovers.inc();
-            }
-            _ => {}
+    fn rule_counter(&self, rule: &str, effect: &'static str) -> Counter {
+        if let Some(c) = self
+            .rule_cache
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(rule, effect) as &dyn RuleKey)
+        {
+            return c.clone();
         }
+        let counter = self
+            .rule_hits
+            .get_or_create(&RuleLabels {
+                rule: rule.to_owned(),
+                effect: effect.to_owned(),
+            })
+            .clone();
+        self.rule_cache
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert((rule.to_owned(), effect), counter.clone());
+        counter
+    }
+
+    fn plugin_histogram(&self, plugin: &str) -> Histogram {
+        if let Some(h) = self
+            .plugin_cache
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(plugin)
+        {
+            return h.clone();
+        }
+        let histogram = self
+            .plugin_seconds
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_owned(),
+            })
+            .clone();
+        self.plugin_cache
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(plugin.to_owned(), histogram.clone());
+        histogram
     }
 
     /// The text Prometheus scrapes, with the states read from `server` now.
@@ -395,6 +446,21 @@ impl Metrics {
                     state: state.to_owned(),
                 })
                 .set(n);
+        }
+        for shadow in server.shadow_status() {
+            for (answer, n) in [
+                ("agreed", shadow.agreed),
+                ("disagreed", shadow.disagreed),
+                ("failed", shadow.failed),
+                ("dropped", shadow.dropped),
+            ] {
+                self.shadow_answers
+                    .get_or_create(&ShadowLabels {
+                        shadow: shadow.name.clone(),
+                        answer: answer.to_owned(),
+                    })
+                    .set(n as i64);
+            }
         }
         self.waiting
             .set(server.web_pending().map_or(0, |p| p.list().len() as i64));
@@ -522,13 +588,7 @@ impl Server {
         listener: tokio::net::TcpListener,
     ) -> Result<(), super::ServeError> {
         let metrics = Arc::new(Metrics::new());
-        let counting = metrics.clone();
-        let _subscription =
-            self.service()
-                .subscribe_all("metrics", move |session: &str, record: &Record| {
-                    counting.record(session, record);
-                    Ok(())
-                });
+        self.service().set_observer(Some(metrics.clone()));
         axum::serve(listener, router(self.clone(), metrics))
             .await
             .map_err(|e| super::ServeError::Io(format!("metrics: {e}")))

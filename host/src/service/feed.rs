@@ -1,6 +1,7 @@
 //! Feeding a recorded session into a service: how a dry run (`replay`) rebuilds, event by event,
 //! the state a recorded question was asked in (its calls' arguments, the session's modes and
-//! policy, its session rules, its turns) before asking the question again.
+//! policy, its session rules, its turns) before asking the question again. Crate-only: it
+//! appends session rules without vetting them, which only a scratch service may do.
 
 use super::{ApprovalError, ApprovalService};
 use crate::agent::Agent;
@@ -16,7 +17,11 @@ impl ApprovalService {
     /// # Errors
     /// The event does not fit the session as fed so far (the fold refuses it), or the append
     /// failed.
-    pub async fn feed(&self, session_id: &str, event: &Event) -> Result<bool, ApprovalError> {
+    pub(crate) async fn feed(
+        &self,
+        session_id: &str,
+        event: &Event,
+    ) -> Result<bool, ApprovalError> {
         match event {
             Event::TurnStart => self.start_turn(session_id).await?,
             Event::TurnEnd | Event::TurnEndBy(_) => self.end_turn(session_id).await?,
@@ -61,7 +66,7 @@ impl ApprovalService {
     ///
     /// # Errors
     /// As opening the session.
-    pub async fn agent_as(
+    pub(crate) async fn agent_as(
         &self,
         session_id: &str,
         agent_id: &str,

@@ -2,7 +2,8 @@
 //! holds the service itself: its sessions (opened, reopened, resumed), turns, agents and
 //! subagents, policy and sandbox switches, subscriptions and checkpoints. A question's way
 //! through the seam is in `request`, standing rules and built-in protections on the service in
-//! `standing`, its errors in `error`, how a dry run rebuilds a recorded session in `feed`.
+//! `standing`, its errors in `error`, how a dry run rebuilds a recorded session in `feed`, what
+//! counts settled questions in `observe`.
 //!
 //! [`ApprovalService::request`] does, in this order: refuse with an error when the session has no
 //! open turn, appending nothing; append `approval/asked` with a fresh UUID; decide (an
@@ -37,6 +38,7 @@ use crate::waterfall::{AfterDecision, Listener, Position, Registration, Scope, W
 
 mod error;
 mod feed;
+pub mod observe;
 mod request;
 mod standing;
 
@@ -65,6 +67,8 @@ struct Inner {
     redaction: RedactionCell,
     /// What sees each question after its decision (the shadow plugins), when set.
     after: std::sync::RwLock<Option<Arc<dyn AfterDecision>>>,
+    /// What counts every settled question (the metrics), when set.
+    observer: std::sync::RwLock<Option<Arc<dyn observe::DecisionObserver>>>,
 }
 
 /// The approval service: sessions and their logs, turns, policy, and the waterfall.
@@ -99,6 +103,7 @@ impl ApprovalService {
                 subscribers: Arc::default(),
                 redaction: RedactionCell::default(),
                 after: std::sync::RwLock::new(None),
+                observer: std::sync::RwLock::new(None),
                 checkpointer: std::sync::RwLock::new(None),
                 rules: std::sync::RwLock::new(None),
                 protected: std::sync::RwLock::new(None),
@@ -139,6 +144,24 @@ impl ApprovalService {
     /// the decision's path: the shadow plugins.
     pub fn set_after_decision(&self, after: Option<Arc<dyn AfterDecision>>) {
         *self.inner.after.write().unwrap_or_else(|p| p.into_inner()) = after;
+    }
+
+    /// Sets (or with `None`, clears) what counts every settled question: see
+    /// [`observe::DecisionObserver`].
+    pub fn set_observer(&self, observer: Option<Arc<dyn observe::DecisionObserver>>) {
+        *self
+            .inner
+            .observer
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = observer;
+    }
+
+    pub(super) fn observer(&self) -> Option<Arc<dyn observe::DecisionObserver>> {
+        self.inner
+            .observer
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub(super) fn after_decision(&self) -> Option<Arc<dyn AfterDecision>> {

@@ -10,6 +10,7 @@ use std::task::Poll;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use super::observe::Settlement;
 use super::{ApprovalError, ApprovalService};
 use crate::agent::Agent;
 use crate::audit::error::LogError;
@@ -140,6 +141,8 @@ impl ApprovalService {
     /// # Errors
     /// As [`ApprovalService::request`].
     pub async fn ask(&self, request: ApprovalRequest) -> Result<Verdict, ApprovalError> {
+        let observer = self.observer();
+        let started = observer.as_ref().map(|_| std::time::Instant::now());
         let ApprovalRequest {
             agent,
             tool_name,
@@ -235,9 +238,22 @@ impl ApprovalService {
             digest: record.digest.clone(),
             failure: record.failure.clone(),
         };
+        let rule = observer
+            .as_ref()
+            .and_then(|_| record.rule.as_ref().map(|r| r.id.clone()));
         let ticket = unsettled.settle(record)?;
         // The outcome is withheld until its decision is durable.
         ticket.wait().await?;
+        if let (Some(observer), Some(started)) = (&observer, started) {
+            observer.settled(&Settlement {
+                outcome: verdict.outcome,
+                answerer: verdict.answerer.as_deref(),
+                outside: answered_outside,
+                failure: verdict.failure.as_ref(),
+                rule: rule.as_deref(),
+                took: started.elapsed(),
+            });
+        }
         if let (Some(question), Some(after)) = (&question, self.after_decision())
             && verdict.outcome != Outcome::Cancelled
         {
