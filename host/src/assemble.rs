@@ -67,6 +67,15 @@ pub enum AssembleError {
         #[source]
         source: DbError,
     },
+    /// The deployment's `[telemetry]` exporter could not start.
+    #[error("{file}: {source}")]
+    Telemetry {
+        /// The deployment file.
+        file: String,
+        /// Why.
+        #[source]
+        source: crate::telemetry::TelemetryError,
+    },
 }
 
 /// How a deployment is named in errors: its file, or `default` for the embedded one.
@@ -353,6 +362,28 @@ pub fn reload_plugins(
     service.set_default_policy(deployment.default_policy);
     service.set_redaction(deployment.redact.clone());
     report
+}
+
+/// Starts the deployment's `[telemetry]`, when it has one, tracing every question `service`
+/// settles from now on. Call [`Telemetry::shutdown`](crate::telemetry::Telemetry::shutdown)
+/// before the process ends, or the last traces are lost.
+///
+/// # Errors
+/// [`AssembleError::Telemetry`] when the exporter cannot start.
+pub fn telemetry(
+    service: &ApprovalService,
+    deployment: &Deployment,
+) -> Result<Option<Arc<crate::telemetry::Telemetry>>, AssembleError> {
+    let Some(config) = &deployment.telemetry else {
+        return Ok(None);
+    };
+    let telemetry =
+        crate::telemetry::Telemetry::start(config).map_err(|source| AssembleError::Telemetry {
+            file: file_of(deployment),
+            source,
+        })?;
+    service.add_observer(telemetry.clone());
+    Ok(Some(telemetry))
 }
 
 /// The Claude Code hook's options: the deployment's `[claude-code]`, with the command line's

@@ -90,6 +90,9 @@ pub struct HookInput {
     pub cwd: Option<String>,
     /// Claude Code's permission mode.
     pub permission_mode: Option<String>,
+    /// The harness's trace (`TRACEPARENT` in the hook's environment, or the forwarding request's
+    /// `_meta.traceparent`); not part of Claude Code's input.
+    pub trace_parent: Option<crate::service::TraceParent>,
 }
 
 impl HookInput {
@@ -136,6 +139,7 @@ impl HookInput {
             tool_use_id: optional("tool_use_id"),
             cwd: optional("cwd"),
             permission_mode: optional("permission_mode"),
+            trace_parent: None,
         })
     }
 }
@@ -295,6 +299,9 @@ pub async fn ask_until(
         }
         if let Some(cwd) = &input.cwd {
             request = request.cwd(cwd.clone());
+        }
+        if let Some(parent) = input.trace_parent {
+            request = request.trace_parent(parent);
         }
         service.ask(request).await
     }

@@ -75,6 +75,7 @@ pub mod rules;
 pub mod serve;
 pub mod service;
 mod session;
+pub mod telemetry;
 pub mod tools;
 pub mod waterfall;
 

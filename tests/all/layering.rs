@@ -11,7 +11,7 @@ const LAYERS: &[&[&str]] = &[
     &["serve"],
     &["assemble", "replay"],
     &["config"],
-    &["acp", "claude_code", "tools", "conformance"],
+    &["acp", "claude_code", "tools", "conformance", "telemetry"],
     &["service"],
     &["rules", "plugin"],
     &["waterfall"],

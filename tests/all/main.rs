@@ -46,4 +46,5 @@ mod subscribe;
 mod support;
 mod tamper;
 mod tools;
+mod traces;
 mod trust_boundary;

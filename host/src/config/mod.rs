@@ -29,6 +29,7 @@ mod read;
 pub mod rules;
 mod sandbox;
 pub mod store;
+mod telemetry;
 pub mod token;
 pub use locate::Location;
 
@@ -129,6 +130,8 @@ pub struct Deployment {
     /// `[[plugin]] cases = "…"`: per plugin name, the conformance cases a version must pass
     /// before it serves (at start and at every reload).
     pub plugin_cases: std::collections::BTreeMap<String, PathBuf>,
+    /// `[telemetry]`: where traces go; no tracing when omitted.
+    pub telemetry: Option<crate::telemetry::TelemetryConfig>,
 }
 
 /// `[claude-code]` (`when-undecided = "ask" | "defer"`, `defer-in-modes = ["plan", ...]`):
@@ -140,7 +143,7 @@ type Section = fn(&Ctx, &Value, &mut Deployment) -> Result<(), ConfigError>;
 
 /// The top-level keys of a deployment file, as the unknown-key message lists them, and their
 /// parsers.
-pub const SECTIONS: [(&str, &str); 12] = [
+pub const SECTIONS: [(&str, &str); 13] = [
     ("approval", "[approval]"),
     ("sandbox", "[sandbox]"),
     ("audit", "[audit]"),
@@ -153,6 +156,7 @@ pub const SECTIONS: [(&str, &str); 12] = [
     ("hook", "[[hook]]"),
     ("token", "[[token]]"),
     ("limits", "[limits]"),
+    ("telemetry", "[telemetry]"),
 ];
 
 fn section(key: &str) -> Option<Section> {
@@ -169,6 +173,7 @@ fn section(key: &str) -> Option<Section> {
         "hook" => hooks,
         "token" => tokens,
         "limits" => limits::parse,
+        "telemetry" => telemetry::parse,
         _ => return None,
     })
 }
@@ -278,6 +283,7 @@ impl Deployment {
             web_answerer: None,
             limits: limits::Limits::default(),
             plugin_cases: std::collections::BTreeMap::new(),
+            telemetry: None,
         }
     }
 

@@ -76,7 +76,8 @@ pub(super) async fn call(
     let input = params
         .get("input")
         .ok_or_else(|| RpcError::params("missing input"))?;
-    let input = HookInput::from_value(input).map_err(RpcError::params)?;
+    let mut input = HookInput::from_value(input).map_err(RpcError::params)?;
+    input.trace_parent = super::rpc::trace_parent(params);
     let mut options = base;
     if let Some(w) = opt_str_param(params, "whenUndecided")? {
         options.when_undecided = w.parse::<WhenUndecided>().map_err(RpcError::params)?;

@@ -184,6 +184,9 @@ impl Server {
                 if let Some(r) = opt_str_param(&params, "reason")? {
                     request = request.reason(r);
                 }
+                if let Some(parent) = rpc::trace_parent(&params) {
+                    request = request.trace_parent(parent);
+                }
                 let key = id.to_string();
                 conn.lock_inflight().insert(key.clone(), token);
                 let result = service.ask(request).await;

@@ -121,6 +121,8 @@ struct Inner {
     /// The questions waiting on the web console, when the deployment has `[[answerer]] kind =
     /// "web"`; its registration keeps it in the waterfall.
     web: Option<(Arc<console::pending::Pending>, Registration)>,
+    /// The deployment's `[telemetry]` (read at start; a reload keeps it).
+    telemetry: Option<Arc<crate::telemetry::Telemetry>>,
 }
 
 /// A running host.
@@ -168,6 +170,7 @@ impl Server {
         let service = ApprovalService::with_store(store, deployment.default_policy);
         // A server always keeps standing rules: its clients may add them at any time.
         assemble::prepare(&service, &deployment, &options.state_dir, true)?;
+        let telemetry = assemble::telemetry(&service, &deployment)?;
         let hook_options = assemble::hook_options(&deployment, None);
         let gatekeeper = Arc::new(auth::Gatekeeper::new(deployment.tokens.clone()));
         gatekeeper.set_failure_capacity(deployment.limits.failed_login_addresses);
@@ -219,6 +222,7 @@ impl Server {
                 stopping: tokio_util::sync::CancellationToken::new(),
                 asking: tokio_util::task::TaskTracker::new(),
                 web,
+                telemetry,
             }),
         })
     }
@@ -313,6 +317,15 @@ impl Server {
             if let Err(e) = self.inner.service.end_turn_if_open(&session).await {
                 tracing::warn!(session, error = %e, "could not end the turn at shutdown");
             }
+        }
+        self.finish_traces().await;
+    }
+
+    /// Exports the traces of every question settled so far and stops tracing: what a process
+    /// does last, whichever way the server ended (a stop, stdin closed, a listener failing).
+    pub async fn finish_traces(&self) {
+        if let Some(telemetry) = self.inner.telemetry.clone() {
+            let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
         }
     }
 

@@ -81,6 +81,20 @@ pub fn str_param<'a>(params: &'a Value, name: &str) -> Result<&'a str, RpcError>
     }
 }
 
+/// The caller's trace from `params._meta.traceparent`, when it sent a valid one. A malformed
+/// value is ignored (the question gets a trace of its own), never an error: tracing must not
+/// change whether a call is answered.
+pub fn trace_parent(params: &Value) -> Option<crate::service::TraceParent> {
+    let value = params.get("_meta")?.get("traceparent")?.as_str()?;
+    match value.parse() {
+        Ok(parent) => Some(parent),
+        Err(e) => {
+            tracing::debug!(error = %e, "ignored the request's _meta.traceparent");
+            None
+        }
+    }
+}
+
 /// Reads an optional string param.
 pub fn opt_str_param<'a>(params: &'a Value, name: &str) -> Result<Option<&'a str>, RpcError> {
     match params.get(name) {

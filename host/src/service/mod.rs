@@ -3,7 +3,7 @@
 //! subagents, policy and sandbox switches, subscriptions and checkpoints. A question's way
 //! through the seam is in `request`, standing rules and built-in protections on the service in
 //! `standing`, its errors in `error`, how a dry run rebuilds a recorded session in `feed`, what
-//! counts settled questions in `observe`.
+//! counts and traces settled questions in `observe`, a caller's trace in `traceparent`.
 //!
 //! [`ApprovalService::request`] does, in this order: refuse with an error when the session has no
 //! open turn, appending nothing; append `approval/asked` with a fresh UUID; decide (an
@@ -41,9 +41,11 @@ mod feed;
 pub mod observe;
 mod request;
 mod standing;
+mod traceparent;
 
 pub use error::ApprovalError;
 pub use request::{ApprovalRequest, Verdict};
+pub use traceparent::{BadTraceParent, TraceParent};
 
 /// How long reopening a session this process has just closed waits out a lock still held by a
 /// forked child that has not exec'd yet.
@@ -154,6 +156,19 @@ impl ApprovalService {
             .observer
             .write()
             .unwrap_or_else(|p| p.into_inner()) = observer;
+    }
+
+    /// Adds `observer` beside any already set: both see every settled question.
+    pub fn add_observer(&self, observer: Arc<dyn observe::DecisionObserver>) {
+        let mut slot = self
+            .inner
+            .observer
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
+        *slot = Some(match slot.take() {
+            Some(existing) => Arc::new(observe::Fanout(vec![existing, observer])),
+            None => observer,
+        });
     }
 
     pub(super) fn observer(&self) -> Option<Arc<dyn observe::DecisionObserver>> {

@@ -10,7 +10,8 @@ use std::task::Poll;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::observe::Settlement;
+use super::observe::{Detail, Settlement};
+use super::traceparent::TraceParent;
 use super::{ApprovalError, ApprovalService};
 use crate::agent::Agent;
 use crate::audit::error::LogError;
@@ -20,7 +21,7 @@ use crate::audit::log::{Appended, Ticket};
 use crate::outcome::Outcome;
 use crate::policy::Policy;
 use crate::session::{InFlight, Session};
-use crate::waterfall::{Question, Settled, Waterfall};
+use crate::waterfall::{Hops, Question, Settled, Waterfall};
 
 /// One approval question, as an asker poses it. Carries no tool arguments.
 #[derive(Debug, Clone)]
@@ -34,6 +35,8 @@ pub struct ApprovalRequest {
     /// Set when a listener reads the call's arguments (a dry run reports decisions made on
     /// redacted values).
     arguments_read: Option<Arc<AtomicBool>>,
+    /// The caller's trace, which the question's spans continue.
+    trace_parent: Option<TraceParent>,
 }
 
 /// How a request settled, with what the deciding listener said: what an asker needs to write the
@@ -86,7 +89,14 @@ impl ApprovalRequest {
             cwd: None,
             cancel: None,
             arguments_read: None,
+            trace_parent: None,
         }
+    }
+
+    /// The caller's trace (W3C `traceparent`): a traced host makes the question's span its child.
+    pub fn trace_parent(mut self, parent: TraceParent) -> Self {
+        self.trace_parent = Some(parent);
+        self
     }
 
     /// Sets `flag` when any listener reads the call's arguments (or another call's).
@@ -143,6 +153,15 @@ impl ApprovalService {
     pub async fn ask(&self, request: ApprovalRequest) -> Result<Verdict, ApprovalError> {
         let observer = self.observer();
         let started = observer.as_ref().map(|_| std::time::Instant::now());
+        // A traced question records its steps; the rest pay nothing for it.
+        let traced = match (&observer, started) {
+            (Some(o), Some(origin)) if o.wants_detail() => Some((
+                std::time::SystemTime::now(),
+                Arc::new(Hops::new(origin)),
+                request.tool_name.clone(),
+            )),
+            _ => None,
+        };
         let ApprovalRequest {
             agent,
             tool_name,
@@ -151,11 +170,13 @@ impl ApprovalService {
             cwd,
             cancel,
             arguments_read,
+            trace_parent,
         } = request;
         let session = agent.session().clone();
         let in_flight = session.enter()?;
         let ask_cancel = in_flight.turn.child_token();
         let id = Uuid::new_v4().to_string();
+        let question_id = traced.as_ref().map(|_| id.clone());
         let asked = Asked {
             id: id.clone(),
             tool_name: tool_name.clone(),
@@ -192,6 +213,7 @@ impl ApprovalService {
             unsettled.id = None;
             return Err(e.into());
         }
+        let asked_durable = traced.as_ref().map(|(_, hops, _)| hops.now());
 
         let caller_cancelled = cancel.as_ref().is_some_and(|t| t.is_cancelled());
         let mut question = None;
@@ -212,9 +234,11 @@ impl ApprovalService {
                 ask_cancel.clone(),
                 cancel.clone(),
                 arguments_read,
+                traced.as_ref().map(|(_, hops, _)| hops.clone()),
             ));
             decide(&self.inner.waterfall, asked, &ask_cancel, cancel.as_ref()).await
         };
+        let decided_at = traced.as_ref().map(|(_, hops, _)| hops.now());
         let made = match (&settled.proposal, &question) {
             (Some(proposal), Some(question)) => Some(
                 self.accept_proposal(session.id(), &settled, proposal, question)
@@ -245,13 +269,27 @@ impl ApprovalService {
         // The outcome is withheld until its decision is durable.
         ticket.wait().await?;
         if let (Some(observer), Some(started)) = (&observer, started) {
+            let took = started.elapsed();
+            let hops = traced.as_ref().map(|(_, hops, _)| hops.take());
+            let detail = traced.as_ref().map(|(wall, _, tool)| Detail {
+                session: session.id(),
+                question: question_id.as_deref().unwrap_or_default(),
+                tool,
+                digest: verdict.digest.as_deref(),
+                parent: trace_parent,
+                started: *wall,
+                asked_durable: asked_durable.unwrap_or_default(),
+                hops: hops.as_deref().unwrap_or_default(),
+                settled: decided_at.unwrap_or_default(),
+            });
             observer.settled(&Settlement {
                 outcome: verdict.outcome,
                 answerer: verdict.answerer.as_deref(),
                 outside: answered_outside,
                 failure: verdict.failure.as_ref(),
                 rule: rule.as_deref(),
-                took: started.elapsed(),
+                took,
+                detail: detail.as_ref(),
             });
         }
         if let (Some(question), Some(after)) = (&question, self.after_decision())

@@ -10,14 +10,16 @@
 //! fails closed. A request already running keeps the listeners it started with.
 //!
 //! The files: `listener.rs` (what an answerer implements), `question.rs` (what it is asked),
-//! `after.rs` (what sees a question once it is settled); this file keeps the ordered list and
-//! walks it.
+//! `after.rs` (what sees a question once it is settled), `hops.rs` (each listener's turn, for a
+//! traced question); this file keeps the ordered list and walks it.
 
 mod after;
+mod hops;
 mod listener;
 mod question;
 
 pub use after::AfterDecision;
+pub use hops::{Hop, HopAnswer, Hops};
 pub use listener::{AnswerFuture, Explained, ImmediateAnswer, Listener, ListenerFuture};
 pub use question::Question;
 
@@ -318,6 +320,7 @@ impl Waterfall {
                 tracing::error!(listener = %entry.name, question = question.id(), error = %e, "the question could not be made durable; it is not sent");
                 return Settled::failed(&entry.name, None, Failure::error(e.to_string()));
             }
+            let asked_at = question.hops().map(Hops::now);
             // A panic may come from answering at once, from building the future or from polling
             // it; all are contained.
             let mut version = None;
@@ -351,6 +354,23 @@ impl Waterfall {
                 },
                 Err(payload) => Err(payload),
             };
+            if let (Some(hops), Some(start)) = (question.hops(), asked_at) {
+                hops.push(Hop {
+                    listener: entry.name.clone(),
+                    version: version.clone(),
+                    outside: entry.listener.leaves_process(),
+                    start,
+                    end: hops.now(),
+                    answer: match &answer {
+                        Ok(Ok(a)) => a
+                            .decision
+                            .outcome()
+                            .map_or(HopAnswer::Next, HopAnswer::Decided),
+                        Ok(Err(f)) => HopAnswer::Failed(f.kind),
+                        Err(_) => HopAnswer::Failed(FailureKind::Panic),
+                    },
+                });
+            }
             let failure = match answer {
                 Ok(Ok(Answer {
                     decision: Decision::Next,

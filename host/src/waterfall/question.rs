@@ -30,6 +30,8 @@ struct QuestionInner {
     /// The listeners that said `next` before the question reached one outside the process
     /// (filled only then: a person may want to know which gates passed it on).
     passed: std::sync::Mutex<Vec<String>>,
+    /// Where the waterfall records each listener's turn, when the question is traced.
+    hops: Option<Arc<super::hops::Hops>>,
 }
 
 /// What a listener is asked: the request's identity, without tool arguments. Cheap to clone.
@@ -52,6 +54,7 @@ impl Question {
         cancel: CancellationToken,
         caller: Option<CancellationToken>,
         arguments_read: Option<Arc<std::sync::atomic::AtomicBool>>,
+        hops: Option<Arc<super::hops::Hops>>,
     ) -> Self {
         Question {
             inner: Arc::new(QuestionInner {
@@ -68,6 +71,7 @@ impl Question {
                 sandbox_mode,
                 arguments_read,
                 passed: std::sync::Mutex::default(),
+                hops,
             }),
         }
     }
@@ -86,6 +90,7 @@ impl Question {
             q.cwd.clone(),
             q.sandbox_mode,
             CancellationToken::new(),
+            None,
             None,
             None,
         )
@@ -185,6 +190,11 @@ impl Question {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// Where the waterfall records each listener's turn, when the question is traced.
+    pub(super) fn hops(&self) -> Option<&super::hops::Hops> {
+        self.inner.hops.as_deref()
     }
 
     /// Records the listeners that said `next` before one that leaves the process.

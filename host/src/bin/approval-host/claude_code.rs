@@ -59,7 +59,11 @@ pub fn unreachable_note(socket: &Path, why: &str) -> String {
 
 /// Runs the hook on `text` (its stdin); returns what to print (nothing when deferred).
 pub fn run(ctx: &crate::Context, options: &Options, text: &str) -> Result<Option<String>> {
-    let input = HookInput::parse(text).map_err(super::UsageError)?;
+    let mut input = HookInput::parse(text).map_err(super::UsageError)?;
+    // A malformed value only means the question is traced on a trace of its own.
+    input.trace_parent = std::env::var(approval_host::telemetry::TRACEPARENT_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok());
     let deployment = match &options.config {
         Some(path) => Some(Deployment::load(path)?),
         None => None,
@@ -69,7 +73,7 @@ pub fn run(ctx: &crate::Context, options: &Options, text: &str) -> Result<Option
         return in_process(ctx, &deployment, &input, options.when_undecided, None);
     };
     let raw: Value = serde_json::from_str(text).map_err(|e| super::UsageError(e.to_string()))?;
-    let why = match through_server(socket, &raw, options) {
+    let why = match through_server(socket, &raw, input.trace_parent, options) {
         Ok(printed) => return Ok(printed),
         Err(why) => why,
     };
@@ -100,6 +104,7 @@ pub fn run(ctx: &crate::Context, options: &Options, text: &str) -> Result<Option
 fn through_server(
     socket: &Path,
     input: &Value,
+    trace_parent: Option<approval_host::service::TraceParent>,
     options: &Options,
 ) -> Result<Option<String>, String> {
     let deadline = Instant::now() + options.timeout;
@@ -115,6 +120,9 @@ fn through_server(
     let mut params = json!({ "input": input });
     if let Some(w) = options.when_undecided {
         params["whenUndecided"] = json!(w.as_str());
+    }
+    if let Some(parent) = trace_parent {
+        params["_meta"] = json!({"traceparent": parent.to_string()});
     }
     let mut line = String::new();
     // A server whose deployment declares tokens wants one first.
@@ -184,8 +192,10 @@ fn in_process(
 ) -> Result<Option<String>> {
     let state_dir = ctx.dir.as_path();
     let runtime = tokio::runtime::Runtime::new()?;
-    runtime.block_on(async {
+    let mut telemetry = None;
+    let answered = runtime.block_on(async {
         let service = crate::wiring::service(ctx, deployment)?;
+        telemetry = approval_host::assemble::telemetry(&service, deployment)?;
         let _plugins = crate::wiring::mount(&service, deployment, state_dir, ctx.quiet)?;
         let started = Instant::now();
         // Claude Code runs hooks of parallel tool calls at once; one process writes a log at a
@@ -215,7 +225,12 @@ fn in_process(
             }
             o.to_string()
         }))
-    })
+    });
+    if let Some(telemetry) = telemetry {
+        // The question's trace leaves before the process does.
+        telemetry.shutdown();
+    }
+    answered
 }
 
 #[derive(clap::Subcommand, Debug)]

@@ -232,18 +232,19 @@ async fn serve(
         }
         server.shutdown().await;
     };
-    tokio::select! {
-        () = stdio => {}
-        served = tcp => served?,
-        served = unix => served?,
-        served = web => served?,
-        served = scraped => served?,
-        () = stop => {}
-    }
+    let ended: Result<()> = tokio::select! {
+        () = stdio => Ok(()),
+        served = tcp => served.map_err(Into::into),
+        served = unix => served.map_err(Into::into),
+        served = web => served.map_err(Into::into),
+        served = scraped => served.map_err(Into::into),
+        () = stop => Ok(()),
+    };
+    server.finish_traces().await;
     if let Some(path) = &socket {
         let _ = std::fs::remove_file(path);
     }
-    Ok(())
+    ended
 }
 
 /// `--metrics ADDR`, which must be a loopback address: the endpoint has no TLS and no token.
