@@ -65,6 +65,7 @@ pub mod bundled;
 pub mod claude_code;
 pub mod config;
 pub mod conformance;
+mod idle;
 pub mod outcome;
 pub mod pem;
 pub mod plugin;

@@ -190,6 +190,19 @@ pub enum FailureKind {
 }
 
 impl FailureKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [FailureKind; 9] = [
+        FailureKind::Error,
+        FailureKind::Panic,
+        FailureKind::InvalidResult,
+        FailureKind::Trap,
+        FailureKind::Timeout,
+        FailureKind::Memory,
+        FailureKind::StackOverflow,
+        FailureKind::Interrupted,
+        FailureKind::Quarantined,
+    ];
+
     /// The wire spelling, e.g. `invalid-result`.
     pub const fn as_str(self) -> &'static str {
         match self {

@@ -19,7 +19,7 @@ const LAYERS: &[&[&str]] = &[
     &["session"],
     &["audit"],
     &["answer"],
-    &["outcome", "policy", "pem", "private", "bundled"],
+    &["outcome", "policy", "pem", "private", "bundled", "idle"],
 ];
 
 /// The crate-root re-exports of `audit`'s modules: for embedders, never for the crate itself.

@@ -171,24 +171,6 @@ const MAX_NAP: std::time::Duration = std::time::Duration::from_millis(10);
 /// shadows in batches rather than one wake-up each.
 const MIN_NAP: std::time::Duration = std::time::Duration::from_millis(1);
 
-/// Puts the calling (shadow) thread in Linux's idle scheduling class: it runs on a core only when
-/// nothing else there wants to, so a thread that decides is never made to wait for a shadow.
-/// Where that class is refused, the lowest priority of the normal class.
-fn lower_priority() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: `param` outlives the call; gettid and setpriority take no pointers; on Linux a
-    // thread id names one thread.
-    unsafe {
-        let tid = libc::gettid();
-        let param = libc::sched_param { sched_priority: 0 };
-        if libc::sched_setscheduler(tid, libc::SCHED_IDLE, &param) != 0
-            && libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19) != 0
-        {
-            tracing::debug!("a shadow thread keeps its priority");
-        }
-    }
-}
-
 /// Whether a shadow's answer agrees with the real decision: the same outcome, or a pass on a
 /// question its deciding version (the plugin of the same name) did not decide either.
 pub fn agrees(would: Would, decided: Outcome, answerer: Option<&str>, name: &str) -> Option<bool> {
@@ -303,7 +285,7 @@ pub const MAX_QUEUED: usize = 1024;
 /// log once the session has been quiet for [`QUIET`] (or [`FLUSH_AT`] answers are held), so the
 /// records never contend for the log with a question being decided.
 fn work(queue: &Queue, shadows: &[Arc<Shadow>], pending: &(AtomicU64, tokio::sync::Notify)) {
-    lower_priority();
+    crate::idle::lower_priority();
     let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

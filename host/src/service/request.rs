@@ -155,11 +155,9 @@ impl ApprovalService {
         let started = observer.as_ref().map(|_| std::time::Instant::now());
         // A traced question records its steps; the rest pay nothing for it.
         let traced = match (&observer, started) {
-            (Some(o), Some(origin)) if o.wants_detail() => Some((
-                std::time::SystemTime::now(),
-                Arc::new(Hops::new(origin)),
-                request.tool_name.clone(),
-            )),
+            (Some(o), Some(origin)) if o.wants_detail() => {
+                Some((std::time::SystemTime::now(), origin))
+            }
             _ => None,
         };
         let ApprovalRequest {
@@ -176,7 +174,6 @@ impl ApprovalService {
         let in_flight = session.enter()?;
         let ask_cancel = in_flight.turn.child_token();
         let id = Uuid::new_v4().to_string();
-        let question_id = traced.as_ref().map(|_| id.clone());
         let asked = Asked {
             id: id.clone(),
             tool_name: tool_name.clone(),
@@ -213,15 +210,17 @@ impl ApprovalService {
             unsettled.id = None;
             return Err(e.into());
         }
-        let asked_durable = traced.as_ref().map(|(_, hops, _)| hops.now());
+        let asked_durable = traced.map(|(_, origin)| origin.elapsed());
 
         let caller_cancelled = cancel.as_ref().is_some_and(|t| t.is_cancelled());
         let mut question = None;
+        // Moved into the question when the waterfall runs; kept here (for a tracer) otherwise.
+        let mut names = Some((id, tool_name));
         let settled = if caller_cancelled || ask_cancel.is_cancelled() {
             Settled::plain(Outcome::Cancelled)
         } else if own_policy.unwrap_or_else(|| self.default_policy()) == Policy::Never {
             Settled::plain(Outcome::Rejected)
-        } else {
+        } else if let Some((id, tool_name)) = names.take() {
             let asked = question.insert(Question::new(
                 id,
                 asked_seq,
@@ -234,11 +233,13 @@ impl ApprovalService {
                 ask_cancel.clone(),
                 cancel.clone(),
                 arguments_read,
-                traced.as_ref().map(|(_, hops, _)| hops.clone()),
+                traced.map(|(_, origin)| origin),
             ));
             decide(&self.inner.waterfall, asked, &ask_cancel, cancel.as_ref()).await
+        } else {
+            Settled::plain(Outcome::Unavailable)
         };
-        let decided_at = traced.as_ref().map(|(_, hops, _)| hops.now());
+        let decided_at = traced.map(|(_, origin)| origin.elapsed());
         let made = match (&settled.proposal, &question) {
             (Some(proposal), Some(question)) => Some(
                 self.accept_proposal(session.id(), &settled, proposal, question)
@@ -270,14 +271,19 @@ impl ApprovalService {
         ticket.wait().await?;
         if let (Some(observer), Some(started)) = (&observer, started) {
             let took = started.elapsed();
-            let hops = traced.as_ref().map(|(_, hops, _)| hops.take());
-            let detail = traced.as_ref().map(|(wall, _, tool)| Detail {
+            let hops = question.as_ref().and_then(Question::hops).map(Hops::take);
+            let (id, tool) = match (&question, &names) {
+                (Some(q), _) => (q.id(), q.tool_name()),
+                (None, Some((id, tool))) => (id.as_str(), tool.as_str()),
+                (None, None) => ("", ""),
+            };
+            let detail = traced.map(|(wall, _)| Detail {
                 session: session.id(),
-                question: question_id.as_deref().unwrap_or_default(),
+                question: id,
                 tool,
                 digest: verdict.digest.as_deref(),
                 parent: trace_parent,
-                started: *wall,
+                started: wall,
                 asked_durable: asked_durable.unwrap_or_default(),
                 hops: hops.as_deref().unwrap_or_default(),
                 settled: decided_at.unwrap_or_default(),

@@ -1,6 +1,5 @@
-//! The OTLP exporter's HTTP client: hyper, already in the host for the console and metrics, on a
-//! small runtime of the exporter's own, so exporting needs no second HTTP stack and works from the
-//! SDK's batch thread, which is outside any async runtime.
+//! The OTLP exporter's HTTP client: hyper, already in the host for the console and metrics, so
+//! exporting needs no second HTTP stack. It runs inside the exporting thread's own runtime.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -16,40 +15,38 @@ use opentelemetry_http::{HttpClient, HttpError, Request, Response};
 /// A collector's answer is a small status message; anything larger is refused.
 const MAX_RESPONSE: usize = 64 * 1024;
 
-/// Sends the exporter's requests on `runtime`, each bounded by `timeout`.
+/// Sends the exporter's requests, each bounded by `timeout`.
 #[derive(Debug, Clone)]
 pub(super) struct Export {
     client: Client<HttpConnector, Full<Bytes>>,
-    runtime: tokio::runtime::Handle,
     timeout: Duration,
 }
 
 impl Export {
-    pub(super) fn new(runtime: tokio::runtime::Handle, timeout: Duration) -> Self {
+    pub(super) fn new(timeout: Duration) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(timeout));
         connector.set_nodelay(true);
         Export {
-            client: Client::builder(TokioExecutor::new()).build(connector),
-            runtime,
+            // Exports are a second or more apart and the runtime only runs during one: an idle
+            // pooled connection would go unwatched, so each export opens its own.
+            client: Client::builder(TokioExecutor::new())
+                .pool_max_idle_per_host(0)
+                .build(connector),
             timeout,
         }
     }
 
     async fn send(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
-        let client = self.client.clone();
         let timeout = self.timeout;
-        let sent = self.runtime.spawn(async move {
-            tokio::time::timeout(timeout, async move {
-                let response = client.request(request.map(Full::new)).await?;
-                let (parts, body) = response.into_parts();
-                let body = Limited::new(body, MAX_RESPONSE).collect().await?.to_bytes();
-                Ok::<_, HttpError>(Response::from_parts(parts, body))
-            })
-            .await
-            .map_err(|_| HttpError::from(format!("no answer within {timeout:?}")))?
-        });
-        sent.await?
+        tokio::time::timeout(timeout, async {
+            let response = self.client.request(request.map(Full::new)).await?;
+            let (parts, body) = response.into_parts();
+            let body = Limited::new(body, MAX_RESPONSE).collect().await?.to_bytes();
+            Ok::<_, HttpError>(Response::from_parts(parts, body))
+        })
+        .await
+        .map_err(|_| HttpError::from(format!("no answer within {timeout:?}")))?
     }
 }
 

@@ -1,28 +1,29 @@
 //! OpenTelemetry traces of the host's decisions, exported over OTLP/HTTP when the deployment says
 //! `[telemetry] otlp-endpoint`. Off by default.
 //!
-//! [`Telemetry`] is a [`DecisionObserver`]: each settled question is copied into a record and
-//! pushed on a bounded queue (the deciding path's whole cost); a thread of its own turns records
-//! into spans (`spans.rs`) and the SDK's batch processor exports them through hyper (`http.rs`).
-//! A full queue drops the trace, never delays a decision. A caller's W3C trace context
-//! (`_meta.traceparent`, `TRACEPARENT`) makes the request span its child.
+//! [`Telemetry`] is a [`DecisionObserver`]: each settled question is copied into a shared byte
+//! buffer (`record.rs`), the deciding path's whole cost (no allocation, no thread woken). One exporting
+//! thread, in the idle scheduling class, collects the queue every few milliseconds, turns records
+//! into spans (`spans.rs`) and exports them in batches with the OTLP exporter through hyper
+//! (`http.rs`) on a runtime of its own. A full queue drops the trace, never delays a decision. A
+//! caller's W3C trace context (`_meta.traceparent`, `TRACEPARENT`) makes the request span its
+//! child, and its sampling decision is kept.
 
 mod http;
+mod record;
 mod spans;
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::trace::SdkTracerProvider;
+use opentelemetry_sdk::trace::{SpanData, SpanExporter as _};
 
 use crate::service::observe::{DecisionObserver, Settlement};
 
-pub use spans::{attribute, span};
+pub use spans::{FAILED, NEXT, attribute, span};
 
 /// The service name spans carry when `[telemetry] service-name` is not set.
 pub const DEFAULT_SERVICE_NAME: &str = "approval-host";
@@ -34,8 +35,16 @@ pub const TRACEPARENT_ENV: &str = "TRACEPARENT";
 /// The path OTLP/HTTP collectors take traces on, added to an endpoint given without it.
 pub const TRACES_PATH: &str = "/v1/traces";
 
-/// Traces waiting for the exporting thread beyond this many are dropped (and counted).
-const QUEUE: usize = 8192;
+/// Records waiting for the exporting thread beyond this many bytes are dropped (and counted):
+/// some ten thousand questions.
+const QUEUE_BYTES: usize = 4 << 20;
+
+/// How often the exporting thread collects the queue.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Spans are exported once this many are waiting, or [`LINGER`] after the last export.
+const BATCH: usize = 512;
+const LINGER: Duration = Duration::from_secs(1);
 
 /// How long one export may take before it is abandoned.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -103,83 +112,87 @@ pub enum TelemetryError {
     Start(String),
 }
 
-/// What the exporting thread is sent.
-enum Message {
-    Trace(Box<spans::Record>),
-    /// Stop after the traces queued before this.
-    Stop,
+/// What the deciding threads and the exporting thread share.
+struct Shared {
+    queue: Mutex<Vec<u8>>,
+    stopping: AtomicBool,
+    dropped: AtomicU64,
+    exported: AtomicU64,
+    failed: AtomicU64,
 }
 
 /// The host's tracing: see the module documentation.
 pub struct Telemetry {
-    queue: SyncSender<Message>,
-    dropped: AtomicU64,
+    shared: Arc<Shared>,
     worker: Mutex<Option<std::thread::JoinHandle<()>>>,
-    provider: SdkTracerProvider,
-    /// The exporter's own runtime; shut down without waiting when the telemetry goes.
-    runtime: Mutex<Option<tokio::runtime::Runtime>>,
 }
 
 impl std::fmt::Debug for Telemetry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Telemetry")
-            .field("dropped", &self.dropped)
+            .field("dropped", &self.dropped())
             .finish_non_exhaustive()
     }
 }
 
 impl Telemetry {
     /// Starts exporting to `config`'s collector. Nothing is sent until a question settles; a
-    /// collector that is down costs failed exports on the exporter's thread, never a decision.
+    /// collector that is down costs failed exports on the exporting thread, never a decision.
     ///
     /// # Errors
     /// [`TelemetryError::Start`] when the exporter, its runtime or its thread cannot be made.
     pub fn start(config: &TelemetryConfig) -> Result<Arc<Telemetry>, TelemetryError> {
         let start = |e: &dyn std::fmt::Display| TelemetryError::Start(e.to_string());
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("approval-otlp")
-            .enable_all()
-            .build()
-            .map_err(|e| start(&e))?;
-        let exporter = opentelemetry_otlp::SpanExporter::builder()
+        let mut exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
-            .with_http_client(http::Export::new(runtime.handle().clone(), EXPORT_TIMEOUT))
+            .with_http_client(http::Export::new(EXPORT_TIMEOUT))
             .with_protocol(Protocol::HttpBinary)
             .with_endpoint(config.traces_url.clone())
             .with_timeout(EXPORT_TIMEOUT)
             .build()
             .map_err(|e| start(&e))?;
-        let provider = SdkTracerProvider::builder()
-            .with_batch_exporter(exporter)
-            .with_resource(
-                Resource::builder()
-                    .with_service_name(config.service_name.clone())
-                    .build(),
-            )
-            .build();
-        let tracer = provider.tracer("approval-host");
-        let (queue, records) = std::sync::mpsc::sync_channel(QUEUE);
-        let worker = std::thread::Builder::new()
-            .name("approval-traces".to_owned())
-            .spawn(move || {
-                while let Ok(Message::Trace(record)) = records.recv() {
-                    spans::emit(&tracer, &record);
-                }
-            })
+        exporter.set_resource(
+            &Resource::builder()
+                .with_service_name(config.service_name.clone())
+                .build(),
+        );
+        // A current-thread runtime: the exporting thread drives its own I/O, so all of tracing's
+        // work stays on that one idle-class thread.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
             .map_err(|e| start(&e))?;
-        Ok(Arc::new(Telemetry {
-            queue,
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(Vec::with_capacity(64 << 10)),
+            stopping: AtomicBool::new(false),
             dropped: AtomicU64::new(0),
+            exported: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+        });
+        let worker = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("approval-traces".to_owned())
+                .spawn(move || export_loop(&shared, &exporter, &runtime))
+                .map_err(|e| start(&e))?
+        };
+        Ok(Arc::new(Telemetry {
+            shared,
             worker: Mutex::new(Some(worker)),
-            provider,
-            runtime: Mutex::new(Some(runtime)),
         }))
     }
 
-    /// Traces dropped because the exporting thread fell behind.
+    /// Questions whose trace was dropped because the exporting thread fell behind.
     pub fn dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
+        self.shared.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Spans the collector accepted, and spans lost to failed exports.
+    pub fn exported(&self) -> (u64, u64) {
+        (
+            self.shared.exported.load(Ordering::Relaxed),
+            self.shared.failed.load(Ordering::Relaxed),
+        )
     }
 
     /// Exports every trace of a question settled so far and stops; later questions are not
@@ -187,49 +200,76 @@ impl Telemetry {
     pub fn shutdown(&self) {
         let worker = self.worker.lock().unwrap_or_else(|p| p.into_inner()).take();
         let Some(worker) = worker else { return };
-        let _ = self.queue.send(Message::Stop);
+        self.shared.stopping.store(true, Ordering::Release);
+        worker.thread().unpark();
         let _ = worker.join();
-        if let Err(e) = self.provider.shutdown() {
-            tracing::warn!(error = %e, "exporting the last traces failed");
-        }
-        if let Some(runtime) = self
-            .runtime
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
-            runtime.shutdown_background();
-        }
     }
 }
 
 impl Drop for Telemetry {
     fn drop(&mut self) {
-        if let Some(runtime) = self
-            .runtime
-            .get_mut()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
-            runtime.shutdown_background();
+        // The thread ends at its next look; what it holds is not waited for.
+        self.shared.stopping.store(true, Ordering::Release);
+    }
+}
+
+/// The exporting thread: collects the queue every [`POLL`], exports in batches, and once
+/// stopping, exports what is left and ends.
+fn export_loop(
+    shared: &Shared,
+    exporter: &opentelemetry_otlp::SpanExporter,
+    runtime: &tokio::runtime::Runtime,
+) {
+    crate::idle::lower_priority();
+    let spans = spans::Spans::new();
+    let mut batch: Vec<SpanData> = Vec::new();
+    let mut records = Vec::with_capacity(64 << 10);
+    let mut last_export = Instant::now();
+    loop {
+        std::thread::park_timeout(POLL);
+        let stopping = shared.stopping.load(Ordering::Acquire);
+        std::mem::swap(
+            &mut records,
+            &mut *shared.queue.lock().unwrap_or_else(|p| p.into_inner()),
+        );
+        for record in record::decode(&records) {
+            spans.of(&record, &mut batch);
+        }
+        records.clear();
+        let due = batch.len() >= BATCH || last_export.elapsed() >= LINGER;
+        if !batch.is_empty() && (stopping || due) {
+            let n = batch.len() as u64;
+            match runtime.block_on(exporter.export(std::mem::take(&mut batch))) {
+                Ok(()) => shared.exported.fetch_add(n, Ordering::Relaxed),
+                Err(e) => {
+                    tracing::warn!(error = %e, spans = n, "exporting traces failed");
+                    shared.failed.fetch_add(n, Ordering::Relaxed)
+                }
+            };
+            last_export = Instant::now();
+        }
+        if stopping {
+            break;
         }
     }
+    let _ = exporter.shutdown();
 }
 
 impl DecisionObserver for Telemetry {
     fn settled(&self, settlement: &Settlement<'_>) {
-        let Some(record) = spans::Record::of(settlement) else {
+        if settlement.detail.is_none() {
             return;
-        };
-        match self.queue.try_send(Message::Trace(Box::new(record))) {
-            Ok(()) | Err(TrySendError::Disconnected(_)) => {}
-            Err(TrySendError::Full(_)) => {
-                if self.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
-                    tracing::warn!(
-                        "the trace exporter fell behind; traces are dropped until it catches up"
-                    );
-                }
-            }
+        }
+        let mut queue = self.shared.queue.lock().unwrap_or_else(|p| p.into_inner());
+        if queue.len() < QUEUE_BYTES {
+            record::encode(settlement, &mut queue);
+            return;
+        }
+        drop(queue);
+        if self.shared.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
+            tracing::warn!(
+                "the trace exporter fell behind; traces are dropped until it catches up"
+            );
         }
     }
 

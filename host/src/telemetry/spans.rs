@@ -2,21 +2,20 @@
 //! passed one), and under it, in time order, `approval.commit` for the question's record,
 //! `approval.listener` for each listener it reached (`approval.wait` for one that leaves the
 //! process: a person or a client answering) and `approval.commit` for the decision's record.
-//! Spans are made after the fact, with the times the question recorded.
+//! Spans are made after the fact, on the exporting thread, with the times the question recorded.
 
+use std::borrow::Cow;
 use std::time::{Duration, SystemTime};
 
 use opentelemetry::trace::{
-    SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId, TraceState, Tracer,
+    SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
 };
-use opentelemetry::{Context, KeyValue};
-use opentelemetry_sdk::trace::SdkTracer;
+use opentelemetry::{InstrumentationScope, KeyValue};
+use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator, SpanData, SpanEvents, SpanLinks};
 
-use crate::audit::event::{FailureRecord, types};
-use crate::outcome::Outcome;
-use crate::service::TraceParent;
-use crate::service::observe::Settlement;
-use crate::waterfall::{Hop, HopAnswer};
+use super::record::Record;
+use crate::audit::event::types;
+use crate::waterfall::HopAnswer;
 
 /// Span names.
 pub mod span {
@@ -61,149 +60,141 @@ pub const FAILED: &str = "failed";
 /// What a listener that passed the question on answered.
 pub const NEXT: &str = "next";
 
-/// A settled question, owned, as the exporting thread gets it.
-pub(super) struct Record {
-    session: String,
-    question: String,
-    tool: String,
-    outcome: Outcome,
-    answerer: Option<String>,
-    digest: Option<String>,
-    failure: Option<FailureRecord>,
-    parent: Option<TraceParent>,
-    started: SystemTime,
-    asked_durable: Duration,
-    settled: Duration,
-    took: Duration,
-    hops: Vec<Hop>,
+/// Makes spans: ids and the instrumentation scope they name.
+pub(super) struct Spans {
+    ids: RandomIdGenerator,
+    scope: InstrumentationScope,
 }
 
-impl Record {
-    /// The record of `s`, when it carries its detail.
-    pub(super) fn of(s: &Settlement<'_>) -> Option<Record> {
-        let d = s.detail?;
-        Some(Record {
-            session: d.session.to_owned(),
-            question: d.question.to_owned(),
-            tool: d.tool.to_owned(),
-            outcome: s.outcome,
-            answerer: s.answerer.map(str::to_owned),
-            digest: d.digest.map(str::to_owned),
-            failure: s.failure.cloned(),
-            parent: d.parent,
-            started: d.started,
-            asked_durable: d.asked_durable,
-            settled: d.settled,
-            took: s.took,
-            hops: d.hops.to_vec(),
-        })
+impl Spans {
+    pub(super) fn new() -> Self {
+        Spans {
+            ids: RandomIdGenerator::default(),
+            scope: InstrumentationScope::builder("approval-host")
+                .with_version(env!("CARGO_PKG_VERSION"))
+                .build(),
+        }
     }
-}
 
-fn parent_context(parent: Option<TraceParent>) -> Context {
-    match parent {
-        Some(p) => Context::new().with_remote_span_context(SpanContext::new(
-            TraceId::from_bytes(p.trace_id),
-            SpanId::from_bytes(p.parent_id),
-            TraceFlags::new(p.flags),
-            true,
-            TraceState::default(),
-        )),
-        None => Context::new(),
-    }
-}
-
-/// Emits `record`'s spans on `tracer`.
-pub(super) fn emit(tracer: &SdkTracer, r: &Record) {
-    let at = |offset: Duration| r.started + offset;
-    let mut attributes = vec![
-        KeyValue::new(attribute::SESSION, r.session.clone()),
-        KeyValue::new(attribute::QUESTION, r.question.clone()),
-        KeyValue::new(attribute::TOOL, r.tool.clone()),
-        KeyValue::new(attribute::OUTCOME, r.outcome.as_str()),
-    ];
-    if let Some(a) = &r.answerer {
-        attributes.push(KeyValue::new(attribute::ANSWERER, a.clone()));
-    }
-    if let Some(d) = &r.digest {
-        attributes.push(KeyValue::new(attribute::DIGEST, d.clone()));
-    }
-    if let Some(f) = &r.failure {
-        if let Some(p) = &f.plugin {
+    /// Appends `r`'s spans to `out`: the request span first, then its children in time order.
+    pub(super) fn of(&self, r: &Record, out: &mut Vec<SpanData>) {
+        let at = |offset: Duration| r.started + offset;
+        let trace_id = match r.parent {
+            Some(p) => TraceId::from_bytes(p.trace_id),
+            None => self.ids.new_trace_id(),
+        };
+        let root_id = self.ids.new_span_id();
+        let span = |id: SpanId,
+                    parent: SpanId,
+                    remote: bool,
+                    kind: SpanKind,
+                    name: &'static str,
+                    (start, end): (SystemTime, SystemTime),
+                    attributes: Vec<KeyValue>,
+                    status: Status| SpanData {
+            span_context: SpanContext::new(
+                trace_id,
+                id,
+                TraceFlags::SAMPLED,
+                false,
+                TraceState::default(),
+            ),
+            parent_span_id: parent,
+            parent_span_is_remote: remote,
+            span_kind: kind,
+            name: Cow::Borrowed(name),
+            start_time: start,
+            end_time: end,
+            attributes,
+            dropped_attributes_count: 0,
+            events: SpanEvents::default(),
+            links: SpanLinks::default(),
+            status,
+            instrumentation_scope: self.scope.clone(),
+        };
+        let mut attributes = vec![
+            KeyValue::new(attribute::SESSION, r.session.clone()),
+            KeyValue::new(attribute::QUESTION, r.question.clone()),
+            KeyValue::new(attribute::TOOL, r.tool.clone()),
+            KeyValue::new(attribute::OUTCOME, r.outcome.as_str()),
+        ];
+        if let Some(a) = &r.answerer {
+            attributes.push(KeyValue::new(attribute::ANSWERER, a.clone()));
+        }
+        if let Some(d) = &r.digest {
+            attributes.push(KeyValue::new(attribute::DIGEST, d.clone()));
+        }
+        let mut status = Status::Unset;
+        if let Some(p) = &r.failure_plugin {
             attributes.push(KeyValue::new(attribute::FAILURE_PLUGIN, p.clone()));
         }
-        attributes.push(KeyValue::new(attribute::FAILURE_KIND, f.kind.as_str()));
-    }
-    let mut root = tracer
-        .span_builder(span::REQUEST)
-        .with_kind(SpanKind::Server)
-        .with_start_time(r.started)
-        .with_attributes(attributes)
-        .start_with_context(tracer, &parent_context(r.parent));
-    if let Some(f) = &r.failure {
-        use opentelemetry::trace::Span as _;
-        root.set_status(Status::error(format!("a listener failed: {}", f.kind)));
-    }
-    let cx = Context::new().with_span(root);
-    let child = |name: &'static str,
-                 start: Duration,
-                 end: Duration,
-                 attributes: Vec<KeyValue>,
-                 status: Option<Status>| {
-        use opentelemetry::trace::Span as _;
-        let mut span = tracer
-            .span_builder(name)
-            .with_kind(SpanKind::Internal)
-            .with_start_time(at(start))
-            .with_attributes(attributes)
-            .start_with_context(tracer, &cx);
-        if let Some(status) = status {
-            span.set_status(status);
-        }
-        span.end_with_timestamp(at(end));
-    };
-    child(
-        span::COMMIT,
-        Duration::ZERO,
-        r.asked_durable,
-        vec![KeyValue::new(attribute::RECORD, types::APPROVAL_ASKED)],
-        None,
-    );
-    for hop in &r.hops {
-        let mut attributes = vec![
-            KeyValue::new(attribute::LISTENER, hop.listener.clone()),
-            KeyValue::new(
-                attribute::DECISION,
-                match hop.answer {
-                    HopAnswer::Next => NEXT,
-                    HopAnswer::Decided(outcome) => outcome.as_str(),
-                    HopAnswer::Failed(_) => FAILED,
-                },
-            ),
-        ];
-        if let Some(v) = &hop.version {
-            attributes.push(KeyValue::new(attribute::DIGEST, v.to_string()));
-        }
-        if let HopAnswer::Failed(kind) = hop.answer {
+        if let Some(kind) = r.failure_kind {
             attributes.push(KeyValue::new(attribute::FAILURE_KIND, kind.as_str()));
+            status = Status::error(format!("a listener failed: {kind}"));
         }
-        let name = if hop.outside {
-            span::WAIT
-        } else {
-            span::LISTENER
+        out.push(span(
+            root_id,
+            r.parent
+                .map_or(SpanId::INVALID, |p| SpanId::from_bytes(p.parent_id)),
+            r.parent.is_some(),
+            SpanKind::Server,
+            span::REQUEST,
+            (r.started, at(r.took)),
+            attributes,
+            status,
+        ));
+        let mut child = |name, start, end, attributes, status| {
+            out.push(span(
+                self.ids.new_span_id(),
+                root_id,
+                false,
+                SpanKind::Internal,
+                name,
+                (at(start), at(end)),
+                attributes,
+                status,
+            ));
         };
-        let status = match hop.answer {
-            HopAnswer::Failed(kind) => Some(Status::error(kind.as_str())),
-            _ => None,
-        };
-        child(name, hop.start, hop.end, attributes, status);
+        child(
+            span::COMMIT,
+            Duration::ZERO,
+            r.asked_durable,
+            vec![KeyValue::new(attribute::RECORD, types::APPROVAL_ASKED)],
+            Status::Unset,
+        );
+        for hop in &r.hops {
+            let mut attributes = vec![
+                KeyValue::new(attribute::LISTENER, hop.listener.clone()),
+                KeyValue::new(
+                    attribute::DECISION,
+                    match hop.answer {
+                        HopAnswer::Next => NEXT,
+                        HopAnswer::Decided(outcome) => outcome.as_str(),
+                        HopAnswer::Failed(_) => FAILED,
+                    },
+                ),
+            ];
+            if let Some(v) = &hop.version {
+                attributes.push(KeyValue::new(attribute::DIGEST, v.clone()));
+            }
+            let mut status = Status::Unset;
+            if let HopAnswer::Failed(kind) = hop.answer {
+                attributes.push(KeyValue::new(attribute::FAILURE_KIND, kind.as_str()));
+                status = Status::error(kind.as_str());
+            }
+            let name = if hop.outside {
+                span::WAIT
+            } else {
+                span::LISTENER
+            };
+            child(name, hop.start, hop.end, attributes, status);
+        }
+        child(
+            span::COMMIT,
+            r.settled,
+            r.took,
+            vec![KeyValue::new(attribute::RECORD, types::APPROVAL_DECIDED)],
+            Status::Unset,
+        );
     }
-    child(
-        span::COMMIT,
-        r.settled,
-        r.took,
-        vec![KeyValue::new(attribute::RECORD, types::APPROVAL_DECIDED)],
-        None,
-    );
-    cx.span().end_with_timestamp(at(r.took));
 }

@@ -21,7 +21,7 @@ pub enum HopAnswer {
 #[derive(Debug, Clone)]
 pub struct Hop {
     /// The listener's name in the waterfall.
-    pub listener: String,
+    pub listener: Arc<str>,
     /// Its version (a plugin's component digest), when it has one.
     pub version: Option<Arc<str>>,
     /// Whether it leaves the process (a person or a client answers): its turn is a wait.
@@ -46,7 +46,7 @@ impl Hops {
     pub fn new(origin: Instant) -> Self {
         Hops {
             origin,
-            list: Mutex::new(Vec::with_capacity(4)),
+            list: Mutex::new(Vec::new()),
         }
     }
 
@@ -55,6 +55,7 @@ impl Hops {
         self.origin.elapsed()
     }
 
+    /// Records `hop`; the first allocates room for four (most questions meet a few listeners).
     pub(super) fn push(&self, hop: Hop) {
         self.list
             .lock()

@@ -65,7 +65,8 @@ struct Entry {
     last: bool,
     first: bool,
     guard: bool,
-    name: String,
+    /// Shared, so a traced question's hops name it without copying.
+    name: Arc<str>,
     scope: Option<Weak<AgentInner>>,
     listener: Arc<dyn Listener>,
 }
@@ -227,7 +228,7 @@ impl Waterfall {
             last: position == Position::Last,
             first: position == Position::First,
             guard: position == Position::Guard,
-            name: name.clone(),
+            name: Arc::from(name.as_str()),
             scope: match scope {
                 Scope::Global => None,
                 Scope::Agent(agent) => Some(Arc::downgrade(&agent.inner)),
@@ -295,7 +296,7 @@ impl Waterfall {
     /// The registered listeners' names, in the order they are asked.
     pub fn names(&self) -> Vec<String> {
         let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
-        entries.list.iter().map(|e| e.name.clone()).collect()
+        entries.list.iter().map(|e| e.name.to_string()).collect()
     }
 
     /// Asks the listeners that see `question`'s agent, in order, until one decides.
@@ -309,10 +310,12 @@ impl Waterfall {
                 .cloned()
                 .collect()
         };
+        // A traced question's hops: each starts where the one before it ended.
+        let mut hop_start = question.hops().map(Hops::now);
         for (i, entry) in snapshot.iter().enumerate() {
             if entry.listener.leaves_process() {
                 // Every listener before this one said `next` (any other answer returned).
-                question.set_passed(snapshot[..i].iter().map(|e| e.name.clone()).collect());
+                question.set_passed(snapshot[..i].iter().map(|e| e.name.to_string()).collect());
             }
             if entry.listener.leaves_process()
                 && let Err(e) = question.ensure_durable().await
@@ -320,7 +323,6 @@ impl Waterfall {
                 tracing::error!(listener = %entry.name, question = question.id(), error = %e, "the question could not be made durable; it is not sent");
                 return Settled::failed(&entry.name, None, Failure::error(e.to_string()));
             }
-            let asked_at = question.hops().map(Hops::now);
             // A panic may come from answering at once, from building the future or from polling
             // it; all are contained.
             let mut version = None;
@@ -354,13 +356,15 @@ impl Waterfall {
                 },
                 Err(payload) => Err(payload),
             };
-            if let (Some(hops), Some(start)) = (question.hops(), asked_at) {
+            if let (Some(hops), Some(start)) = (question.hops(), hop_start) {
+                let end = hops.now();
+                hop_start = Some(end);
                 hops.push(Hop {
                     listener: entry.name.clone(),
                     version: version.clone(),
                     outside: entry.listener.leaves_process(),
                     start,
-                    end: hops.now(),
+                    end,
                     answer: match &answer {
                         Ok(Ok(a)) => a
                             .decision
@@ -381,7 +385,7 @@ impl Waterfall {
                     let answerer = match (&answer.rule, &answer.by) {
                         (Some(rule), _) => format!("rule:{}", rule.id),
                         (None, Some(by)) => by.clone(),
-                        (None, None) => entry.name.clone(),
+                        (None, None) => entry.name.to_string(),
                     };
                     return Settled {
                         outcome,

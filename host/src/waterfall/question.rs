@@ -31,7 +31,7 @@ struct QuestionInner {
     /// (filled only then: a person may want to know which gates passed it on).
     passed: std::sync::Mutex<Vec<String>>,
     /// Where the waterfall records each listener's turn, when the question is traced.
-    hops: Option<Arc<super::hops::Hops>>,
+    hops: Option<super::hops::Hops>,
 }
 
 /// What a listener is asked: the request's identity, without tool arguments. Cheap to clone.
@@ -54,7 +54,7 @@ impl Question {
         cancel: CancellationToken,
         caller: Option<CancellationToken>,
         arguments_read: Option<Arc<std::sync::atomic::AtomicBool>>,
-        hops: Option<Arc<super::hops::Hops>>,
+        traced_from: Option<std::time::Instant>,
     ) -> Self {
         Question {
             inner: Arc::new(QuestionInner {
@@ -71,7 +71,7 @@ impl Question {
                 sandbox_mode,
                 arguments_read,
                 passed: std::sync::Mutex::default(),
-                hops,
+                hops: traced_from.map(super::hops::Hops::new),
             }),
         }
     }
@@ -193,8 +193,8 @@ impl Question {
     }
 
     /// Where the waterfall records each listener's turn, when the question is traced.
-    pub(super) fn hops(&self) -> Option<&super::hops::Hops> {
-        self.inner.hops.as_deref()
+    pub(crate) fn hops(&self) -> Option<&super::hops::Hops> {
+        self.inner.hops.as_ref()
     }
 
     /// Records the listeners that said `next` before one that leaves the process.
