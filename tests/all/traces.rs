@@ -195,7 +195,11 @@ fn a_request_s_span_tree_continues_the_caller_s_trace_from_meta_traceparent() {
     let receiver = Receiver::start();
     let (config, digest) = deployment(dir.path(), &receiver);
     let state = dir.path().join("state");
-    let mut client = Client::spawn(&state, &config, &[]);
+    let mut client = Client::spawn(&state, &config, &["--no-watch"]);
+    client.call(
+        "initialize",
+        json!({"protocolVersion": "0.1", "answerer": true}),
+    );
     client.call("session/open", json!({"sessionId": "s1", "agentId": "a"}));
     client.call("turn/start", json!({"sessionId": "s1"}));
     let traceparent = format!("00-{PARENT_TRACE}-{PARENT_SPAN}-01");
@@ -235,6 +239,20 @@ fn a_request_s_span_tree_continues_the_caller_s_trace_from_meta_traceparent() {
             "{meta}"
         );
     }
+    // Nothing in process decides `cat`: the client is asked, and its answer is a wait.
+    client.call(
+        "tool/call",
+        json!({"sessionId": "s1", "agentId": "a", "callId": "p1", "name": "Bash",
+               "arguments": {"command": "cat notes"}}),
+    );
+    let id = client.send(
+        "approval/request",
+        json!({"sessionId": "s1", "agentId": "a", "toolName": "Bash", "callId": "p1",
+               "_meta": {"traceparent": traceparent}}),
+    );
+    let prompt = client.prompt();
+    client.reply(&prompt, json!({"decision": "allow-once"}));
+    assert_eq!(client.response(id)["result"]["outcome"], "allowed-once");
     client.call("turn/end", json!({"sessionId": "s1"}));
     // Closing stdin ends the server, which exports every trace before it exits.
     client.close_input();
@@ -242,7 +260,7 @@ fn a_request_s_span_tree_continues_the_caller_s_trace_from_meta_traceparent() {
 
     let spans = receiver.spans();
     let ids = questions(&state, "s1");
-    assert_eq!(ids.len(), 7);
+    assert_eq!(ids.len(), 8);
     assert!(spans.iter().all(|g| g.service == "approval-test"));
 
     // The rejected call: a child of the caller's span, on the caller's trace.
@@ -300,20 +318,36 @@ fn a_request_s_span_tree_continues_the_caller_s_trace_from_meta_traceparent() {
     );
 
     // Every malformed value: no parent, a fresh trace, the same answer.
-    for id in &ids[2..] {
+    for id in &ids[2..7] {
         let (root, children) = tree(&spans, id);
         assert!(root.span.parent_span_id.is_empty(), "{root:#?}");
         assert_ne!(hex(&root.span.trace_id), PARENT_TRACE);
         assert_eq!(root.attr(attribute::OUTCOME).as_deref(), Some("rejected"));
         assert_eq!(children.len(), 5);
     }
-    // Seven questions, seven trees, nothing else.
+    // The client's answer: the wait is a span of its own, after every gate said next.
+    let (root, children) = tree(&spans, &ids[7]);
+    assert_eq!(hex(&root.span.parent_span_id), PARENT_SPAN);
+    let client_answerer = root.attr(attribute::ANSWERER).unwrap();
+    assert!(client_answerer.starts_with("client-"), "{client_answerer}");
+    assert_eq!(
+        shape(&children),
+        [
+            "approval.commit approval/asked".to_owned(),
+            "approval.listener protected next".to_owned(),
+            "approval.listener rules next".to_owned(),
+            "approval.listener no-rm next".to_owned(),
+            format!("approval.wait {client_answerer} allowed-once"),
+            "approval.commit approval/decided".to_owned(),
+        ]
+    );
+    // Eight questions, eight trees, nothing else.
     assert_eq!(
         spans
             .iter()
             .filter(|g| g.span.name == span::REQUEST)
             .count(),
-        7
+        8
     );
 }
 
