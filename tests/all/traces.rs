@@ -3,7 +3,8 @@
 //! messages): the request span continues the caller's trace from `_meta.traceparent` (JSON-RPC)
 //! or `TRACEPARENT` (the hook), with one child per commit and per waterfall hop, in order, with
 //! exact names and attributes; a malformed traceparent starts a trace of its own and changes no
-//! answer.
+//! answer; `/metrics` counts the spans exported; a collector that is down changes no answer and
+//! its spans are counted lost.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -534,4 +535,102 @@ fn bad_telemetry_sections_are_refused_with_the_file_and_line() {
             (url, "approval-host")
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metrics_count_the_spans_exported() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = tokio::task::spawn_blocking(Receiver::start).await.unwrap();
+    let (config, _) = deployment(dir.path(), &receiver);
+    let server = approval_host::serve::Server::start(approval_host::serve::ServeOptions {
+        config,
+        state_dir: dir.path().join("state"),
+        quarantine: approval_host::plugin::QuarantinePolicy::default(),
+        store_url: None,
+        migrate: false,
+    })
+    .await
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let s = server.clone();
+    tokio::spawn(async move { s.serve_metrics(listener).await });
+    let service = server.service().clone();
+    service.start_turn("m1").await.unwrap();
+    let agent = service.agent("m1", "main").await.unwrap();
+    for (call, command, want) in [
+        ("c1", "ls", approval_host::Outcome::AllowedOnce),
+        ("c2", "rm -rf x", approval_host::Outcome::Rejected),
+    ] {
+        service
+            .record_tool_call(&agent, call, "Bash", json!({ "command": command }))
+            .await
+            .unwrap();
+        let verdict = service
+            .ask(approval_host::ApprovalRequest::new(&agent, "Bash").call_id(call))
+            .await
+            .unwrap();
+        assert_eq!(verdict.outcome, want);
+    }
+    service.end_turn("m1").await.unwrap();
+    server.finish_traces().await;
+    // Five spans for the rule's answer (request, two commits, two listeners), six for the
+    // plugin's (one more listener).
+    assert_eq!(receiver.spans().len(), 11);
+    let scraped = crate::console::http(addr, "GET", "/metrics", None, None).await;
+    let mut lines: Vec<&str> = scraped
+        .body
+        .lines()
+        .filter(|l| l.starts_with("approval_trace"))
+        .collect();
+    // A family's samples come in no set order.
+    lines.sort_unstable();
+    assert_eq!(
+        lines,
+        [
+            "approval_trace_spans{result=\"exported\"} 11",
+            "approval_trace_spans{result=\"failed\"} 0",
+            "approval_traces_dropped 0",
+        ]
+    );
+    drop(tokio::task::spawn_blocking(move || drop(receiver)).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_that_is_down_changes_no_answer_and_its_spans_are_counted_lost() {
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config =
+        approval_host::telemetry::TelemetryConfig::new(&format!("http://127.0.0.1:{port}"), None)
+            .unwrap();
+    let host = crate::support::Host::new();
+    let telemetry = approval_host::telemetry::Telemetry::start(&config).unwrap();
+    host.service.add_observer(telemetry.clone());
+    let (_, gate) = crate::support::counting(approval_host::Decision::Reject);
+    let _registration = host.service.register(
+        "gate",
+        approval_host::Scope::Global,
+        approval_host::Position::Front,
+        gate,
+    );
+    host.service.start_turn("d1").await.unwrap();
+    let agent = host.service.agent("d1", "main").await.unwrap();
+    let outcome = host
+        .service
+        .request(approval_host::ApprovalRequest::new(&agent, "Bash"))
+        .await
+        .unwrap();
+    assert_eq!(outcome, approval_host::Outcome::Rejected);
+    host.service.end_turn("d1").await.unwrap();
+    let t = telemetry.clone();
+    tokio::task::spawn_blocking(move || t.shutdown())
+        .await
+        .unwrap();
+    // The request, its two commits and the gate's turn: four spans, none delivered.
+    assert_eq!(telemetry.exported(), (0, 4));
+    assert_eq!(telemetry.dropped(), 0);
 }

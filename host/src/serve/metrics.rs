@@ -92,6 +92,11 @@ struct RefusedLabels {
     why: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TraceLabels {
+    result: String,
+}
+
 /// Every `by`, in the order of [`by`]'s constants.
 const BY: [&str; 7] = [
     by::RULE,
@@ -121,6 +126,8 @@ pub struct Metrics {
     connections: Gauge,
     sessions: Gauge,
     refused: Family<RefusedLabels, Gauge<i64, AtomicI64>>,
+    traces: Family<TraceLabels, Gauge<i64, AtomicI64>>,
+    traces_dropped: Gauge,
     commits: Counter,
     committed_records: Counter,
     commit_seconds: Counter<f64, std::sync::atomic::AtomicU64>,
@@ -301,6 +308,18 @@ impl Metrics {
             "What the limits refused since the host started, by reason",
             refused.clone(),
         );
+        let traces = Family::<TraceLabels, Gauge<i64, AtomicI64>>::default();
+        registry.register(
+            "approval_trace_spans",
+            "Spans of [telemetry] traces since the host started: exported, or lost to failed exports",
+            traces.clone(),
+        );
+        let traces_dropped = Gauge::default();
+        registry.register(
+            "approval_traces_dropped",
+            "Questions whose trace was dropped because the exporter fell behind",
+            traces_dropped.clone(),
+        );
         let commits = Counter::default();
         registry.register(
             "approval_store_commits",
@@ -383,6 +402,8 @@ impl Metrics {
             connections,
             sessions,
             refused,
+            traces,
+            traces_dropped,
             rule_cache: std::sync::RwLock::default(),
             plugin_cache: std::sync::RwLock::default(),
         }
@@ -506,6 +527,17 @@ impl Metrics {
             }
             *seen = now;
         }
+        if let Some(telemetry) = server.telemetry() {
+            let (exported, failed) = telemetry.exported();
+            self.traces_dropped.set(telemetry.dropped() as i64);
+            for (result, n) in [("exported", exported), ("failed", failed)] {
+                self.traces
+                    .get_or_create(&TraceLabels {
+                        result: result.to_owned(),
+                    })
+                    .set(n as i64);
+            }
+        }
         let mut out = String::new();
         if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
             tracing::error!(error = %e, "encoding the metrics failed");
@@ -588,7 +620,7 @@ impl Server {
         listener: tokio::net::TcpListener,
     ) -> Result<(), super::ServeError> {
         let metrics = Arc::new(Metrics::new());
-        self.service().set_observer(Some(metrics.clone()));
+        self.service().add_observer(metrics.clone());
         axum::serve(listener, router(self.clone(), metrics))
             .await
             .map_err(|e| super::ServeError::Io(format!("metrics: {e}")))

@@ -232,6 +232,11 @@ impl Server {
         &self.inner.service
     }
 
+    /// The deployment's `[telemetry]` exporter, when it has one.
+    pub fn telemetry(&self) -> Option<&Arc<crate::telemetry::Telemetry>> {
+        self.inner.telemetry.as_ref()
+    }
+
     /// The questions waiting on the web console, when the deployment has one.
     pub fn web_pending(&self) -> Option<&Arc<console::pending::Pending>> {
         self.inner.web.as_ref().map(|(pending, _)| pending)
