@@ -79,8 +79,12 @@ fn a_killed_host_s_session_is_taken_over_after_its_lease_with_its_open_question_
     ask(&mut a, "s1", "bash");
     a.prompt();
 
-    // While A lives, host B is told who holds the session.
-    let mut b = answerer(dir_b.path(), &config, &[]);
+    // While A lives, host B is told who holds the session. B's metrics count what it does.
+    let metrics = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut b = answerer(dir_b.path(), &config, &["--metrics", &metrics.to_string()]);
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
     let holder = format!(
         "session log postgres:s1 is in use by {} pid {a_pid} #",
@@ -146,6 +150,49 @@ fn a_killed_host_s_session_is_taken_over_after_its_lease_with_its_open_question_
     let reader = store(&url, "reader", std::time::Duration::from_secs(15));
     let checked = check_bytes(&reader.read("s1").unwrap());
     assert_eq!(checked.problem, None);
+
+    // Host B took over one session, and a person (its client) answered one question.
+    let scraped = scrape(metrics);
+    let lines: Vec<&str> = scraped
+        .lines()
+        .filter(|l| {
+            l.starts_with("approval_takeovers_total")
+                || l.starts_with("approval_leases_lost_total")
+                || l.starts_with("approval_questions_total{outcome=\"allowed-once\",by=\"person\"}")
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "approval_questions_total{outcome=\"allowed-once\",by=\"person\"} 1",
+            "approval_leases_lost_total 0",
+            "approval_takeovers_total 1",
+        ],
+        "{scraped}"
+    );
+}
+
+/// `GET /metrics` at `addr`, once the host listens there.
+fn scrape(addr: std::net::SocketAddr) -> String {
+    use std::io::{Read, Write};
+    let started = std::time::Instant::now();
+    let mut stream = loop {
+        match std::net::TcpStream::connect(addr) {
+            Ok(s) => break s,
+            Err(e) => {
+                assert!(started.elapsed() < PATIENCE, "metrics never listened: {e}");
+                std::thread::yield_now();
+            }
+        }
+    };
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).unwrap();
+    let (head, body) = reply.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    body.to_owned()
 }
 
 #[test]
