@@ -95,7 +95,7 @@ fn refusals_name_the_file_the_plugin_and_the_field() {
         (
             "[approvals]\n".to_owned(),
             ":1:2",
-            "top level: unknown key \"approvals\" (expected [approval], [sandbox], [audit], [store], [rules], [claude-code], [[plugin]], [[answerer]], [[rule]], [[hook]], [[token]] or [limits])",
+            "top level: unknown key \"approvals\" (expected [approval], [sandbox], [audit], [store], [rules], [claude-code], [[plugin]], [[answerer]], [[rule]], [[hook]], [[token]], [limits] or [telemetry])",
         ),
         (
             "[limits]\nconnections = 0\n".to_owned(),

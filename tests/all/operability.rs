@@ -180,6 +180,26 @@ async fn metrics_count_scripted_traffic_exactly() {
     assert!(rounds >= 1.0, "{text}");
     assert!(value("approval_store_committed_records_total") >= rounds);
     assert!(value("approval_store_commit_seconds_total") > 0.0);
+    // The latency histogram: since the process started, its buckets cumulative, 50 µs doubling.
+    assert!(
+        text.contains("# TYPE approval_store_commit_latency_seconds histogram\n"),
+        "{text}"
+    );
+    let buckets: Vec<(String, f64)> =
+        samples(&text, "approval_store_commit_latency_seconds_bucket")
+            .iter()
+            .map(|l| {
+                let le = l.split('"').nth(1).unwrap().to_owned();
+                (le, l.rsplit(' ').next().unwrap().parse().unwrap())
+            })
+            .collect();
+    assert_eq!(buckets.len(), 17);
+    assert_eq!(buckets[0].0, "0.00005");
+    assert_eq!(buckets[16].0, "+Inf");
+    assert!(buckets.windows(2).all(|w| w[0].1 <= w[1].1), "{buckets:?}");
+    let count = value("approval_store_commit_latency_seconds_count");
+    assert_eq!(buckets[16].1, count);
+    assert!(count >= 1.0);
     let mut plugins = samples(&text, "approval_plugins{");
     plugins.sort();
     assert_eq!(
