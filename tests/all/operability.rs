@@ -352,20 +352,179 @@ fn log_lines_are_json_objects_with_log_format_json() {
 }
 
 #[test]
-fn metrics_are_served_on_loopback_only() {
+fn metrics_off_loopback_need_tls_or_an_explicit_plaintext_flag_and_tokens() {
     let dir = tempfile::tempdir().unwrap();
     let config = deployment(dir.path(), "trap.wasm");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_approval-host"))
-        .arg("--state-dir")
-        .arg(dir.path().join("state"))
-        .args(["serve", "--config"])
-        .arg(&config)
-        .args(["--metrics", "0.0.0.0:9464"])
-        .output()
-        .unwrap();
+    let serve = |extra: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_approval-host"))
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .args(["serve", "--no-watch", "--config"])
+            .arg(&config)
+            .args(extra)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = serve(&["--metrics", "0.0.0.0:0"]);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
-        "approval-host: --metrics 0.0.0.0:9464: metrics are served over plain HTTP without a token; bind a loopback address (127.0.0.1:9464) and let the scraper reach it through a proxy\n"
+        "approval-host: --metrics needs --tls-cert and --tls-key (or, on a network you trust, --insecure-plaintext)\n"
     );
+    // In the clear on purpose, but the deployment declares no token: refused at start.
+    let out = serve(&["--metrics", "0.0.0.0:0", "--insecure-plaintext"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "{}: metrics off loopback need [[token]] entries with the metrics role",
+            config.display()
+        )),
+        "{stderr}"
+    );
+    let out = serve(&["--metrics", "nonsense"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).starts_with("approval-host: --metrics \"nonsense\": "),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+const METRICS_TOKEN: &str = "aht_metrics_token_for_tests_00000000000000000000000000000000000000000";
+const AGENT_TOKEN: &str = "aht_agent_token_for_tests_0000000000000000000000000000000000000000000";
+
+/// One HTTPS request with an optional bearer token: (status, body).
+async fn https(
+    connector: &tokio_rustls::TlsConnector,
+    addr: std::net::SocketAddr,
+    path: &str,
+    token: Option<&str>,
+) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = tokio_rustls::rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut stream = connector.connect(name, tcp).await.unwrap();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    stream
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{auth}Connection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut reply = Vec::new();
+    let _ = stream.read_to_end(&mut reply).await;
+    let reply = String::from_utf8_lossy(&reply).into_owned();
+    let (head, body) = reply.split_once("\r\n\r\n").unwrap();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, body.to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_over_tls_answer_only_a_metrics_token_and_a_revoked_one_ends_at_once() {
+    use std::sync::Arc;
+    use tokio_rustls::rustls;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("deploy.toml");
+    let tokens = format!(
+        "[[token]]\nname = \"prometheus\"\nsha256 = \"{}\"\nroles = [\"metrics\"]\n\n\
+         [[token]]\nname = \"ci\"\nsha256 = \"{}\"\nroles = [\"agent\"]\n",
+        approval_host::serve::auth::token_hash(METRICS_TOKEN),
+        approval_host::serve::auth::token_hash(AGENT_TOKEN)
+    );
+    std::fs::write(&config, &tokens).unwrap();
+    let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert, made.cert.pem()).unwrap();
+    std::fs::write(&key, made.signing_key.serialize_pem()).unwrap();
+    let acceptor = approval_host::serve::tls::acceptor(&approval_host::serve::tls::TlsFiles {
+        cert,
+        key,
+        client_ca: None,
+    })
+    .unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(made.cert.der().clone()).unwrap();
+    let client = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(client));
+
+    let server = Server::start(ServeOptions {
+        config: config.clone(),
+        state_dir: dir.path().join("state"),
+        quarantine: QuarantinePolicy::default(),
+        store_url: None,
+        migrate: false,
+    })
+    .await
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let s = server.clone();
+    tokio::spawn(async move { s.serve_metrics_with(listener, Some(acceptor), true).await });
+
+    let no_token = format!(
+        "{}: {}",
+        approval_host::serve::auth::BAD_TOKEN,
+        approval_host::serve::metrics::NO_TOKEN
+    );
+    // /healthz says only that the process answers: open.
+    assert_eq!(
+        https(&connector, addr, "/healthz", None).await,
+        (200, r#"{"alive":true}"#.to_owned())
+    );
+    for path in ["/metrics", "/readyz"] {
+        let (status, body) = https(&connector, addr, path, None).await;
+        assert_eq!(status, 401, "{path}");
+        assert_eq!(
+            serde_json::from_str::<Value>(&body).unwrap(),
+            json!({ "error": no_token })
+        );
+        let (status, body) = https(&connector, addr, path, Some(AGENT_TOKEN)).await;
+        assert_eq!(status, 403, "{path}");
+        assert_eq!(
+            serde_json::from_str::<Value>(&body).unwrap(),
+            json!({"error": "token \"ci\" does not have the metrics role"})
+        );
+    }
+    let (status, body) = https(&connector, addr, "/metrics", Some(METRICS_TOKEN)).await;
+    assert_eq!(status, 200);
+    assert!(body.contains("# TYPE approval_questions counter"), "{body}");
+    let (status, _) = https(&connector, addr, "/readyz", Some(METRICS_TOKEN)).await;
+    assert_eq!(status, 200);
+    // The metrics token revoked (gone from the file): its next scrape is refused.
+    std::fs::write(&config, tokens.split("\n\n").nth(1).unwrap()).unwrap();
+    server.reload().await.unwrap();
+    let (status, _) = https(&connector, addr, "/metrics", Some(METRICS_TOKEN)).await;
+    assert_eq!(status, 401);
+    // The metrics role opens nothing else: the token may not ask over JSON-RPC.
+    let grant = approval_host::serve::auth::Gatekeeper::new(
+        approval_host::Deployment::load(&{
+            std::fs::write(&config, &tokens).unwrap();
+            config.clone()
+        })
+        .unwrap()
+        .tokens,
+    )
+    .check("peer", Some(METRICS_TOKEN))
+    .unwrap();
+    for method in [
+        "session/open",
+        "approval/request",
+        "initialize",
+        "rules/add",
+    ] {
+        if let Some(role) = approval_host::serve::auth::role_for(method) {
+            assert!(!grant.has(role), "{method}");
+        }
+    }
 }

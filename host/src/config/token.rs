@@ -4,7 +4,7 @@
 //! [[token]]
 //! name = "ci-runners"                  # appears in logs and in the audit of what it did
 //! sha256 = "9f2c…"                     # SHA-256 of the token (`approval-host token new` prints both)
-//! roles = ["agent"]                    # agent, answerer, admin
+//! roles = ["agent"]                    # agent, answerer, admin, metrics
 //! sessions = ["ci-"]                   # optional: the sessions it may open
 //! ```
 //!
@@ -74,6 +74,8 @@ pub enum TokenRole {
     Answerer,
     /// Standing rules, reload, plugins.
     Admin,
+    /// Scrape `/metrics` and `/readyz` on a metrics address off loopback; nothing else.
+    Metrics,
 }
 
 impl TokenRole {
@@ -83,15 +85,17 @@ impl TokenRole {
             TokenRole::Agent => "agent",
             TokenRole::Answerer => "answerer",
             TokenRole::Admin => "admin",
+            TokenRole::Metrics => "metrics",
         }
     }
 
-    /// Parses `agent`, `answerer` or `admin`.
+    /// Parses `agent`, `answerer`, `admin` or `metrics`.
     pub fn parse(s: &str) -> Option<TokenRole> {
         match s {
             "agent" => Some(TokenRole::Agent),
             "answerer" => Some(TokenRole::Answerer),
             "admin" => Some(TokenRole::Admin),
+            "metrics" => Some(TokenRole::Metrics),
             _ => None,
         }
     }
@@ -153,7 +157,7 @@ pub(super) fn parse(ctx: &Ctx, value: &Value, index: usize) -> Result<TokenSpec,
                         ctx.err(
                             &place,
                             format!(
-                                "roles: {r:?} is not one of \"agent\", \"answerer\" or \"admin\""
+                                "roles: {r:?} is not one of \"agent\", \"answerer\", \"admin\" or \"metrics\""
                             ),
                         )
                     })?;

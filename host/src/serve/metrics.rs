@@ -652,8 +652,8 @@ fn json_reply(status: StatusCode, body: &serde_json::Value) -> axum::response::R
 }
 
 impl Server {
-    /// Serves `/metrics`, `/healthz` and `/readyz` on `listener` (plain HTTP: bind it where only
-    /// the scraper reaches), counting decisions from now on.
+    /// Serves `/metrics`, `/healthz` and `/readyz` on `listener` (plain HTTP, no token: bind it
+    /// where only the scraper reaches), counting decisions from now on.
     ///
     /// # Errors
     /// The listener fails.
@@ -661,11 +661,76 @@ impl Server {
         &self,
         listener: tokio::net::TcpListener,
     ) -> Result<(), super::ServeError> {
+        self.serve_metrics_with(listener, None, false).await
+    }
+
+    /// [`Server::serve_metrics`], over TLS when `tls` is given; with `authenticate`, `/metrics`
+    /// and `/readyz` answer only a request bearing (`Authorization: Bearer …`) a token with the
+    /// `metrics` role (or `admin`), checked at each request, so a revoked token ends at once;
+    /// failed attempts count against the address as they do on every other listener.
+    /// `/healthz` says only that the process answers, and stays open.
+    ///
+    /// # Errors
+    /// The listener fails.
+    pub async fn serve_metrics_with(
+        &self,
+        listener: tokio::net::TcpListener,
+        tls: Option<tokio_rustls::TlsAcceptor>,
+        authenticate: bool,
+    ) -> Result<(), super::ServeError> {
+        if authenticate && !self.inner.gatekeeper.has_tokens() {
+            return Err(super::ServeError::Io(format!(
+                "{}: metrics off loopback need [[token]] entries with the metrics role: every scrape must authenticate (approval-host token new --role metrics --config FILE)",
+                self.inner.options.config.display()
+            )));
+        }
         let metrics = Arc::new(Metrics::new());
         self.service().add_observer(metrics.clone());
-        axum::serve(listener, router(self.clone(), metrics))
-            .await
-            .map_err(|e| super::ServeError::Io(format!("metrics: {e}")))
+        let mut routes = router(self.clone(), metrics);
+        if authenticate {
+            routes = routes.layer(axum::middleware::from_fn_with_state(self.clone(), bearer));
+        }
+        let admission = self.inner.admission.clone();
+        super::http::serve("metrics", listener, tls, routes, admission).await;
+        Ok(())
+    }
+}
+
+/// What a scrape without a token (or with a bad one) is told.
+pub const NO_TOKEN: &str = "this address needs Authorization: Bearer <token> with the metrics role";
+
+/// Lets through `/healthz`, and any other request bearing a token with the `metrics` role.
+async fn bearer(
+    State(server): State<Server>,
+    axum::Extension(super::http::Peer(peer)): axum::Extension<super::http::Peer>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if request.uri().path() == "/healthz" {
+        return next.run(request).await;
+    }
+    let token = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match server.inner.gatekeeper.check(&peer.ip().to_string(), token) {
+        Ok(grant) if grant.has(crate::config::token::TokenRole::Metrics) => next.run(request).await,
+        Ok(grant) => json_reply(
+            StatusCode::FORBIDDEN,
+            &json!({"error": format!("token {:?} does not have the metrics role", grant.name)}),
+        ),
+        Err(why) => {
+            let mut reply = json_reply(
+                StatusCode::UNAUTHORIZED,
+                &json!({"error": format!("{why}: {NO_TOKEN}")}),
+            );
+            reply.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+            reply
+        }
     }
 }
 

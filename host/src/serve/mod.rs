@@ -19,6 +19,7 @@ pub mod auth;
 mod connection;
 pub mod console;
 mod hook;
+pub mod http;
 pub mod limits;
 mod methods;
 pub mod metrics;

@@ -45,8 +45,9 @@ pub(crate) struct ServeArgs {
     /// the deployment; TLS as for --listen.
     #[arg(long, value_name = "ADDR")]
     pub(crate) http: Option<String>,
-    /// Serve Prometheus metrics (`/metrics`), `/healthz` and `/readyz` over plain HTTP at this
-    /// loopback address (`127.0.0.1:9464`).
+    /// Serve Prometheus metrics (`/metrics`), `/healthz` and `/readyz` at this address: on
+    /// loopback (`127.0.0.1:9464`) over plain HTTP without a token; anywhere else over TLS (as
+    /// for --listen) with a bearer token of the `metrics` role for `/metrics` and `/readyz`.
     #[arg(long, value_name = "ADDR")]
     pub(crate) metrics: Option<String>,
     /// The server's certificate chain (PEM) for --listen and --http.
@@ -83,13 +84,17 @@ pub(crate) fn run(ctx: &Context, args: ServeArgs) -> Result<ExitCode> {
         insecure_plaintext,
         no_watch,
     } = args;
+    let metrics = metrics.map(|addr| metrics_address(&addr)).transpose()?;
+    let metrics_off_loopback = metrics.is_some_and(|a| !a.ip().is_loopback());
     let flag = if listen.is_some() {
         "--listen"
-    } else {
+    } else if http.is_some() {
         "--http"
+    } else {
+        "--metrics"
     };
     let tls = match (
-        listen.is_some() || http.is_some(),
+        listen.is_some() || http.is_some() || metrics_off_loopback,
         tls_cert,
         tls_key,
         insecure_plaintext,
@@ -97,7 +102,7 @@ pub(crate) fn run(ctx: &Context, args: ServeArgs) -> Result<ExitCode> {
         (false, None, None, false) => None,
         (false, ..) => {
             return Err(UsageError(
-                "--tls-cert, --tls-key and --insecure-plaintext go with --listen or --http"
+                "--tls-cert, --tls-key and --insecure-plaintext go with --listen, --http or --metrics off loopback"
                     .to_owned(),
             )
             .into());
@@ -121,7 +126,13 @@ pub(crate) fn run(ctx: &Context, args: ServeArgs) -> Result<ExitCode> {
             .into());
         }
     };
-    let metrics = metrics.map(|addr| loopback(&addr)).transpose()?;
+    let metrics = metrics.map(|addr| {
+        if addr.ip().is_loopback() {
+            (addr, None, false)
+        } else {
+            (addr, tls.clone(), true)
+        }
+    });
     let network = listen.map(|addr| (addr, tls.clone()));
     let console = http.map(|addr| (addr, tls));
     let options = ServeOptions {
@@ -149,7 +160,11 @@ async fn serve(
     socket: Option<PathBuf>,
     network: Option<(String, Option<tokio_rustls::TlsAcceptor>)>,
     console: Option<(String, Option<tokio_rustls::TlsAcceptor>)>,
-    metrics: Option<std::net::SocketAddr>,
+    metrics: Option<(
+        std::net::SocketAddr,
+        Option<tokio_rustls::TlsAcceptor>,
+        bool,
+    )>,
     watch: bool,
 ) -> Result<()> {
     let server = Server::start(options).await.map_err(|e| match e {
@@ -181,12 +196,18 @@ async fn serve(
     };
     let scraped = async {
         match metrics {
-            Some(addr) => {
+            Some((addr, tls, authenticate)) => {
+                if authenticate && tls.is_none() {
+                    tracing::warn!(
+                        %addr,
+                        "metrics WITHOUT TLS (--insecure-plaintext): tokens cross the network in the clear"
+                    );
+                }
                 let listener = tokio::net::TcpListener::bind(addr)
                     .await
                     .map_err(|e| approval_host::serve::ServeError::Io(format!("{addr}: {e}")))?;
-                tracing::info!(%addr, "metrics, /healthz and /readyz listening");
-                server.serve_metrics(listener).await
+                tracing::info!(%addr, authenticate, "metrics, /healthz and /readyz listening");
+                server.serve_metrics_with(listener, tls, authenticate).await
             }
             None => std::future::pending().await,
         }
@@ -247,16 +268,9 @@ async fn serve(
     ended
 }
 
-/// `--metrics ADDR`, which must be a loopback address: the endpoint has no TLS and no token.
-fn loopback(addr: &str) -> Result<std::net::SocketAddr> {
-    let parsed: std::net::SocketAddr = addr
+/// `--metrics ADDR`.
+fn metrics_address(addr: &str) -> Result<std::net::SocketAddr> {
+    Ok(addr
         .parse()
-        .map_err(|e| UsageError(format!("--metrics {addr:?}: {e} (say 127.0.0.1:9464)")))?;
-    if !parsed.ip().is_loopback() {
-        return Err(UsageError(format!(
-            "--metrics {addr}: metrics are served over plain HTTP without a token; bind a loopback address (127.0.0.1:9464) and let the scraper reach it through a proxy"
-        ))
-        .into());
-    }
-    Ok(parsed)
+        .map_err(|e| UsageError(format!("--metrics {addr:?}: {e} (say 127.0.0.1:9464)")))?)
 }

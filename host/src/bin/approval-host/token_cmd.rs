@@ -23,7 +23,7 @@ pub(crate) enum TokenCommand {
         /// Its name in logs and in the deployment file.
         #[arg(long, value_name = "NAME")]
         name: String,
-        /// What it may do (repeatable): agent, answerer, admin.
+        /// What it may do (repeatable): agent, answerer, admin, metrics.
         #[arg(long = "role", value_name = "ROLE", required = true)]
         roles: Vec<String>,
         /// Limit it to sessions whose id starts with PREFIX (repeatable). A prefix ends with
@@ -91,9 +91,10 @@ fn token_new(
     use approval_host::serve::auth;
     for role in roles {
         if TokenRole::parse(role).is_none() {
-            return Err(
-                UsageError(format!("--role {role:?}: must be agent, answerer or admin")).into(),
-            );
+            return Err(UsageError(format!(
+                "--role {role:?}: must be agent, answerer, admin or metrics"
+            ))
+            .into());
         }
     }
     let token = auth::new_token().context("reading random bytes")?;

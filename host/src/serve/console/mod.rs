@@ -20,7 +20,6 @@ pub mod sessions;
 pub mod visible;
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -36,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Server;
 use super::auth::Grant;
+use super::http::Peer;
 use crate::config::token::TokenRole;
 use pending::Pending;
 
@@ -273,57 +273,11 @@ impl Console {
         tls: Option<tokio_rustls::TlsAcceptor>,
     ) -> std::io::Result<()> {
         let router = self.router();
-        loop {
-            let (stream, peer) = match listener.accept().await {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    super::limits::accept_failed(&e).await;
-                    continue;
-                }
-            };
-            let _ = stream.set_nodelay(true);
-            let admission = &self.server.inner.admission;
-            let Ok(slot) = admission.admit(Some(peer.ip())) else {
-                tracing::warn!(%peer, "console connection refused: too many connections");
-                continue;
-            };
-            let header_timeout = admission.limits().console_header_timeout;
-            // Failed logins are counted per address.
-            let service = hyper_util::service::TowerToHyperService::new(
-                router.clone().layer(Extension(Peer(peer))),
-            );
-            let tls = tls.clone();
-            tokio::spawn(async move {
-                let _slot = slot;
-                // A client that sends its request's head slowly (slowloris) is closed.
-                let mut http = hyper::server::conn::http1::Builder::new();
-                http.timer(hyper_util::rt::TokioTimer::new())
-                    .header_read_timeout(header_timeout);
-                let served = match tls {
-                    None => {
-                        http.serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                            .await
-                    }
-                    Some(acceptor) => {
-                        let Some(stream) = super::tls::accept(&acceptor, stream, &peer).await
-                        else {
-                            return;
-                        };
-                        http.serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                            .await
-                    }
-                };
-                if let Err(e) = served {
-                    tracing::debug!(%peer, error = %e, "console connection ended");
-                }
-            });
-        }
+        let admission = self.server.inner.admission.clone();
+        super::http::serve("console", listener, tls, router, admission).await;
+        Ok(())
     }
 }
-
-/// The address a request came from.
-#[derive(Debug, Clone, Copy)]
-struct Peer(SocketAddr);
 
 fn cookie(headers: &HeaderMap) -> Option<String> {
     cookie_named(headers, COOKIE)
