@@ -173,7 +173,7 @@ fn a_killed_host_s_session_is_taken_over_after_its_lease_with_its_open_question_
 }
 
 /// `GET /metrics` at `addr`, once the host listens there.
-fn scrape(addr: std::net::SocketAddr) -> String {
+pub(crate) fn scrape(addr: std::net::SocketAddr) -> String {
     use std::io::{Read, Write};
     let started = std::time::Instant::now();
     let mut stream = loop {

@@ -528,3 +528,50 @@ async fn metrics_over_tls_answer_only_a_metrics_token_and_a_revoked_one_ends_at_
         }
     }
 }
+
+#[test]
+fn a_session_log_refused_as_corrupt_is_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = deployment(dir.path(), "trap.wasm");
+    let state = dir.path().join("state");
+    // A log whose second line is not a record.
+    let good = approval_host::ApprovalService::open_dir(&state, approval_host::Policy::Ask);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        good.start_turn("broken").await.unwrap();
+        good.end_turn("broken").await.unwrap();
+    });
+    drop(good);
+    let path = crate::support::log_path(&state, "broken");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let first = text.lines().next().unwrap();
+    std::fs::write(&path, format!("{first}\nnot a record\n")).unwrap();
+
+    let metrics = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut client = crate::serve::Client::spawn(
+        &state,
+        &config,
+        &["--no-watch", "--metrics", &metrics.to_string()],
+    );
+    let refused = client.error(
+        "session/open",
+        json!({"sessionId": "broken", "agentId": "a"}),
+    );
+    assert!(
+        refused["message"].as_str().unwrap().contains("line 2"),
+        "{refused}"
+    );
+    client.call("session/open", json!({"sessionId": "fine", "agentId": "a"}));
+    let scraped = crate::fleet::scrape(metrics);
+    assert_eq!(
+        samples(&scraped, "approval_logs_refused_total"),
+        ["approval_logs_refused_total 1"]
+    );
+    assert_eq!(
+        samples(&scraped, "approval_rules_logs_untrusted"),
+        ["approval_rules_logs_untrusted 0"]
+    );
+}

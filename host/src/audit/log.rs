@@ -146,6 +146,19 @@ impl SessionLog {
         subscribers: Arc<Subscribers>,
         redaction: RedactionCell,
     ) -> Result<SessionLog, LogError> {
+        let opened = Self::open_validated(store, session, subscribers, redaction);
+        if let Err(LogError::Corrupt { .. } | LogError::Inconsistent { .. }) = &opened {
+            crate::audit::stats::log_refused();
+        }
+        opened
+    }
+
+    fn open_validated(
+        store: &dyn Store,
+        session: &str,
+        subscribers: Arc<Subscribers>,
+        redaction: RedactionCell,
+    ) -> Result<SessionLog, LogError> {
         validate_session_id(session)?;
         let OpenedLog {
             name,

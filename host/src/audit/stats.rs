@@ -17,6 +17,18 @@ static RENEWALS_FAILED: AtomicU64 = AtomicU64::new(0);
 static LOST: AtomicU64 = AtomicU64::new(0);
 static TAKEOVERS: AtomicU64 = AtomicU64::new(0);
 static RETRIES: AtomicU64 = AtomicU64::new(0);
+static REFUSED_LOGS: AtomicU64 = AtomicU64::new(0);
+
+/// Counts a session log refused when opened: a record that does not parse, is out of sequence
+/// or breaks the log's rules (what `log verify` would report).
+pub(crate) fn log_refused() {
+    REFUSED_LOGS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Session logs refused when opened so far.
+pub fn logs_refused() -> u64 {
+    REFUSED_LOGS.load(Ordering::Relaxed)
+}
 
 /// How many commit-latency buckets there are; the last is unbounded.
 pub const LATENCY_BUCKETS: usize = 17;

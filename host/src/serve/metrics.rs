@@ -165,6 +165,9 @@ pub struct Metrics {
     refused: Family<RefusedLabels, Gauge<i64, AtomicI64>>,
     traces: Family<TraceLabels, Gauge<i64, AtomicI64>>,
     traces_dropped: Gauge,
+    logs_refused: Counter,
+    seen_logs_refused: std::sync::atomic::AtomicU64,
+    rules_untrusted: Gauge,
     commits: Counter,
     committed_records: Counter,
     commit_seconds: Counter<f64, std::sync::atomic::AtomicU64>,
@@ -350,6 +353,18 @@ impl Metrics {
             "The commit threads' rounds (one write and sync of a log's batch) by latency, since the process started",
             CommitLatency,
         );
+        let logs_refused = Counter::default();
+        registry.register(
+            "approval_logs_refused",
+            "Session logs refused when opened: a record that does not parse, is out of sequence or breaks the log's rules (run approval-host log verify)",
+            logs_refused.clone(),
+        );
+        let rules_untrusted = Gauge::default();
+        registry.register(
+            "approval_rules_logs_untrusted",
+            "Standing-rules logs whose chain or signatures do not check: their rules are not used",
+            rules_untrusted.clone(),
+        );
         let traces = Family::<TraceLabels, Gauge<i64, AtomicI64>>::default();
         registry.register(
             "approval_trace_spans",
@@ -446,6 +461,11 @@ impl Metrics {
             refused,
             traces,
             traces_dropped,
+            logs_refused,
+            seen_logs_refused: std::sync::atomic::AtomicU64::new(
+                crate::audit::stats::logs_refused(),
+            ),
+            rules_untrusted,
             rule_cache: std::sync::RwLock::default(),
             plugin_cache: std::sync::RwLock::default(),
         }
@@ -569,6 +589,15 @@ impl Metrics {
             }
             *seen = now;
         }
+        let refused_now = crate::audit::stats::logs_refused();
+        let before = self.seen_logs_refused.swap(refused_now, Ordering::Relaxed);
+        self.logs_refused.inc_by(refused_now.saturating_sub(before));
+        self.rules_untrusted.set(
+            server
+                .service()
+                .rules()
+                .map_or(0, |book| book.broken().len() as i64),
+        );
         if let Some(telemetry) = server.telemetry() {
             let (exported, failed) = telemetry.exported();
             self.traces_dropped.set(telemetry.dropped() as i64);
