@@ -499,6 +499,18 @@ async fn metrics_over_tls_answer_only_a_metrics_token_and_a_revoked_one_ends_at_
     let (status, body) = https(&connector, addr, "/metrics", Some(METRICS_TOKEN)).await;
     assert_eq!(status, 200);
     assert!(body.contains("# TYPE approval_questions counter"), "{body}");
+    // The scrape's own connection is the one open, on the metrics address.
+    let mut open = samples(&body, "approval_connections_open");
+    open.sort_unstable();
+    assert_eq!(
+        open,
+        [
+            "approval_connections_open{transport=\"console\"} 0",
+            "approval_connections_open{transport=\"metrics\"} 1",
+            "approval_connections_open{transport=\"tcp\"} 0",
+            "approval_connections_open{transport=\"unix\"} 0",
+        ]
+    );
     let (status, _) = https(&connector, addr, "/readyz", Some(METRICS_TOKEN)).await;
     assert_eq!(status, 200);
     // The metrics token revoked (gone from the file): its next scrape is refused.

@@ -8,15 +8,16 @@ use std::sync::Arc;
 
 use axum::Extension;
 
-use super::limits::Admission;
+use super::limits::{Admission, Transport};
 
 /// The address a request came from.
 #[derive(Debug, Clone, Copy)]
 pub struct Peer(pub SocketAddr);
 
-/// Serves `router` on `listener` until the task is dropped; `what` names the listener in logs.
+/// Serves `router` on `listener` until the task is dropped; `transport` says which listener it
+/// is (in the admission's counts and in logs).
 pub(super) async fn serve(
-    what: &'static str,
+    transport: Transport,
     listener: tokio::net::TcpListener,
     tls: Option<tokio_rustls::TlsAcceptor>,
     router: axum::Router,
@@ -31,7 +32,8 @@ pub(super) async fn serve(
             }
         };
         let _ = stream.set_nodelay(true);
-        let Ok(slot) = admission.admit(Some(peer.ip())) else {
+        let what = transport.as_str();
+        let Ok(slot) = admission.admit(transport, Some(peer.ip())) else {
             tracing::warn!(%peer, what, "connection refused: too many connections");
             continue;
         };
@@ -60,7 +62,7 @@ pub(super) async fn serve(
                 }
             };
             if let Err(e) = served {
-                tracing::debug!(%peer, what, error = %e, "connection ended");
+                tracing::debug!(%peer, what = transport.as_str(), error = %e, "connection ended");
             }
         });
     }

@@ -86,11 +86,49 @@ impl Counters {
     }
 }
 
+/// Where a connection came in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// The Unix socket (`--socket`).
+    Unix,
+    /// JSON-RPC over the network (`--listen`).
+    Tcp,
+    /// The web console (`--http`).
+    Console,
+    /// The metrics address (`--metrics`).
+    Metrics,
+}
+
+impl Transport {
+    /// Every transport, in the order [`Admission::open_by_transport`] reports them.
+    pub const ALL: [Transport; 4] = [
+        Transport::Unix,
+        Transport::Tcp,
+        Transport::Console,
+        Transport::Metrics,
+    ];
+
+    /// Its name, as a metric's label.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Transport::Unix => "unix",
+            Transport::Tcp => "tcp",
+            Transport::Console => "console",
+            Transport::Metrics => "metrics",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
 /// The connections open now.
 #[derive(Debug, Default)]
 struct Open {
     total: usize,
     per_address: HashMap<IpAddr, usize>,
+    by_transport: [usize; 4],
 }
 
 /// Admits connections within the limits, and holds the limits (replaced on reload).
@@ -107,12 +145,15 @@ pub struct Admission {
 pub struct Slot {
     admission: Arc<Admission>,
     address: Option<IpAddr>,
+    transport: Transport,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut open = self.admission.lock_open();
         open.total = open.total.saturating_sub(1);
+        let t = self.transport.index();
+        open.by_transport[t] = open.by_transport[t].saturating_sub(1);
         if let Some(address) = self.address
             && let Some(n) = open.per_address.get_mut(&address)
         {
@@ -147,9 +188,13 @@ impl Admission {
         self.open.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A place for a connection from `address` (`None`: the Unix socket, which has no address
-    /// share), or the text to close it with.
-    pub fn admit(self: &Arc<Self>, address: Option<IpAddr>) -> Result<Slot, String> {
+    /// A place for a connection over `transport` from `address` (`None`: the Unix socket, which
+    /// has no address share), or the text to close it with.
+    pub fn admit(
+        self: &Arc<Self>,
+        transport: Transport,
+        address: Option<IpAddr>,
+    ) -> Result<Slot, String> {
         let limits = self.limits();
         let mut open = self.lock_open();
         let refused = if open.total >= limits.connections {
@@ -166,18 +211,26 @@ impl Admission {
             return Err(text);
         }
         open.total += 1;
+        open.by_transport[transport.index()] += 1;
         if let Some(a) = address {
             *open.per_address.entry(a).or_default() += 1;
         }
         Ok(Slot {
             admission: self.clone(),
             address,
+            transport,
         })
     }
 
     /// How many connections are open now.
     pub fn open_connections(&self) -> usize {
         self.lock_open().total
+    }
+
+    /// How many connections are open now over each of [`Transport::ALL`].
+    pub fn open_by_transport(&self) -> [(Transport, usize); 4] {
+        let open = self.lock_open();
+        Transport::ALL.map(|t| (t, open.by_transport[t.index()]))
     }
 }
 
@@ -193,17 +246,21 @@ mod tests {
             ..Limits::default()
         });
         let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
-        let first = admission.admit(Some(a)).unwrap();
-        let _second = admission.admit(Some(a)).unwrap();
+        let first = admission.admit(Transport::Tcp, Some(a)).unwrap();
+        let _second = admission.admit(Transport::Console, Some(a)).unwrap();
         assert_eq!(
-            admission.admit(Some(a)).unwrap_err(),
+            admission.admit(Transport::Tcp, Some(a)).unwrap_err(),
             too_many_from_address(2)
         );
-        let _third = admission.admit(Some(b)).unwrap();
-        assert_eq!(admission.admit(None).unwrap_err(), too_many_connections(3));
+        let _third = admission.admit(Transport::Metrics, Some(b)).unwrap();
+        assert_eq!(
+            admission.admit(Transport::Unix, None).unwrap_err(),
+            too_many_connections(3)
+        );
         drop(first);
         assert_eq!(admission.open_connections(), 2);
-        let _again = admission.admit(Some(a)).unwrap();
+        assert_eq!(admission.open_by_transport().map(|(_, n)| n), [0, 0, 1, 1]);
+        let _again = admission.admit(Transport::Tcp, Some(a)).unwrap();
         assert_eq!(
             admission
                 .counters

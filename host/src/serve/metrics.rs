@@ -93,6 +93,11 @@ struct RefusedLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TransportLabels {
+    transport: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TraceLabels {
     result: String,
 }
@@ -160,7 +165,7 @@ pub struct Metrics {
     shadow_answers: Family<ShadowLabels, Gauge>,
     plugins: Family<StateLabels, Gauge>,
     waiting: Gauge,
-    connections: Gauge,
+    connections: Family<TransportLabels, Gauge>,
     sessions: Gauge,
     refused: Family<RefusedLabels, Gauge<i64, AtomicI64>>,
     traces: Family<TraceLabels, Gauge<i64, AtomicI64>>,
@@ -330,10 +335,10 @@ impl Metrics {
             "Questions waiting for a person on the web console",
             waiting.clone(),
         );
-        let connections = Gauge::default();
+        let connections = Family::<TransportLabels, Gauge>::default();
         registry.register(
             "approval_connections_open",
-            "Client connections open (socket and network)",
+            "Connections open, by transport (unix, tcp, console, metrics; stdio is one and is not counted)",
             connections.clone(),
         );
         let sessions = Gauge::default();
@@ -547,8 +552,13 @@ impl Metrics {
         }
         self.waiting
             .set(server.web_pending().map_or(0, |p| p.list().len() as i64));
-        self.connections
-            .set(server.admission().open_connections() as i64);
+        for (transport, n) in server.admission().open_by_transport() {
+            self.connections
+                .get_or_create(&TransportLabels {
+                    transport: transport.as_str(),
+                })
+                .set(n as i64);
+        }
         self.sessions
             .set(server.service().open_sessions().await.len() as i64);
         let c = &server.admission().counters;
@@ -720,7 +730,14 @@ impl Server {
             routes = routes.layer(axum::middleware::from_fn_with_state(self.clone(), bearer));
         }
         let admission = self.inner.admission.clone();
-        super::http::serve("metrics", listener, tls, routes, admission).await;
+        super::http::serve(
+            super::limits::Transport::Metrics,
+            listener,
+            tls,
+            routes,
+            admission,
+        )
+        .await;
         Ok(())
     }
 }

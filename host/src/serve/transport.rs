@@ -71,7 +71,11 @@ impl Server {
                     continue;
                 }
             };
-            let slot = match self.inner.admission.admit(None) {
+            let slot = match self
+                .inner
+                .admission
+                .admit(super::limits::Transport::Unix, None)
+            {
                 Ok(slot) => slot,
                 Err(text) => {
                     refuse(&text, |line| stream.try_write(line));
@@ -156,7 +160,11 @@ impl Server {
                 }
             };
             let _ = stream.set_nodelay(true);
-            let slot = match self.inner.admission.admit(Some(peer.ip())) {
+            let slot = match self
+                .inner
+                .admission
+                .admit(super::limits::Transport::Tcp, Some(peer.ip()))
+            {
                 Ok(slot) => slot,
                 Err(text) => {
                     // Over TLS the refusal is the closed connection: a handshake for a client

@@ -274,7 +274,14 @@ impl Console {
     ) -> std::io::Result<()> {
         let router = self.router();
         let admission = self.server.inner.admission.clone();
-        super::http::serve("console", listener, tls, router, admission).await;
+        super::http::serve(
+            super::limits::Transport::Console,
+            listener,
+            tls,
+            router,
+            admission,
+        )
+        .await;
         Ok(())
     }
 }
