@@ -586,4 +586,16 @@ fn a_session_log_refused_as_corrupt_is_counted() {
         samples(&scraped, "approval_rules_logs_untrusted"),
         ["approval_rules_logs_untrusted 0"]
     );
+    // The one session the stdio client opened (the refused one never opened).
+    let mut sessions = samples(&scraped, "approval_sessions_open");
+    sessions.sort_unstable();
+    assert_eq!(
+        sessions,
+        [
+            "approval_sessions_open{transport=\"other\"} 0",
+            "approval_sessions_open{transport=\"stdio\"} 1",
+            "approval_sessions_open{transport=\"tcp\"} 0",
+            "approval_sessions_open{transport=\"unix\"} 0",
+        ]
+    );
 }

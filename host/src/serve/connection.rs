@@ -433,6 +433,15 @@ pub(super) struct Conn {
 }
 
 impl Conn {
+    /// How the connection came in: `stdio`, `unix` or `tcp` (from its peer name).
+    pub(super) fn transport(&self) -> &'static str {
+        match self.peer.split(' ').next() {
+            Some("stdio") => "stdio",
+            Some("unix") => "unix",
+            _ => "tcp",
+        }
+    }
+
     /// Queues a line for the client. A client with more than its share of bytes waiting is not
     /// reading: it is dropped (one line on its own may be larger, so a big reply still goes).
     pub(super) fn send(&self, line: String) {

@@ -136,6 +136,7 @@ impl Server {
                     session.to_owned(),
                     SessionEntry {
                         owner: conn.id,
+                        transport: conn.transport(),
                         token: grant.name.clone(),
                         agent,
                     },

@@ -166,7 +166,7 @@ pub struct Metrics {
     plugins: Family<StateLabels, Gauge>,
     waiting: Gauge,
     connections: Family<TransportLabels, Gauge>,
-    sessions: Gauge,
+    sessions: Family<TransportLabels, Gauge>,
     refused: Family<RefusedLabels, Gauge<i64, AtomicI64>>,
     traces: Family<TraceLabels, Gauge<i64, AtomicI64>>,
     traces_dropped: Gauge,
@@ -341,10 +341,10 @@ impl Metrics {
             "Connections open, by transport (unix, tcp, console, metrics; stdio is one and is not counted)",
             connections.clone(),
         );
-        let sessions = Gauge::default();
+        let sessions = Family::<TransportLabels, Gauge>::default();
         registry.register(
             "approval_sessions_open",
-            "Sessions open in this host",
+            "Sessions open in this host, by how they came: stdio, unix, tcp (a client opened it), other (a hook's question in flight, in process)",
             sessions.clone(),
         );
         let refused = Family::<RefusedLabels, Gauge<i64, AtomicI64>>::default();
@@ -559,8 +559,11 @@ impl Metrics {
                 })
                 .set(n as i64);
         }
-        self.sessions
-            .set(server.service().open_sessions().await.len() as i64);
+        for (transport, n) in server.sessions_by_transport().await {
+            self.sessions
+                .get_or_create(&TransportLabels { transport })
+                .set(n as i64);
+        }
         let c = &server.admission().counters;
         for (why, counter) in [
             ("connections", &c.refused_connections),

@@ -91,6 +91,8 @@ pub enum ServeError {
 
 struct SessionEntry {
     owner: u64,
+    /// How its connection came in: `stdio`, `unix` or `tcp`.
+    transport: &'static str,
     /// The name of the token it was opened with (its share of `sessions_per_token`).
     token: String,
     agent: Agent,
@@ -231,6 +233,22 @@ impl Server {
     /// The approval service behind the server.
     pub fn service(&self) -> &ApprovalService {
         &self.inner.service
+    }
+
+    /// The sessions open now by how they came: `stdio`, `unix`, `tcp` (a client's
+    /// `session/open`), and `other` (a hook's question in flight, or opened in process).
+    pub async fn sessions_by_transport(&self) -> [(&'static str, usize); 4] {
+        let total = self.inner.service.open_sessions().await.len();
+        let mut counts = [("stdio", 0), ("unix", 0), ("tcp", 0), ("other", 0)];
+        let mut clients = 0;
+        for entry in self.inner.lock_sessions().values() {
+            if let Some((_, n)) = counts.iter_mut().find(|(t, _)| *t == entry.transport) {
+                *n += 1;
+                clients += 1;
+            }
+        }
+        counts[3].1 = total.saturating_sub(clients);
+        counts
     }
 
     /// The deployment's `[telemetry]` exporter, when it has one.
