@@ -288,9 +288,19 @@ async fn readyz_is_unready_while_the_database_stops_answering_and_ready_when_it_
         "{} options=-csearch_path={schema}",
         base.replace("user=postgres", &format!("user={role}"))
     );
+    // Leases of a second, renewed every third of one.
+    let config = dir.path().join("deploy.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("[store]\nurl = {url:?}\nlease-seconds = 1\n\n{text}"),
+    )
+    .unwrap();
     let (server, addr) = start(dir.path(), Some(url)).await;
     let ready = http(addr, "GET", "/readyz", None, None).await;
     assert_eq!(ready.status, 200, "{}", ready.body);
+    // A session open through the outage: its lease must be renewed.
+    let _held = server.service().agent("held", "main").await.unwrap();
 
     pg::sql(
         &base,
@@ -308,11 +318,41 @@ async fn readyz_is_unready_while_the_database_stops_answering_and_ready_when_it_
         body["checks"]["store"].is_string() && body["checks"]["store"] != "ok",
         "{body}"
     );
+    // Once a renewal round has failed, that is what it says.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let r = http(addr, "GET", "/readyz", None, None).await;
+        assert_eq!(r.status, 503, "{}", r.body);
+        let body: Value = serde_json::from_str(&r.body).unwrap();
+        if body["checks"]["store"] == "session leases could not be renewed at the last attempt" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the leases never showed: {body}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 
     pg::sql(&base, &format!("ALTER ROLE {role} LOGIN"));
-    // The store connects again on its next use.
-    let again = http(addr, "GET", "/readyz", None, None).await;
-    assert_eq!(again.status, 200, "{}", again.body);
+    // The store connects again on its next use, and the host is ready once a lease renewal
+    // round has gone through; until then it names the leases or the store's error.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let again = http(addr, "GET", "/readyz", None, None).await;
+        if again.status == 200 {
+            break;
+        }
+        assert_eq!(again.status, 503, "{}", again.body);
+        let body: Value = serde_json::from_str(&again.body).unwrap();
+        assert!(body["checks"]["store"].is_string(), "{body}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never ready again: {body}"
+        );
+        // Polling the endpoint, as a load balancer does.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     drop(server);
 }
 

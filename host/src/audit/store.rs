@@ -114,6 +114,13 @@ pub trait Store: Send + Sync + 'static {
             .collect()
     }
 
+    /// What keeps the store from serving sessions safely now, beyond answering at all (a shared
+    /// database whose session leases could not be renewed at the last attempt); `None` when
+    /// nothing does. Cheap: no round trip.
+    fn trouble(&self) -> Option<String> {
+        None
+    }
+
     /// The logs the store holds (sessions and rules logs), in name order.
     fn list(&self) -> Result<Vec<String>, LogError> {
         Err(LogError::Io {

@@ -638,11 +638,14 @@ pub async fn readiness(server: &Server) -> (bool, serde_json::Value) {
         tokio::task::spawn_blocking(move || store.list().map(drop)),
     )
     .await;
-    let store_check = match reached {
-        Ok(Ok(Ok(()))) => Ok(()),
-        Ok(Ok(Err(e))) => Err(e.to_string()),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err("no answer within 2 s".to_owned()),
+    // Leases that did not renew say more than the listing's error (they fail first).
+    let trouble = server.service().store().trouble();
+    let store_check = match (trouble, reached) {
+        (Some(trouble), _) => Err(trouble),
+        (None, Ok(Ok(Ok(())))) => Ok(()),
+        (None, Ok(Ok(Err(e)))) => Err(e.to_string()),
+        (None, Ok(Err(e))) => Err(e.to_string()),
+        (None, Err(_)) => Err("no answer within 2 s".to_owned()),
     };
     let failed: Vec<String> = server
         .plugin_status()

@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 use std::sync::Weak;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio_postgres::Client;
@@ -24,6 +25,8 @@ pub(super) async fn renew_leases(inner: Weak<Inner>, every: Duration) {
             .cloned()
             .collect();
         if owners.is_empty() {
+            // No lease to keep: nothing is failing.
+            inner.renewal_failing.store(false, Ordering::Relaxed);
             continue;
         }
         let mut tries = 0;
@@ -52,6 +55,7 @@ pub(super) async fn renew_leases(inner: Weak<Inner>, every: Duration) {
         };
         match renewed {
             Ok(renewed) => {
+                inner.renewal_failing.store(false, Ordering::Relaxed);
                 crate::audit::stats::renewed(renewed.len() as u64);
                 // A lease released while this ran is not lost.
                 let held = inner.held.lock().unwrap_or_else(|p| p.into_inner());
@@ -68,6 +72,7 @@ pub(super) async fn renew_leases(inner: Weak<Inner>, every: Duration) {
                 }
             }
             Err(e) => {
+                inner.renewal_failing.store(true, Ordering::Relaxed);
                 crate::audit::stats::renewal_failed();
                 tracing::warn!(error = %e, "could not renew session leases");
             }

@@ -11,6 +11,13 @@ use super::lease::{Lease, release, take_lease};
 use super::{Failure, PgStore, again, client, log_error};
 
 impl Store for PgStore {
+    fn trouble(&self) -> Option<String> {
+        self.inner
+            .renewal_failing
+            .load(Ordering::Relaxed)
+            .then(|| "session leases could not be renewed at the last attempt".to_owned())
+    }
+
     fn open(&self, session: &str) -> Result<OpenedLog, LogError> {
         crate::audit::store::validate_session_id(session)?;
         let name = Self::log_name(session);

@@ -135,6 +135,8 @@ struct Inner {
     held: Mutex<HashSet<String>>,
     opened: AtomicU64,
     retries: AtomicU64,
+    /// Whether the last lease renewal round failed (the database did not answer).
+    renewal_failing: std::sync::atomic::AtomicBool,
     /// Last: dropped after everything that runs on it.
     _runtime: OwnedRuntime,
 }
@@ -258,6 +260,7 @@ impl PgStore {
             lease_ms: options.lease.as_secs_f64() * 1000.0,
             held: Mutex::new(HashSet::new()),
             opened: AtomicU64::new(0),
+            renewal_failing: std::sync::atomic::AtomicBool::new(false),
             retries: AtomicU64::new(0),
             _runtime: runtime,
         });
