@@ -626,6 +626,19 @@ fn a_session_log_refused_as_corrupt_is_counted() {
         samples(&scraped, "approval_rules_logs_untrusted"),
         ["approval_rules_logs_untrusted 0"]
     );
+    // The stdio client needs no token.
+    let mut clients = samples(&scraped, "approval_clients_open");
+    clients.sort_unstable();
+    assert_eq!(
+        clients,
+        [
+            "approval_clients_open{role=\"admin\"} 0",
+            "approval_clients_open{role=\"agent\"} 0",
+            "approval_clients_open{role=\"answerer\"} 0",
+            "approval_clients_open{role=\"local\"} 1",
+            "approval_clients_open{role=\"unauthenticated\"} 0",
+        ]
+    );
     // The one session the stdio client opened (the refused one never opened).
     let mut sessions = samples(&scraped, "approval_sessions_open");
     sessions.sort_unstable();

@@ -290,6 +290,17 @@ async fn over_tls_a_connection_needs_a_valid_token_and_gets_only_its_roles() {
         )
         .await;
     assert_eq!(ok(&reply)["outcome"], "allowed-once");
+    // Three connections open, one per role; the refused ones are gone.
+    assert_eq!(
+        server.connections_by_role(),
+        [
+            ("agent", 1),
+            ("answerer", 1),
+            ("admin", 1),
+            ("local", 0),
+            ("unauthenticated", 0)
+        ]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

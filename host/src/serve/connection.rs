@@ -72,6 +72,11 @@ impl Server {
             answerer: Mutex::new(None),
             server: Arc::downgrade(&self.inner),
         });
+        self.inner
+            .conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(conn.id, (Arc::downgrade(&conn), !authenticate));
         let writer_task = {
             let conn = conn.clone();
             tokio::spawn(async move {
@@ -232,6 +237,11 @@ impl Server {
     /// Releases what a closed connection held: its answerer, its pending prompts (they settle
     /// `unavailable`), its requests (cancelled) and its sessions (open turns are ended).
     async fn disconnect(&self, conn: &Arc<Conn>) {
+        self.inner
+            .conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&conn.id);
         conn.lock_answerer().take();
         conn.lock_prompts().clear();
         for (_, token) in conn.lock_inflight().drain() {

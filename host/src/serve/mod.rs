@@ -107,6 +107,9 @@ struct Inner {
     shadows: Mutex<Arc<Shadows>>,
     sessions: Mutex<HashMap<String, SessionEntry>>,
     next_conn: AtomicU64,
+    /// The JSON-RPC connections open now, for their counts by role, and whether each is local
+    /// (served without authentication).
+    conns: Mutex<HashMap<u64, (std::sync::Weak<connection::Conn>, bool)>>,
     /// The deployment's `[claude-code]` settings (replaced on reload).
     hook_options: Mutex<crate::claude_code::HookOptions>,
     /// The turns of Claude Code sessions asked through `hook/claude-code`.
@@ -217,6 +220,7 @@ impl Server {
                 shadows: Mutex::new(shadows),
                 sessions: Mutex::new(HashMap::new()),
                 next_conn: AtomicU64::new(1),
+                conns: Mutex::new(HashMap::new()),
                 hook_options: Mutex::new(hook_options),
                 hook_turns: crate::claude_code::HookTurns::default(),
                 hook_owners: hook::HookOwners::default(),
@@ -233,6 +237,48 @@ impl Server {
     /// The approval service behind the server.
     pub fn service(&self) -> &ApprovalService {
         &self.inner.service
+    }
+
+    /// The JSON-RPC connections open now by the roles of their tokens: `agent`, `answerer`,
+    /// `admin` (a connection holding several counts under each), `local` (stdio, or the Unix
+    /// socket of a deployment without tokens: every role) and `unauthenticated` (not yet).
+    pub fn connections_by_role(&self) -> [(&'static str, usize); 5] {
+        use crate::config::token::TokenRole;
+        let mut counts = [
+            ("agent", 0),
+            ("answerer", 0),
+            ("admin", 0),
+            ("local", 0),
+            ("unauthenticated", 0),
+        ];
+        let conns: Vec<_> = self
+            .inner
+            .conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .filter_map(|(conn, local)| Some((conn.upgrade()?, *local)))
+            .collect();
+        for (conn, local) in conns {
+            let grant = conn.lock_grant();
+            let at = |counts: &mut [(&str, usize); 5], name: &str| {
+                if let Some((_, n)) = counts.iter_mut().find(|(r, _)| *r == name) {
+                    *n += 1;
+                }
+            };
+            match grant.as_ref() {
+                _ if local => at(&mut counts, "local"),
+                None => at(&mut counts, "unauthenticated"),
+                Some(g) => {
+                    for role in [TokenRole::Agent, TokenRole::Answerer, TokenRole::Admin] {
+                        if g.roles.contains(&role) {
+                            at(&mut counts, role.as_str());
+                        }
+                    }
+                }
+            }
+        }
+        counts
     }
 
     /// The sessions open now by how they came: `stdio`, `unix`, `tcp` (a client's

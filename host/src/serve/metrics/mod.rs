@@ -100,6 +100,11 @@ struct TransportLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RoleLabels {
+    role: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TraceLabels {
     result: String,
 }
@@ -168,6 +173,7 @@ pub struct Metrics {
     plugins: Family<StateLabels, Gauge>,
     waiting: Gauge,
     connections: Family<TransportLabels, Gauge>,
+    connections_by_role: Family<RoleLabels, Gauge>,
     sessions: Family<TransportLabels, Gauge>,
     refused: Family<RefusedLabels, Gauge<i64, AtomicI64>>,
     traces: Family<TraceLabels, Gauge<i64, AtomicI64>>,
@@ -343,6 +349,12 @@ impl Metrics {
             "Connections open, by transport (unix, tcp, console, metrics; stdio is one and is not counted)",
             connections.clone(),
         );
+        let connections_by_role = Family::<RoleLabels, Gauge>::default();
+        registry.register(
+            "approval_clients_open",
+            "JSON-RPC connections open, by the roles of their tokens (agent, answerer, admin; one holding several counts under each), local (no token needed) and unauthenticated (not yet)",
+            connections_by_role.clone(),
+        );
         let sessions = Family::<TransportLabels, Gauge>::default();
         registry.register(
             "approval_sessions_open",
@@ -464,6 +476,7 @@ impl Metrics {
             plugins,
             waiting,
             connections,
+            connections_by_role,
             sessions,
             refused,
             traces,
@@ -559,6 +572,11 @@ impl Metrics {
                 .get_or_create(&TransportLabels {
                     transport: transport.as_str(),
                 })
+                .set(n as i64);
+        }
+        for (role, n) in server.connections_by_role() {
+            self.connections_by_role
+                .get_or_create(&RoleLabels { role })
                 .set(n as i64);
         }
         for (transport, n) in server.sessions_by_transport().await {
