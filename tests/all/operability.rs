@@ -652,3 +652,58 @@ fn a_session_log_refused_as_corrupt_is_counted() {
         ]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_waiting_for_a_person_is_counted_with_its_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _console) = crate::console::server(dir.path(), 60).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let s = server.clone();
+    tokio::spawn(async move { s.serve_metrics(listener).await });
+    let service = server.service().clone();
+    service.start_turn("w1").await.unwrap();
+    let agent = service.agent("w1", "main").await.unwrap();
+    let started = std::time::Instant::now();
+    let asking = tokio::spawn({
+        let service = service.clone();
+        async move {
+            service
+                .ask(ApprovalRequest::new(&agent, "Bash"))
+                .await
+                .unwrap()
+                .outcome
+        }
+    });
+    let pending = server.web_pending().unwrap().clone();
+    while pending.list().is_empty() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(20));
+        tokio::task::yield_now().await;
+    }
+    let text = http(addr, "GET", "/metrics", None, None).await.body;
+    assert_eq!(
+        samples(&text, "approval_questions_waiting "),
+        ["approval_questions_waiting 1"]
+    );
+    let oldest: f64 = samples(&text, "approval_questions_waiting_oldest_seconds")[0]
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        oldest > 0.0 && oldest <= started.elapsed().as_secs_f64(),
+        "{oldest}"
+    );
+    // The turn ends: the question is withdrawn, and nothing waits.
+    service.end_turn("w1").await.unwrap();
+    assert_eq!(asking.await.unwrap(), Outcome::Cancelled);
+    let text = http(addr, "GET", "/metrics", None, None).await.body;
+    assert_eq!(
+        samples(&text, "approval_questions_waiting"),
+        [
+            "approval_questions_waiting 0",
+            "approval_questions_waiting_oldest_seconds 0.0"
+        ]
+    );
+}

@@ -172,6 +172,7 @@ pub struct Metrics {
     shadow_answers: Family<ShadowLabels, Gauge>,
     plugins: Family<StateLabels, Gauge>,
     waiting: Gauge,
+    waiting_oldest: Gauge<f64, std::sync::atomic::AtomicU64>,
     connections: Family<TransportLabels, Gauge>,
     connections_by_role: Family<RoleLabels, Gauge>,
     sessions: Family<TransportLabels, Gauge>,
@@ -343,6 +344,12 @@ impl Metrics {
             "Questions waiting for a person on the web console",
             waiting.clone(),
         );
+        let waiting_oldest = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        registry.register(
+            "approval_questions_waiting_oldest_seconds",
+            "How long the question that has waited longest for a person has waited (0 when none waits)",
+            waiting_oldest.clone(),
+        );
         let connections = Family::<TransportLabels, Gauge>::default();
         registry.register(
             "approval_connections_open",
@@ -475,6 +482,7 @@ impl Metrics {
             shadow_answers,
             plugins,
             waiting,
+            waiting_oldest,
             connections,
             connections_by_role,
             sessions,
@@ -565,8 +573,14 @@ impl Metrics {
                     .set(n as i64);
             }
         }
-        self.waiting
-            .set(server.web_pending().map_or(0, |p| p.list().len() as i64));
+        let waiting = server.web_pending().map(|p| p.list()).unwrap_or_default();
+        self.waiting.set(waiting.len() as i64);
+        self.waiting_oldest.set(
+            waiting
+                .iter()
+                .map(|q| q.since.elapsed().as_secs_f64())
+                .fold(0.0, f64::max),
+        );
         for (transport, n) in server.admission().open_by_transport() {
             self.connections
                 .get_or_create(&TransportLabels {
