@@ -49,6 +49,9 @@ pub enum WhenUndecided {
     Ask,
     /// No decision at all (empty output): Claude Code's own rules and mode decide.
     Defer,
+    /// `deny`, with the text saying nobody could answer: for deployments where a call no
+    /// answerer granted must not run whatever the harness's own settings say.
+    Deny,
 }
 
 impl std::str::FromStr for WhenUndecided {
@@ -58,8 +61,9 @@ impl std::str::FromStr for WhenUndecided {
         match s {
             "ask" => Ok(WhenUndecided::Ask),
             "defer" => Ok(WhenUndecided::Defer),
+            "deny" => Ok(WhenUndecided::Deny),
             other => Err(format!(
-                "when-undecided {other:?} is not \"ask\" or \"defer\""
+                "when-undecided {other:?} is not \"ask\", \"defer\" or \"deny\""
             )),
         }
     }
@@ -71,6 +75,7 @@ impl WhenUndecided {
         match self {
             WhenUndecided::Ask => "ask",
             WhenUndecided::Defer => "defer",
+            WhenUndecided::Deny => "deny",
         }
     }
 }
@@ -155,9 +160,16 @@ pub struct HookOptions {
 }
 
 impl HookOptions {
-    fn defers(&self, mode: Option<&str>) -> bool {
-        self.when_undecided == WhenUndecided::Defer
-            || mode.is_some_and(|m| self.defer_in_modes.iter().any(|d| d == m))
+    /// What a call nobody decided gets in permission mode `mode`: `defer-in-modes` defers, unless
+    /// the deployment denies undecided calls outright.
+    pub fn undecided(&self, mode: Option<&str>) -> WhenUndecided {
+        if self.when_undecided == WhenUndecided::Deny {
+            return WhenUndecided::Deny;
+        }
+        if mode.is_some_and(|m| self.defer_in_modes.iter().any(|d| d == m)) {
+            return WhenUndecided::Defer;
+        }
+        self.when_undecided
     }
 }
 
@@ -189,8 +201,11 @@ pub fn answer_for(input: &HookInput, verdict: Verdict, options: &HookOptions) ->
         // Claude Code shows a `deny` reason to the model: the gate's own words reach it.
         Outcome::Rejected => Some(output("deny", &texts::rejection(tool, &verdict))),
         Outcome::Cancelled => Some(output("deny", &texts::approval_cancelled(tool))),
-        Outcome::Unavailable if options.defers(input.permission_mode.as_deref()) => None,
-        Outcome::Unavailable => Some(output("ask", &texts::approval_unavailable(tool))),
+        Outcome::Unavailable => match options.undecided(input.permission_mode.as_deref()) {
+            WhenUndecided::Defer => None,
+            WhenUndecided::Ask => Some(output("ask", &texts::approval_unavailable(tool))),
+            WhenUndecided::Deny => Some(output("deny", &texts::approval_unavailable(tool))),
+        },
     };
     HookAnswer { verdict, output }
 }

@@ -10,8 +10,9 @@
 //!   reloads them. No feature module reads the deployment file.
 //! - [`config`]: the deployment file, one file per section, each parsing into the type of the
 //!   feature it configures.
-//! - [`acp`], [`claude_code`], [`tools`]: the askers (an ACP client, the Claude Code hook, the
-//!   tool runtime and its exact texts, [`tools::texts`]); [`conformance`]: the cases every build
+//! - [`acp`], [`claude_code`], [`cli_hooks`], [`tools`]: the askers (an ACP client, the Claude
+//!   Code hook, the Codex, Gemini CLI and Copilot CLI hooks, the tool runtime and its exact texts,
+//!   [`tools::texts`]); [`conformance`]: the cases every build
 //!   of the example gates must pass.
 //! - [`service`]: the seam. An asker calls [`ApprovalService::request`] with an
 //!   [`ApprovalRequest`] (agent, tool name, optional call id, reason and cancellation); the
@@ -63,6 +64,7 @@ pub mod assemble;
 pub mod audit;
 pub mod bundled;
 pub mod claude_code;
+pub mod cli_hooks;
 pub mod config;
 pub mod conformance;
 mod idle;

@@ -2,6 +2,7 @@
 
 mod acp;
 mod acp_agent;
+mod agent_hooks;
 mod audit_evidence;
 mod authoring;
 mod cache;

@@ -63,8 +63,84 @@ const MORE_PATH_FIELDS: &[&str] = &[
     "old_path",
 ];
 
-/// Claude Code's settings files, wherever they are: the hook is declared there.
-const CLAUDE_SETTINGS: &[&str] = &["settings.json", "settings.local.json"];
+/// The argument listing every file of a call on several.
+const LIST_FIELD: &str = "paths";
+
+/// Where an agent CLI declares its hooks, in any directory (a project's or the user's home): a
+/// file named one of `files` (`*.json`: any JSON file) directly inside the directories `dir`.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// The rule's id without the prefix.
+    pub id: &'static str,
+    /// What it is, as the reason names it.
+    pub what: &'static str,
+    /// The directory names, outermost first (`[".github", "hooks"]`).
+    pub dir: &'static [&'static str],
+    /// The file names.
+    pub files: &'static [&'static str],
+}
+
+/// Every agent CLI's settings and hook files this host answers for.
+pub const AGENT_SETTINGS: &[Settings] = &[
+    Settings {
+        id: "claude-settings",
+        what: "Claude Code's settings (where the hook is declared)",
+        dir: &[".claude"],
+        files: &["settings.json", "settings.local.json"],
+    },
+    Settings {
+        id: "codex-config",
+        what: "Codex's config and hooks (where the hook is declared)",
+        dir: &[".codex"],
+        files: &["config.toml", "hooks.json", "requirements.toml"],
+    },
+    Settings {
+        id: "gemini-settings",
+        what: "Gemini CLI's settings (where the hook is declared)",
+        dir: &[".gemini"],
+        files: &["settings.json"],
+    },
+    Settings {
+        id: "copilot-hooks",
+        what: "Copilot CLI's hook files (where the hook is declared)",
+        dir: &[".github", "hooks"],
+        files: &["*.json"],
+    },
+    Settings {
+        id: "copilot-config",
+        what: "Copilot CLI's config (where the hook is declared)",
+        dir: &[".copilot"],
+        files: &["config.json"],
+    },
+];
+
+impl Settings {
+    /// The glob lists show.
+    fn text(&self) -> String {
+        let dir = self.dir.join("/");
+        match self.files {
+            [one] => format!("**/{dir}/{one}"),
+            many => format!("**/{dir}/{{{}}}", many.join(",")),
+        }
+    }
+
+    fn holds(&self, path: &Path) -> bool {
+        let mut back = path.components().rev();
+        let Some(file) = back.next().and_then(|c| c.as_os_str().to_str()) else {
+            return false;
+        };
+        let named = self.files.iter().any(|f| match f.strip_prefix('*') {
+            Some(suffix) => file.len() > suffix.len() && file.ends_with(suffix),
+            None => *f == file,
+        });
+        named
+            && self
+                .dir
+                .iter()
+                .rev()
+                .all(|d| back.next().and_then(|c| c.as_os_str().to_str()) == Some(*d))
+    }
+}
 
 /// What a built-in rule protects.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,8 +149,8 @@ pub enum Place {
     Tree(PathBuf),
     /// One file.
     File(PathBuf),
-    /// Claude Code's `.claude/settings.json` and `.claude/settings.local.json`, in any directory.
-    ClaudeSettings,
+    /// An agent CLI's settings or hook files, in any directory.
+    Settings(&'static Settings),
 }
 
 /// One protected place.
@@ -119,12 +195,12 @@ impl Area {
         }
     }
 
-    /// Claude Code's settings files.
-    pub fn claude_settings() -> Area {
+    /// An agent CLI's settings files.
+    pub fn settings(settings: &'static Settings) -> Area {
         Area {
-            id: format!("{ID_PREFIX}claude-settings"),
-            what: "Claude Code's settings (where the hook is declared)".to_owned(),
-            place: Place::ClaudeSettings,
+            id: format!("{ID_PREFIX}{}", settings.id),
+            what: settings.what.to_owned(),
+            place: Place::Settings(settings),
             secret: false,
         }
     }
@@ -139,7 +215,7 @@ impl Area {
         match &self.place {
             Place::Tree(p) => format!("{verb} //{}/**", trim_root(p)),
             Place::File(p) => format!("{verb} //{}", trim_root(p)),
-            Place::ClaudeSettings => format!("{verb} **/.claude/settings*.json"),
+            Place::Settings(s) => format!("{verb} {}", s.text()),
         }
     }
 
@@ -156,7 +232,7 @@ impl Area {
                 self.what,
                 p.display()
             ),
-            Place::ClaudeSettings => {
+            Place::Settings(_) => {
                 format!("{} is protected: no agent may {access} it", self.what)
             }
         }
@@ -175,7 +251,7 @@ impl Area {
                 self.what,
                 p.display()
             ),
-            Place::ClaudeSettings => format!(
+            Place::Settings(_) => format!(
                 "{} is protected, and this command names it in a way this host cannot read: no agent may {access} it",
                 self.what
             ),
@@ -188,12 +264,7 @@ impl Area {
         match &self.place {
             Place::Tree(p) => path.starts_with(p) || (parents && p.starts_with(path)),
             Place::File(p) => path == p || (parents && p.starts_with(path)),
-            Place::ClaudeSettings => {
-                let mut back = path.components().rev();
-                let file = back.next().and_then(|c| c.as_os_str().to_str());
-                let dir = back.next().and_then(|c| c.as_os_str().to_str());
-                dir == Some(".claude") && file.is_some_and(|f| CLAUDE_SETTINGS.contains(&f))
-            }
+            Place::Settings(s) => s.holds(path),
         }
     }
 
@@ -201,7 +272,17 @@ impl Area {
     fn hints(&self, cwd: Option<&Path>) -> Vec<String> {
         let path = match &self.place {
             Place::Tree(p) | Place::File(p) => p,
-            Place::ClaudeSettings => return vec![".claude/settings".to_owned()],
+            Place::Settings(s) => {
+                let dir = s.dir.join("/");
+                return s
+                    .files
+                    .iter()
+                    .map(|f| match f.strip_prefix('*') {
+                        Some(_) => format!("{dir}/"),
+                        None => format!("{dir}/{f}"),
+                    })
+                    .collect();
+            }
         };
         let mut hints = vec![path.display().to_string()];
         for base in [cwd.map(Path::to_owned), paths::home()]
@@ -268,10 +349,13 @@ impl Finding<'_> {
 }
 
 impl Protected {
-    /// Protects `areas` and Claude Code's settings files.
+    /// Protects `areas` and every agent CLI's settings files.
     pub fn new(areas: impl IntoIterator<Item = Area>) -> Protected {
         let mut all: Vec<Area> = Vec::new();
-        for area in areas.into_iter().chain([Area::claude_settings()]) {
+        for area in areas
+            .into_iter()
+            .chain(AGENT_SETTINGS.iter().map(Area::settings))
+        {
             if !all.iter().any(|a| a.place == area.place) {
                 all.push(area);
             }
@@ -319,10 +403,18 @@ impl Protected {
             return Some(area);
         }
         let reader = READERS.contains(&tool);
-        for field in PATH_FIELDS.iter().chain(MORE_PATH_FIELDS) {
-            let Some(path) = arguments.get(*field).and_then(Value::as_str) else {
-                continue;
-            };
+        let single = PATH_FIELDS
+            .iter()
+            .chain(MORE_PATH_FIELDS)
+            .filter_map(|field| arguments.get(*field).and_then(Value::as_str));
+        // A call on several files (a patch of many) lists them all in `paths`.
+        let listed = arguments
+            .get(LIST_FIELD)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str);
+        for path in single.chain(listed) {
             if let Some(area) = self.touched(path, cwd, !reader, false) {
                 return Some(Finding {
                     area,

@@ -117,7 +117,7 @@ impl Server {
                 let mut asks = tokio::task::JoinSet::new();
                 while let Some((id, method, params)) = queue.recv().await {
                     // Both may wait on an answerer for long.
-                    if method == "approval/request" || method == "hook/claude-code" {
+                    if method == "approval/request" || method.starts_with("hook/") {
                         while asks.try_join_next().is_some() {}
                         let most = server.inner.admission.limits().requests_in_flight;
                         if asks.len() >= most {

@@ -1,9 +1,10 @@
-//! `hook/claude-code`: a Claude Code PreToolUse hook answered by a warm server, so a hook
-//! process (`approval-host hook claude-code --socket PATH`) costs a connection instead of
-//! loading every plugin. The call goes through exactly the sequence the in-process hook writes
-//! ([`crate::claude_code`]); parallel calls of one session share a turn.
+//! `hook/claude-code`, `hook/codex`, `hook/gemini`, `hook/copilot`: an agent CLI's hook answered
+//! by a warm server, so a hook process (`approval-host hook claude-code --socket PATH`) costs a
+//! connection instead of loading every plugin. The call goes through exactly the sequence the
+//! in-process hook writes ([`crate::claude_code`], [`crate::cli_hooks`]); parallel calls of one
+//! session share a turn.
 //!
-//! A Claude Code session belongs to the first token that asks about it here ([`HookOwners`]);
+//! A hook's session belongs to the first token that asks about it here ([`HookOwners`]);
 //! another token, or a session a connection opened with `session/open`, is refused, so one
 //! client can neither end another's turn (cancelling its questions) nor write into its log.
 
@@ -13,28 +14,34 @@ use std::sync::Mutex;
 use serde_json::{Value, json};
 
 use crate::claude_code::{self, HookInput, HookOptions, HookTurns, WhenUndecided};
+use crate::cli_hooks::Cli;
 use crate::service::ApprovalService;
 
 use super::rpc::{self, RpcError, opt_str_param};
 
-/// Which token asks about each Claude Code session through `hook/claude-code`, for the server's
-/// life.
+/// Which token asks about each hook session, and through which method, for the server's life.
 #[derive(Debug, Default)]
 pub(super) struct HookOwners {
-    owners: Mutex<HashMap<String, String>>,
+    owners: Mutex<HashMap<String, (String, &'static str)>>,
 }
 
 impl HookOwners {
-    /// Claims `session` for `token`, or refuses when another token asks about it.
-    pub(super) fn claim(&self, session: &str, token: &str) -> Result<(), RpcError> {
+    /// Claims `session` for `token` asking through `method`, or refuses when another token asks
+    /// about it.
+    pub(super) fn claim(
+        &self,
+        session: &str,
+        token: &str,
+        method: &'static str,
+    ) -> Result<(), RpcError> {
         let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
-        let owner = owners
+        let (owner, by) = owners
             .entry(session.to_owned())
-            .or_insert_with(|| token.to_owned());
+            .or_insert_with(|| (token.to_owned(), method));
         if owner == token {
             Ok(())
         } else {
-            Err(asked_by_another(session))
+            Err(asked_by_another(session, by))
         }
     }
 
@@ -42,24 +49,31 @@ impl HookOwners {
     pub(super) fn check_open(&self, session: &str, token: &str) -> Result<(), RpcError> {
         let owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
         match owners.get(session) {
-            Some(owner) if owner != token => Err(asked_by_another(session)),
+            Some((owner, by)) if owner != token => Err(asked_by_another(session, by)),
             _ => Ok(()),
         }
     }
 }
 
-fn asked_by_another(session: &str) -> RpcError {
+fn asked_by_another(session: &str, method: &str) -> RpcError {
     RpcError::new(
         rpc::NOT_OWNER,
-        format!("session {session:?} is asked about through hook/claude-code by another token"),
+        format!("session {session:?} is asked about through {method} by another token"),
     )
 }
 
-/// The Claude Code session a `hook/claude-code` call is about, if its input names a valid one
-/// (an input without one is refused by [`call`]).
-pub(super) fn session_of(params: &Value) -> Option<&str> {
-    let session = params.get("input")?.get("session_id")?.as_str()?;
-    crate::audit::store::validate_session_id(session)
+/// The method of a hook's session: Claude Code's, or another CLI's.
+pub(super) const CLAUDE_CODE: &str = "hook/claude-code";
+
+/// The session a hook call is about, if its input names a valid one (an input without one is
+/// refused by [`call`] and [`call_cli`]).
+pub(super) fn session_of(cli: Option<Cli>, params: &Value) -> Option<String> {
+    let input = params.get("input")?;
+    let session = match cli {
+        None => input.get("session_id")?.as_str()?.to_owned(),
+        Some(cli) => cli.parse(input).ok()?.input.session_id,
+    };
+    crate::audit::store::validate_session_id(&session)
         .is_ok()
         .then_some(session)
 }
@@ -89,6 +103,38 @@ pub(super) async fn call(
     let answer = claude_code::ask_until(service, turns, &agent, &input, &options, cancel)
         .await
         .map_err(RpcError::failed)?;
+    let mut result = answer.verdict.to_json();
+    result["output"] = json!(answer.output);
+    Ok(result)
+}
+
+/// Answers one hook input of another CLI: `params = {input: <the hook's stdin JSON>,
+/// whenUndecided?}`; the result is `{output: <what the hook prints, or null>, outcome,
+/// answerer?}`.
+pub(super) async fn call_cli(
+    service: &ApprovalService,
+    turns: &HookTurns,
+    cli: Cli,
+    params: &Value,
+    cancel: tokio_util::sync::CancellationToken,
+) -> Result<Value, RpcError> {
+    let input = params
+        .get("input")
+        .ok_or_else(|| RpcError::params("missing input"))?;
+    let mut parsed = cli.parse(input).map_err(RpcError::params)?;
+    parsed.input.trace_parent = super::rpc::trace_parent(params);
+    let mut options = HookOptions::default();
+    if let Some(w) = opt_str_param(params, "whenUndecided")? {
+        options.when_undecided = w.parse::<WhenUndecided>().map_err(RpcError::params)?;
+    }
+    let agent = service
+        .agent(&parsed.input.session_id, cli.agent_id())
+        .await
+        .map_err(RpcError::failed)?;
+    let answer =
+        crate::cli_hooks::ask_until(service, turns, &agent, cli, &parsed, &options, cancel)
+            .await
+            .map_err(RpcError::failed)?;
     let mut result = answer.verdict.to_json();
     result["output"] = json!(answer.output);
     Ok(result)

@@ -8,6 +8,8 @@ use serde_json::{Value, json};
 
 use super::answerer::ClientAnswerer;
 use super::connection::{Conn, forbidden};
+use crate::cli_hooks::Cli;
+
 use super::{PLUGIN_API_VERSIONS, PROTOCOL_VERSION, Server, SessionEntry, auth, hook, rpc, rules};
 use crate::config::token::TokenRole;
 use crate::outcome::Outcome;
@@ -243,18 +245,23 @@ impl Server {
                     "shadows": self.inner.shadows().status(),
                 }))
             }
-            "hook/claude-code" => {
+            m if m == hook::CLAUDE_CODE || Cli::of_method(m).is_some() => {
+                let cli = Cli::of_method(m);
+                let (method, title) = match cli {
+                    Some(cli) => (cli.method(), cli.title()),
+                    None => (hook::CLAUDE_CODE, "Claude Code"),
+                };
                 if !grant.sessions.is_empty() {
                     return Err(RpcError::new(
                         auth::FORBIDDEN,
                         format!(
-                            "token {:?} is limited to some sessions and so may not ask for Claude Code's sessions",
+                            "token {:?} is limited to some sessions and so may not ask for {title}'s sessions",
                             grant.name
                         ),
                     ));
                 }
-                if let Some(session) = hook::session_of(&params) {
-                    if let Some(e) = self.inner.lock_sessions().get(session)
+                if let Some(session) = hook::session_of(cli, &params) {
+                    if let Some(e) = self.inner.lock_sessions().get(&session)
                         && e.owner != conn.id
                     {
                         return Err(RpcError::new(
@@ -262,22 +269,25 @@ impl Server {
                             format!("session {session:?} is owned by another connection"),
                         ));
                     }
-                    self.inner.hook_owners.claim(session, &grant.name)?;
+                    self.inner
+                        .hook_owners
+                        .claim(&session, &grant.name, method)?;
                 }
-                let base = self
-                    .inner
-                    .hook_options
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .clone();
-                hook::call(
-                    service,
-                    &self.inner.hook_turns,
-                    base,
-                    &params,
-                    self.inner.stopping.child_token(),
-                )
-                .await
+                let cancel = self.inner.stopping.child_token();
+                match cli {
+                    Some(cli) => {
+                        hook::call_cli(service, &self.inner.hook_turns, cli, &params, cancel).await
+                    }
+                    None => {
+                        let base = self
+                            .inner
+                            .hook_options
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .clone();
+                        hook::call(service, &self.inner.hook_turns, base, &params, cancel).await
+                    }
+                }
             }
             m if m.starts_with("rules/") => {
                 let session = match params.get("sessionId") {

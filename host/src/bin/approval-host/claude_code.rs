@@ -15,7 +15,10 @@ use std::process::ExitCode;
 
 use crate::UsageError;
 use anyhow::Result;
+use approval_host::agent::Agent;
 use approval_host::claude_code::{self, HookInput, HookTurns, WhenUndecided, output};
+use approval_host::cli_hooks::{Cli, Failure};
+use approval_host::service::ApprovalService;
 use approval_host::tools::texts;
 use approval_host::{ApprovalError, Deployment, LogError};
 use serde_json::{Value, json};
@@ -36,7 +39,7 @@ pub enum Fallback {
 }
 
 /// Where the hook is answered, from the command line.
-pub struct Options {
+pub(crate) struct Options {
     /// The deployment file.
     pub config: Option<PathBuf>,
     /// A running `serve --socket`.
@@ -73,7 +76,13 @@ pub fn run(ctx: &crate::Context, options: &Options, text: &str) -> Result<Option
         return in_process(ctx, &deployment, &input, options.when_undecided, None);
     };
     let raw: Value = serde_json::from_str(text).map_err(|e| super::UsageError(e.to_string()))?;
-    let why = match through_server(socket, &raw, input.trace_parent, options) {
+    let why = match through_server(
+        socket,
+        "hook/claude-code",
+        &raw,
+        input.trace_parent,
+        options,
+    ) {
         Ok(printed) => return Ok(printed),
         Err(why) => why,
     };
@@ -91,18 +100,21 @@ pub fn run(ctx: &crate::Context, options: &Options, text: &str) -> Result<Option
             Err(super::UsageError("--fallback in-process needs --config".to_owned()).into())
         }
         (Fallback::Ask, _) => {
-            if options.when_undecided == Some(WhenUndecided::Defer) {
-                return Ok(None);
-            }
+            let decision = match options.when_undecided {
+                Some(WhenUndecided::Defer) => return Ok(None),
+                Some(WhenUndecided::Deny) => "deny",
+                Some(WhenUndecided::Ask) | None => "ask",
+            };
             let reason = format!("{} ({note})", texts::approval_unavailable(&input.tool_name));
-            Ok(Some(output("ask", &reason).to_string()))
+            Ok(Some(output(decision, &reason).to_string()))
         }
     }
 }
 
 /// Asks the server; `Err` says why it could not answer.
-fn through_server(
+pub(crate) fn through_server(
     socket: &Path,
+    method: &str,
     input: &Value,
     trace_parent: Option<approval_host::service::TraceParent>,
     options: &Options,
@@ -133,8 +145,7 @@ fn through_server(
         line.push('\n');
     }
     line.push_str(
-        &json!({"jsonrpc": "2.0", "id": 1, "method": "hook/claude-code", "params": params})
-            .to_string(),
+        &json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string(),
     );
     line.push('\n');
     (&stream)
@@ -190,6 +201,38 @@ fn in_process(
     when_undecided: Option<WhenUndecided>,
     note: Option<&str>,
 ) -> Result<Option<String>> {
+    let options = approval_host::assemble::hook_options(deployment, when_undecided);
+    let printed = with_agent(
+        ctx,
+        deployment,
+        &input.session_id,
+        claude_code::AGENT_ID,
+        async |service, agent| {
+            let answer =
+                claude_code::ask(service, &HookTurns::default(), agent, input, &options).await?;
+            Ok(answer.output)
+        },
+    )?;
+    Ok(printed.map(|mut o| {
+        if let Some(note) = note
+            && let Some(Value::String(reason)) =
+                o.pointer_mut("/hookSpecificOutput/permissionDecisionReason")
+        {
+            reason.push_str(&format!(" (answered in process: {note})"));
+        }
+        o.to_string()
+    }))
+}
+
+/// Loads the deployment here, opens `session` as `agent_id` (waiting for a parallel hook that
+/// holds its log) and runs `ask`; the question's trace leaves before the process does.
+pub(crate) fn with_agent(
+    ctx: &crate::Context,
+    deployment: &Deployment,
+    session: &str,
+    agent_id: &str,
+    ask: impl AsyncFnOnce(&ApprovalService, &Agent) -> Result<Option<Value>, ApprovalError>,
+) -> Result<Option<Value>> {
     let state_dir = ctx.dir.as_path();
     let runtime = tokio::runtime::Runtime::new()?;
     let mut telemetry = None;
@@ -198,13 +241,10 @@ fn in_process(
         telemetry = approval_host::assemble::telemetry(&service, deployment)?;
         let _plugins = crate::wiring::mount(&service, deployment, state_dir, ctx.quiet)?;
         let started = Instant::now();
-        // Claude Code runs hooks of parallel tool calls at once; one process writes a log at a
-        // time.
+        // Agent CLIs run the hooks of parallel tool calls at once; one process writes a log at
+        // a time.
         let agent = loop {
-            match service
-                .agent(&input.session_id, claude_code::AGENT_ID)
-                .await
-            {
+            match service.agent(session, agent_id).await {
                 Err(ApprovalError::Log(LogError::Locked { .. }))
                     if started.elapsed() < LOCK_PATIENCE =>
                 {
@@ -213,24 +253,54 @@ fn in_process(
                 other => break other?,
             }
         };
-        let options = approval_host::assemble::hook_options(deployment, when_undecided);
-        let answer =
-            claude_code::ask(&service, &HookTurns::default(), &agent, input, &options).await?;
-        Ok(answer.output.map(|mut o| {
-            if let Some(note) = note
-                && let Some(Value::String(reason)) =
-                    o.pointer_mut("/hookSpecificOutput/permissionDecisionReason")
-            {
-                reason.push_str(&format!(" (answered in process: {note})"));
-            }
-            o.to_string()
-        }))
+        anyhow::Ok(ask(&service, &agent).await?)
     });
     if let Some(telemetry) = telemetry {
-        // The question's trace leaves before the process does.
         telemetry.shutdown();
     }
     answered
+}
+
+/// Where and how a hook is answered: the same options for every agent CLI.
+#[derive(clap::Args, Debug)]
+pub(crate) struct HookArgs {
+    /// The deployment file (TOML).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Ask a running `serve` on this Unix socket instead of loading the deployment here.
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// When the server is missing, refuses or does not answer in time.
+    #[arg(long, value_enum, default_value = "ask", requires = "socket")]
+    fallback: Fallback,
+    /// How long to wait for the server, in seconds.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 50.0,
+        requires = "socket"
+    )]
+    timeout: f64,
+    /// For a call nobody decided: `ask` (the CLI asks its user, where it can), `defer` (print no
+    /// decision: the CLI's own rules and mode apply) or `deny` [default: the deployment's
+    /// `[claude-code] when-undecided` for Claude Code, else ask].
+    #[arg(long, value_name = "ask|defer|deny", value_parser = parse_when_undecided)]
+    when_undecided: Option<approval_host::claude_code::WhenUndecided>,
+}
+
+impl HookArgs {
+    fn options(self) -> Result<Options> {
+        if !(self.timeout.is_finite() && self.timeout > 0.0) {
+            return Err(UsageError("--timeout must be a positive number".to_owned()).into());
+        }
+        Ok(Options {
+            config: self.config,
+            socket: self.socket,
+            fallback: self.fallback,
+            timeout: Duration::from_secs_f64(self.timeout),
+            when_undecided: self.when_undecided,
+        })
+    }
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -247,60 +317,75 @@ pub(crate) enum HookCommand {
     ///
     /// Example (in `.claude/settings.json`, a PreToolUse command hook):
     /// `approval-host --state-dir ~/.approval-host hook claude-code --socket ~/.approval-host/serve.sock --fallback in-process --config ~/.approval-host/claude-code.toml`
-    ClaudeCode {
-        /// The deployment file (TOML).
-        #[arg(long, value_name = "FILE")]
-        config: Option<PathBuf>,
-        /// Ask a running `serve` on this Unix socket instead of loading the deployment here.
-        #[arg(long, value_name = "PATH")]
-        socket: Option<PathBuf>,
-        /// When the server is missing, refuses or does not answer in time.
-        #[arg(long, value_enum, default_value = "ask", requires = "socket")]
-        fallback: Fallback,
-        /// How long to wait for the server, in seconds.
-        #[arg(
-            long,
-            value_name = "SECONDS",
-            default_value_t = 50.0,
-            requires = "socket"
-        )]
-        timeout: f64,
-        /// For a call nobody decided: `ask` (Claude Code prompts) or `defer` (print no decision:
-        /// Claude Code's own rules and mode apply) [default: the deployment's
-        /// `[claude-code] when-undecided`, else ask].
-        #[arg(long, value_name = "ask|defer", value_parser = parse_when_undecided)]
-        when_undecided: Option<approval_host::claude_code::WhenUndecided>,
-    },
+    ClaudeCode(HookArgs),
+    /// A Codex `PreToolUse` and `PermissionRequest` command hook. `PreToolUse` prints `deny` with
+    /// the reason for a rejected or cancelled call and nothing otherwise (Codex's PreToolUse
+    /// cannot grant: its own approval flow goes on); `PermissionRequest` prints `allow` for an
+    /// allowed-once call, `deny` with a message for a rejected one, and nothing when nobody
+    /// decided (Codex asks its user). A hook that cannot answer exits 2 (Codex blocks the call).
+    ///
+    /// Example (`approval-host init codex` writes it into `.codex/hooks.json`):
+    /// `approval-host --state-dir ~/.approval-host hook codex --config ~/.approval-host/codex.toml`
+    Codex(HookArgs),
+    /// A Gemini CLI `BeforeTool` command hook: prints `{"decision": "deny", "reason": …}` for a
+    /// rejected or cancelled call, `{"decision": "allow"}` for an allowed one, `{}` when nobody
+    /// decided (Gemini CLI has no "ask": its own policy decides). A hook that cannot answer exits
+    /// 2 (Gemini CLI blocks the call).
+    Gemini(HookArgs),
+    /// A Copilot CLI `preToolUse` command hook: prints `permissionDecision` `allow`, `deny` with
+    /// the reason, or `ask` for a call nobody decided. Copilot CLI skips a hook that fails, so a
+    /// hook that cannot answer prints `deny` with the reason instead.
+    Copilot(HookArgs),
 }
 
 fn parse_when_undecided(s: &str) -> Result<approval_host::claude_code::WhenUndecided, String> {
     s.parse()
 }
 
-/// Runs a `hook` command.
-pub(crate) fn run_command(ctx: &crate::Context, command: HookCommand) -> Result<ExitCode> {
-    let HookCommand::ClaudeCode {
-        config,
-        socket,
-        fallback,
-        timeout,
-        when_undecided,
-    } = command;
-    if !(timeout.is_finite() && timeout > 0.0) {
-        return Err(UsageError("--timeout must be a positive number".to_owned()).into());
-    }
+fn read_stdin() -> Result<String> {
     let mut input = String::new();
     std::io::Read::read_to_string(&mut std::io::stdin(), &mut input)
         .map_err(|e| UsageError(format!("reading the hook input: {e}")))?;
-    let options = Options {
-        config,
-        socket,
-        fallback,
-        timeout: Duration::from_secs_f64(timeout),
-        when_undecided,
+    Ok(input)
+}
+
+/// Runs a `hook` command.
+pub(crate) fn run_command(ctx: &crate::Context, command: HookCommand) -> Result<ExitCode> {
+    let (cli, args) = match command {
+        HookCommand::ClaudeCode(args) => (None, args),
+        HookCommand::Codex(args) => (Some(Cli::Codex), args),
+        HookCommand::Gemini(args) => (Some(Cli::Gemini), args),
+        HookCommand::Copilot(args) => (Some(Cli::Copilot), args),
     };
-    if let Some(output) = run(ctx, &options, &input)? {
-        println!("{output}");
+    let Some(cli) = cli else {
+        let options = args.options()?;
+        let input = read_stdin()?;
+        if let Some(output) = run(ctx, &options, &input)? {
+            println!("{output}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    };
+    let answered = args
+        .options()
+        .and_then(|options| Ok((options, read_stdin()?)))
+        .and_then(|(options, input)| crate::cli_hook::run(ctx, cli, &options, &input));
+    match answered {
+        Ok(Some(output)) => {
+            println!("{output}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(None) => Ok(ExitCode::SUCCESS),
+        // Whatever went wrong, the call is blocked the way this CLI honours.
+        Err(e) => match cli.failure(&format!("approval-host: {e:#}")) {
+            Failure::Exit2(reason) => {
+                eprintln!("{reason}");
+                Ok(ExitCode::from(2))
+            }
+            Failure::Print(output) => {
+                eprintln!("approval-host: {e:#}");
+                println!("{output}");
+                Ok(ExitCode::SUCCESS)
+            }
+        },
     }
-    Ok(ExitCode::SUCCESS)
 }

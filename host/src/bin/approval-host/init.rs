@@ -1,8 +1,9 @@
-//! `approval-host init claude-code`: from nothing to a working hook in one command. Writes a
-//! deployment of the example gates set up for Claude Code's tool names, installs the plugins it
-//! names beside it (each pinned by its SHA-256 in the deployment), and merges the PreToolUse
-//! hook into Claude Code's `settings.json` (the project's `.claude/settings.json` or the user's
-//! `~/.claude/settings.json`). A project's state (logs, rules, the compiled cache) is kept
+//! `approval-host init claude-code | codex | gemini | copilot`: from nothing to a working hook in
+//! one command. Writes a deployment of the example gates (for the rule syntax's tool names, which
+//! every CLI's hook maps its own to), installs the plugins it names beside it (each pinned by its
+//! SHA-256 in the deployment), and merges the hook into the CLI's own hook settings: Claude
+//! Code's `settings.json`, Codex's `hooks.json`, Gemini CLI's `settings.json`, or a hook file of
+//! its own in Copilot CLI's `.github/hooks/` ([`Harness`]). A project's state (logs, rules, the compiled cache) is kept
 //! outside the project, in the user's state directory keyed by the project's path: the agent
 //! working in the project must not be able to write its own policy's records.
 //!
@@ -17,24 +18,83 @@ use approval_host::bundled;
 use serde_json::{Value, json};
 
 use crate::UsageError;
+use approval_host::cli_hooks::Cli;
 
-/// The deployment `init` writes, its plugins pinned by digest.
-pub fn deployment() -> String {
-    format!(
-        r#"# approval-host deployment for Claude Code, written by `approval-host init claude-code`.
-# Every tool call Claude Code makes is asked here first (a PreToolUse hook); the log of each
-# session is under the state directory. Edit freely: `init` never overwrites this file. A plugin
-# file whose SHA-256 is not the one pinned here is refused at load.
+/// The agent CLIs `init` sets up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Harness {
+    /// Claude Code: `.claude/settings.json`, a `PreToolUse` hook.
+    ClaudeCode,
+    /// Another CLI ([`approval_host::cli_hooks`]).
+    Other(Cli),
+}
 
-[approval]
-policy = "ask"
+impl Harness {
+    fn name(self) -> &'static str {
+        match self {
+            Harness::ClaudeCode => "claude-code",
+            Harness::Other(cli) => cli.name(),
+        }
+    }
 
+    fn title(self) -> &'static str {
+        match self {
+            Harness::ClaudeCode => "Claude Code",
+            Harness::Other(cli) => cli.title(),
+        }
+    }
+
+    /// The deployment file's name in the approval-host directory.
+    fn deployment_file(self) -> String {
+        format!("{}.toml", self.name())
+    }
+
+    /// The CLI's hook file, for a project directory or the user's home.
+    fn settings(self, base: &Path, user: bool) -> Result<PathBuf> {
+        Ok(match self {
+            Harness::ClaudeCode => base.join(".claude").join("settings.json"),
+            Harness::Other(Cli::Codex) => base.join(".codex").join("hooks.json"),
+            Harness::Other(Cli::Gemini) => base.join(".gemini").join("settings.json"),
+            Harness::Other(Cli::Copilot) if user => {
+                return Err(UsageError(
+                    "Copilot CLI reads hooks from the repository's .github/hooks/: use --project DIR"
+                        .to_owned(),
+                )
+                .into());
+            }
+            Harness::Other(Cli::Copilot) => base
+                .join(".github")
+                .join("hooks")
+                .join("approval-host.json"),
+        })
+    }
+}
+
+/// The deployment `init` writes for `harness`, its plugins pinned by digest.
+fn deployment_for(harness: Harness) -> String {
+    let undecided = match harness {
+        Harness::ClaudeCode => {
+            r#"
 [claude-code]
 # A call no gate decided goes to Claude Code's own permission prompt ("ask"), or, with "defer",
 # to Claude Code's own rules and permission mode. In these modes it is always deferred:
 defer-in-modes = ["plan"]
 when-undecided = "ask"
+"#
+        }
+        Harness::Other(_) => "",
+    };
+    let (title, name) = (harness.title(), harness.name());
+    format!(
+        r#"# approval-host deployment for {title}, written by `approval-host init {name}`.
+# Every tool call {title} makes is asked here first (its hook); the log of each session is under
+# the state directory. Tool names are the rule syntax's (Bash, Read, Edit, Write, WebFetch,
+# mcp__server__tool), whichever CLI asks. Edit freely: `init` never overwrites this file. A
+# plugin file whose SHA-256 is not the one pinned here is refused at load.
 
+[approval]
+policy = "ask"
+{undecided}
 # Read-only tools proceed without asking.
 [[plugin]]
 name = "allow-tools"
@@ -58,47 +118,66 @@ patterns = "rm -rf /,rm -rf ~,git push --force,mkfs,dd if="
     )
 }
 
-/// The deployment file's name in the approval-host directory.
-pub const DEPLOYMENT_FILE: &str = "claude-code.toml";
-
 /// Where `init` writes.
 pub enum Target {
-    /// A project: the deployment and plugins in `DIR/.approval-host/`, the hook in
-    /// `DIR/.claude/settings.json`; the hook finds them through `$CLAUDE_PROJECT_DIR`, so the
-    /// settings can be committed. State goes to the user's state directory for the project
-    /// (`--project-state "$CLAUDE_PROJECT_DIR"`) unless a state directory is named.
+    /// A project: the deployment and plugins in `DIR/.approval-host/`, the hook in the project's
+    /// CLI settings. Claude Code's hook finds them through `$CLAUDE_PROJECT_DIR`, so its settings
+    /// can be committed; the other CLIs' hooks name the project's absolute path. State goes to
+    /// the user's state directory for the project (`--project-state`) unless a state directory
+    /// is named.
     Project(PathBuf),
-    /// The user: `~/.approval-host/` and `~/.claude/settings.json`.
+    /// The user: `~/.approval-host/` and the CLI's settings in the home directory.
     User(PathBuf),
 }
 
 struct Plan {
     home: PathBuf,
+    deployment: PathBuf,
     settings: PathBuf,
     command: String,
     /// Where the hook keeps its state, as a person types it to read the logs.
     state_flag: String,
 }
 
-fn plan(target: &Target, state_dir: Option<&Path>, binary: &str) -> Result<Plan> {
+fn plan(harness: Harness, target: &Target, state_dir: Option<&Path>, binary: &str) -> Result<Plan> {
     let named = state_dir
         .map(|d| std::path::absolute(d).with_context(|| format!("--state-dir {}", d.display())))
         .transpose()?
         .map(|d| format!("--state-dir {}", shell_quote(&d.display().to_string())));
+    let file = harness.deployment_file();
+    let name = harness.name();
     Ok(match target {
-        Target::Project(dir) => {
+        Target::Project(dir) if harness == Harness::ClaudeCode => {
             let state =
                 named.unwrap_or_else(|| "--project-state \"$CLAUDE_PROJECT_DIR\"".to_owned());
             Plan {
                 home: dir.join(".approval-host"),
-                settings: dir.join(".claude").join("settings.json"),
+                deployment: dir.join(".approval-host").join(&file),
+                settings: harness.settings(dir, false)?,
                 command: format!(
-                    "{binary} {state} hook claude-code --config \"$CLAUDE_PROJECT_DIR/.approval-host/{DEPLOYMENT_FILE}\""
+                    "{binary} {state} hook claude-code --config \"$CLAUDE_PROJECT_DIR/.approval-host/{file}\""
                 ),
                 state_flag: state.replace(
                     "\"$CLAUDE_PROJECT_DIR\"",
                     &shell_quote(&dir.display().to_string()),
                 ),
+            }
+        }
+        Target::Project(dir) => {
+            let dir =
+                std::path::absolute(dir).with_context(|| format!("--project {}", dir.display()))?;
+            let quoted = shell_quote(&dir.display().to_string());
+            let state = named.unwrap_or_else(|| format!("--project-state {quoted}"));
+            let deployment = dir.join(".approval-host").join(&file);
+            Plan {
+                command: format!(
+                    "{binary} {state} hook {name} --config {}",
+                    shell_quote(&deployment.display().to_string())
+                ),
+                settings: harness.settings(&dir, false)?,
+                home: dir.join(".approval-host"),
+                deployment,
+                state_flag: state,
             }
         }
         Target::User(home) => {
@@ -108,12 +187,13 @@ fn plan(target: &Target, state_dir: Option<&Path>, binary: &str) -> Result<Plan>
             });
             Plan {
                 command: format!(
-                    "{binary} {state} hook claude-code --config {}",
-                    shell_quote(&dir.join(DEPLOYMENT_FILE).display().to_string())
+                    "{binary} {state} hook {name} --config {}",
+                    shell_quote(&dir.join(&file).display().to_string())
                 ),
                 state_flag: state,
+                deployment: dir.join(&file),
                 home: dir,
-                settings: home.join(".claude").join("settings.json"),
+                settings: harness.settings(home, true)?,
             }
         }
     })
@@ -182,9 +262,55 @@ fn owned_file(path: PathBuf, contents: &[u8]) -> Result<Change> {
     })
 }
 
-/// `settings` with the hook `command` merged in: other keys and hooks untouched, nothing added
-/// when the same command is already a PreToolUse hook.
-pub fn merge_settings(settings: &Path, before: Option<&[u8]>, command: &str) -> Result<Vec<u8>> {
+/// The hook entries `harness` needs, by event, as its settings spell them.
+fn hook_entries(harness: Harness, command: &str) -> Vec<(&'static str, Value)> {
+    match harness {
+        Harness::ClaudeCode => vec![(
+            "PreToolUse",
+            json!({"matcher": "*", "hooks": [{"type": "command", "command": command, "timeout": 60}]}),
+        )],
+        // Codex's matchers are regular expressions; its timeout is in seconds.
+        Harness::Other(Cli::Codex) => ["PreToolUse", "PermissionRequest"]
+            .into_iter()
+            .map(|event| {
+                (
+                    event,
+                    json!({"matcher": ".*", "hooks": [{"type": "command", "command": command, "timeout": 60}]}),
+                )
+            })
+            .collect(),
+        // Gemini CLI's timeout is in milliseconds.
+        Harness::Other(Cli::Gemini) => vec![(
+            "BeforeTool",
+            json!({"matcher": ".*", "hooks": [{"name": "approval-host", "type": "command", "command": command, "timeout": 60000}]}),
+        )],
+        Harness::Other(Cli::Copilot) => vec![(
+            "preToolUse",
+            json!({"type": "command", "bash": command, "timeoutSec": 60}),
+        )],
+    }
+}
+
+/// Whether `entry` (or a hook inside it) runs `command`.
+fn runs(entry: &Value, command: &str) -> bool {
+    let direct = ["command", "bash"]
+        .iter()
+        .any(|k| entry.get(*k).and_then(Value::as_str) == Some(command));
+    direct
+        || entry
+            .get("hooks")
+            .and_then(Value::as_array)
+            .is_some_and(|hs| hs.iter().any(|h| runs(h, command)))
+}
+
+/// `settings` with `harness`'s hook merged in: other keys and hooks untouched, nothing added
+/// for an event where the same command is already a hook.
+fn merge_hooks(
+    harness: Harness,
+    settings: &Path,
+    before: Option<&[u8]>,
+    command: &str,
+) -> Result<Vec<u8>> {
     let mut root: Value = match before {
         None => json!({}),
         Some(b) if b.iter().all(u8::is_ascii_whitespace) => json!({}),
@@ -206,37 +332,36 @@ pub fn merge_settings(settings: &Path, before: Option<&[u8]>, command: &str) -> 
     let object = root
         .as_object_mut()
         .ok_or_else(|| bad("the settings are not a JSON object"))?;
+    if harness == Harness::Other(Cli::Copilot) {
+        // A Copilot CLI hook file says its format's version.
+        match object.entry("version").or_insert_with(|| json!(1)) {
+            Value::Number(n) if n.as_u64() == Some(1) => {}
+            _ => return Err(bad("\"version\" is not 1").into()),
+        }
+    }
     let hooks = object
         .entry("hooks")
         .or_insert_with(|| json!({}))
         .as_object_mut()
         .ok_or_else(|| bad("\"hooks\" is not an object"))?;
-    let pre = hooks
-        .entry("PreToolUse")
-        .or_insert_with(|| json!([]))
-        .as_array_mut()
-        .ok_or_else(|| bad("\"hooks.PreToolUse\" is not an array"))?;
-    let present = pre.iter().any(|entry| {
-        entry
-            .get("hooks")
-            .and_then(Value::as_array)
-            .is_some_and(|hs| {
-                hs.iter()
-                    .any(|h| h.get("command").and_then(Value::as_str) == Some(command))
-            })
-    });
-    if !present {
-        pre.push(json!({
-            "matcher": "*",
-            "hooks": [{"type": "command", "command": command, "timeout": 60}]
-        }));
+    let mut added = false;
+    for (event, entry) in hook_entries(harness, command) {
+        let list = hooks
+            .entry(event)
+            .or_insert_with(|| json!([]))
+            .as_array_mut()
+            .ok_or_else(|| bad(&format!("\"hooks.{event}\" is not an array")))?;
+        if !list.iter().any(|e| runs(e, command)) {
+            list.push(entry);
+            added = true;
+        }
+    }
+    // Unchanged settings keep their exact bytes (formatting included).
+    if !added && let Some(b) = before {
+        return Ok(b.to_vec());
     }
     let mut text = serde_json::to_string_pretty(&root)?;
     text.push('\n');
-    // Unchanged settings keep their exact bytes (formatting included).
-    if present && let Some(b) = before {
-        return Ok(b.to_vec());
-    }
     Ok(text.into_bytes())
 }
 
@@ -253,12 +378,17 @@ fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Runs `init claude-code`; prints what changed (or, with `dry_run`, the diff).
-pub fn run(target: &Target, state_dir: Option<&Path>, dry_run: bool) -> Result<()> {
-    let plan = plan(target, state_dir, &binary())?;
+/// Runs `init <harness>`; prints what changed (or, with `dry_run`, the diff).
+pub fn run(
+    harness: Harness,
+    target: &Target,
+    state_dir: Option<&Path>,
+    dry_run: bool,
+) -> Result<()> {
+    let plan = plan(harness, target, state_dir, &binary())?;
     let settings_before = read(&plan.settings)?;
     let changes = vec![
-        owned_file(plan.home.join(DEPLOYMENT_FILE), deployment().as_bytes())?,
+        owned_file(plan.deployment.clone(), deployment_for(harness).as_bytes())?,
         owned_file(
             plan.home.join("plugins").join("allow-tools.wasm"),
             bundled::ALLOW_TOOLS,
@@ -268,7 +398,12 @@ pub fn run(target: &Target, state_dir: Option<&Path>, dry_run: bool) -> Result<(
             bundled::DENY_COMMANDS,
         )?,
         Change {
-            after: merge_settings(&plan.settings, settings_before.as_deref(), &plan.command)?,
+            after: merge_hooks(
+                harness,
+                &plan.settings,
+                settings_before.as_deref(),
+                &plan.command,
+            )?,
             path: plan.settings.clone(),
             before: settings_before,
             kept: None,
@@ -303,8 +438,9 @@ pub fn run(target: &Target, state_dir: Option<&Path>, dry_run: bool) -> Result<(
     } else if changed > 0 {
         println!("hook: {}", plan.command);
         println!(
-            "check it with: approval-host {} log <session> after Claude Code's next tool call",
-            plan.state_flag
+            "check it with: approval-host {} log <session> after {}'s next tool call",
+            plan.state_flag,
+            harness.title()
         );
     } else {
         println!("nothing to do: already set up");
@@ -343,6 +479,30 @@ pub(crate) struct InitArgs {
     pub(crate) no_store: Option<String>,
 }
 
+/// Where `init` sets a harness up.
+#[derive(clap::Args, Debug)]
+pub(crate) struct InitTarget {
+    /// Set up this project: the deployment and plugins in `DIR/.approval-host/`, the hook in the
+    /// project's CLI settings, state outside the project.
+    #[arg(long, value_name = "DIR", conflicts_with = "user")]
+    project: Option<PathBuf>,
+    /// Set up every project of this user: `~/.approval-host/` and the CLI's settings in the home
+    /// directory.
+    #[arg(long)]
+    user: bool,
+    /// Show what would change (a diff) and write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Where the hook keeps logs, rules and its cache [default for --project: the user's state
+    /// directory, keyed by the project's path (see --project-state); for --user:
+    /// ~/.approval-host].
+    #[arg(id = "state_dir", long = "state-dir", value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    /// (No store: this command opens no log.)
+    #[arg(id = "store", long = "store", value_name = "URL", hide = true)]
+    no_store: Option<String>,
+}
+
 #[derive(clap::Subcommand, Debug)]
 pub(crate) enum InitCommand {
     /// Write a deployment of the example gates for Claude Code's tool names, install its plugins
@@ -352,37 +512,33 @@ pub(crate) enum InitCommand {
     ///
     /// Example: `approval-host init claude-code --project .` (then commit `.claude/settings.json`
     /// and `.approval-host/`).
-    ClaudeCode {
-        /// Set up this project: the deployment and plugins in `DIR/.approval-host/`, the hook in
-        /// `DIR/.claude/settings.json`, state outside the project.
-        #[arg(long, value_name = "DIR", conflicts_with = "user")]
-        project: Option<PathBuf>,
-        /// Set up every project of this user: `~/.approval-host/` and `~/.claude/settings.json`.
-        #[arg(long)]
-        user: bool,
-        /// Show what would change (a diff) and write nothing.
-        #[arg(long)]
-        dry_run: bool,
-        /// Where the hook keeps logs, rules and its cache [default for --project: the user's
-        /// state directory, keyed by the project's path (see --project-state); for --user:
-        /// ~/.approval-host].
-        #[arg(id = "state_dir", long = "state-dir", value_name = "DIR")]
-        state_dir: Option<PathBuf>,
-        /// (No store: this command opens no log.)
-        #[arg(id = "store", long = "store", value_name = "URL", hide = true)]
-        no_store: Option<String>,
-    },
+    ClaudeCode(InitTarget),
+    /// As `init claude-code`, for Codex: the `PreToolUse` and `PermissionRequest` hooks merged
+    /// into `.codex/hooks.json` (the project's, or `~/.codex/hooks.json` with --user).
+    Codex(InitTarget),
+    /// As `init claude-code`, for Gemini CLI: the `BeforeTool` hook merged into
+    /// `.gemini/settings.json` (the project's, or `~/.gemini/settings.json` with --user).
+    Gemini(InitTarget),
+    /// As `init claude-code`, for Copilot CLI: the `preToolUse` hook in a hook file of its own,
+    /// `.github/hooks/approval-host.json` (projects only: Copilot CLI reads the repository's).
+    Copilot(InitTarget),
 }
 
 /// Runs `init`.
 pub(crate) fn run_command(ctx: &crate::Context, args: InitArgs) -> Result<()> {
-    let InitCommand::ClaudeCode {
+    let (harness, target) = match args.harness {
+        InitCommand::ClaudeCode(t) => (Harness::ClaudeCode, t),
+        InitCommand::Codex(t) => (Harness::Other(Cli::Codex), t),
+        InitCommand::Gemini(t) => (Harness::Other(Cli::Gemini), t),
+        InitCommand::Copilot(t) => (Harness::Other(Cli::Copilot), t),
+    };
+    let InitTarget {
         project,
         user,
         dry_run,
         state_dir: hook_state,
         ..
-    } = args.harness;
+    } = target;
     let target = match (project, user) {
         (Some(dir), false) => Target::Project(dir),
         (None, true) => Target::User(
@@ -395,5 +551,5 @@ pub(crate) fn run_command(ctx: &crate::Context, args: InitArgs) -> Result<()> {
         }
     };
     let hook_state = hook_state.or(ctx.named_dir.clone());
-    run(&target, hook_state.as_deref(), dry_run)
+    run(harness, &target, hook_state.as_deref(), dry_run)
 }

@@ -16,6 +16,7 @@ mod acp_cmd;
 mod ask;
 mod check;
 mod claude_code;
+mod cli_hook;
 mod componentize;
 mod conform;
 mod demo;
