@@ -219,3 +219,153 @@ fn init_keeps_an_edited_deployment_and_refuses_broken_settings_without_writing()
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--project DIR or --user"));
 }
+
+/// Runs a hook command as an agent CLI would (`sh -c`, in the project) on `input`.
+fn run_command(project: &Path, home: &Path, command: &str, input: &Value) -> Output {
+    let mut child = Command::new("sh")
+        .args(["-c", command])
+        .current_dir(project)
+        .env("HOME", home)
+        .env_remove("XDG_STATE_HOME")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.to_string().as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn init_cli(cli: &str, dir: &Path, home: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_approval-host"))
+        .args(["init", cli])
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", home)
+        .env_remove("XDG_STATE_HOME")
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn init_for_codex_gemini_and_copilot_merges_the_hook_is_idempotent_and_the_hook_works() {
+    // (CLI, its hook file, what is there already, the events its hook goes in, a rejected call)
+    let cases = [
+        (
+            "codex",
+            ".codex/hooks.json",
+            json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "echo other"}]}]}}),
+            vec!["PreToolUse", "PermissionRequest"],
+            json!({"session_id": "codex-init", "turn_id": "1", "transcript_path": null, "cwd": "/w",
+                   "hook_event_name": "PreToolUse", "model": "gpt-5-codex", "permission_mode": "default",
+                   "tool_name": "Bash", "tool_input": {"command": "rm -rf /"}, "tool_use_id": "c1"}),
+        ),
+        (
+            "gemini",
+            ".gemini/settings.json",
+            json!({"model": {"name": "gemini-2.5-pro"}, "hooks": {"AfterTool": [{"hooks": [{"type": "command", "command": "log.sh"}]}]}}),
+            vec!["BeforeTool"],
+            json!({"session_id": "gemini-init", "transcript_path": "/t", "cwd": "/w",
+                   "hook_event_name": "BeforeTool", "timestamp": "2026-12-05T10:00:00Z",
+                   "tool_name": "run_shell_command", "tool_input": {"command": "rm -rf /"}}),
+        ),
+        (
+            "copilot",
+            ".github/hooks/approval-host.json",
+            json!({"version": 1, "hooks": {"sessionStart": [{"type": "command", "bash": "echo hi"}]}}),
+            vec!["preToolUse"],
+            json!({"sessionId": "copilot-init", "timestamp": 1, "cwd": "/w",
+                   "toolName": "bash", "toolArgs": {"command": "rm -rf /"}}),
+        ),
+    ];
+    for (cli, file, existing, events, call) in cases {
+        let project = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let (p, h) = (project.path(), home.path());
+        let settings = p.join(file);
+        std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+        let before = serde_json::to_string_pretty(&existing).unwrap();
+        std::fs::write(&settings, &before).unwrap();
+
+        // A dry run shows the change and writes nothing.
+        let out = ok(&init_cli(cli, p, h, &["--project", ".", "--dry-run"]));
+        assert!(out.contains("dry run: nothing was written"), "{cli}: {out}");
+        assert_eq!(std::fs::read_to_string(&settings).unwrap(), before, "{cli}");
+        assert!(!p.join(".approval-host").exists(), "{cli}");
+
+        ok(&init_cli(cli, p, h, &["--project", "."]));
+        let merged: Value =
+            serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+        // What was there stays.
+        for (key, value) in existing["hooks"].as_object().unwrap() {
+            for entry in value.as_array().unwrap() {
+                assert!(
+                    merged["hooks"][key].as_array().unwrap().contains(entry),
+                    "{cli}: {key} kept"
+                );
+            }
+        }
+        let text = merged.to_string();
+        let mut command = None;
+        for event in &events {
+            let list = merged["hooks"][event].as_array().unwrap();
+            let ours = list.last().unwrap();
+            let c = ours["hooks"][0]["command"]
+                .as_str()
+                .or_else(|| ours["bash"].as_str())
+                .unwrap()
+                .to_owned();
+            assert!(c.contains(&format!(" hook {cli} --config ")), "{cli}: {c}");
+            command = Some(c);
+        }
+        assert!(
+            p.join(format!(".approval-host/{cli}.toml")).is_file(),
+            "{cli}"
+        );
+
+        // Again: nothing changes, byte for byte.
+        let out = ok(&init_cli(cli, p, h, &["--project", "."]));
+        assert!(
+            out.contains("nothing to do: already set up"),
+            "{cli}: {out}"
+        );
+        assert_eq!(std::fs::read_to_string(&settings).unwrap(), {
+            let mut t = serde_json::to_string_pretty(&merged).unwrap();
+            t.push('\n');
+            t
+        });
+        assert!(text.contains("approval-host"), "{cli}");
+
+        // The installed hook answers: the example gates reject `rm -rf /`, as this CLI says it.
+        let out = run_command(p, h, &command.unwrap(), &call);
+        assert!(
+            out.status.success(),
+            "{cli}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let denied = match cli {
+            "codex" => printed["hookSpecificOutput"]["permissionDecision"] == "deny",
+            "gemini" => printed["decision"] == "deny",
+            _ => printed["permissionDecision"] == "deny",
+        };
+        assert!(denied, "{cli}: {printed}");
+    }
+    // Copilot CLI reads hooks from the repository only.
+    let h = tempfile::tempdir().unwrap();
+    let out = init_cli("copilot", h.path(), h.path(), &["--user"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(
+            "Copilot CLI reads hooks from the repository's .github/hooks/: use --project DIR"
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
