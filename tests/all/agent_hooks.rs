@@ -282,3 +282,87 @@ fn every_fixture_of_every_cli_answers_exactly_in_process_and_through_a_warm_serv
         );
     }
 }
+
+/// A hostile or broken input never comes out as a grant: Codex and Gemini CLI get exit 2 (their
+/// block), Copilot CLI a printed `deny` (it skips a failing hook).
+#[test]
+fn hostile_and_malformed_inputs_are_blocked_the_way_each_cli_honours() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = deployment(dir.path());
+    let config = config.to_str().unwrap();
+    let codex = |patch: Value| {
+        let mut v = json!({"session_id": "s-1", "turn_id": "1", "cwd": "/w", "model": "m",
+            "permission_mode": "default", "hook_event_name": "PreToolUse", "tool_name": "Bash",
+            "tool_input": {"command": "git status"}, "tool_use_id": "c"});
+        for (k, x) in patch.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        v.to_string()
+    };
+    let gemini = |patch: Value| {
+        let mut v = json!({"session_id": "s-1", "cwd": "/w", "hook_event_name": "BeforeTool",
+            "timestamp": "t", "tool_name": "run_shell_command", "tool_input": {"command": "git status"}});
+        for (k, x) in patch.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        v.to_string()
+    };
+    let copilot = |patch: Value| {
+        let mut v = json!({"sessionId": "s-1", "timestamp": 1, "cwd": "/w", "toolName": "bash",
+            "toolArgs": {"command": "git status"}});
+        for (k, x) in patch.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        v.to_string()
+    };
+    let corpus = [
+        ("codex", "not json".to_owned()),
+        ("codex", codex(json!({"session_id": "../../etc/passwd"}))),
+        ("codex", codex(json!({"session_id": ""}))),
+        ("codex", codex(json!({"hook_event_name": "PostToolUse"}))),
+        ("codex", codex(json!({"tool_name": 7}))),
+        ("codex", "[]".to_owned()),
+        ("gemini", "{".to_owned()),
+        ("gemini", gemini(json!({"session_id": "a/b"}))),
+        ("gemini", gemini(json!({"hook_event_name": "BeforeModel"}))),
+        ("gemini", gemini(json!({"tool_name": null}))),
+        ("copilot", "\u{0}".to_owned()),
+        ("copilot", copilot(json!({"sessionId": "../x"}))),
+        ("copilot", copilot(json!({"toolName": ""}))),
+        (
+            "copilot",
+            copilot(json!({"hook_event_name": "PostToolUse"})),
+        ),
+    ];
+    for (cli, input) in corpus {
+        let out = hook(dir.path(), cli, &["--config", config], &input);
+        let what = format!("{cli} {input:?}");
+        if cli == "copilot" {
+            assert_eq!(out.status.code(), Some(0), "{what}");
+            let printed = printed(&out).unwrap();
+            assert_eq!(printed["permissionDecision"], "deny", "{what}");
+            assert!(
+                printed["permissionDecisionReason"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("approval-host: "),
+                "{what}"
+            );
+        } else {
+            assert_eq!(out.status.code(), Some(2), "{what}");
+            assert_eq!(printed(&out), None, "{what}");
+            assert!(
+                String::from_utf8_lossy(&out.stderr).starts_with("approval-host: "),
+                "{what}"
+            );
+        }
+    }
+    // The benign call each CLI relies on still answers.
+    let out = hook(
+        dir.path(),
+        "gemini",
+        &["--config", config],
+        &gemini(json!({})),
+    );
+    assert_eq!(printed(&out).unwrap()["decision"], "allow");
+}
