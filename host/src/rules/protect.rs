@@ -2,8 +2,9 @@
 //!
 //! The agent a host guards can write files, so the files that decide what it may do are the
 //! first thing it would change: the state directory (logs, rules logs, the compiled cache), the
-//! deployment file and the plugin files it names, the audit signing key, Claude Code's
-//! `.claude/settings*.json` (where the hook itself is declared) and the host's own binary. A
+//! deployment file and the plugin files it names, the audit signing key, every agent CLI's
+//! settings and hook files ([`AGENT_SETTINGS`]: where the hook itself is declared) and the host's
+//! own binary. A
 //! [`Guard`] runs ahead of everything in the waterfall, ahead of standing rules and plugins, and
 //! rejects a call that would write one of them: a path argument of a tool that is not a plain
 //! reader, a shell redirection, or an operand of a known writer (`tee`, `cp`, `mv`, `sed -i`,
