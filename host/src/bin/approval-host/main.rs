@@ -20,6 +20,7 @@ mod cli_hook;
 mod componentize;
 mod conform;
 mod demo;
+mod hook_cmd;
 mod init;
 mod keygen;
 mod new;
@@ -136,7 +137,7 @@ enum Command {
     Token(token_cmd::TokenCommand),
     /// Adapters for agent harnesses.
     #[command(subcommand)]
-    Hook(claude_code::HookCommand),
+    Hook(hook_cmd::HookCommand),
     /// Serve ACP over stdio as a scripted agent, to answer approvals from an ACP client.
     ///
     /// The agent's model is a script, so a real client (an editor, or an automation client) can
@@ -300,7 +301,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Componentize(args) => componentize::run(&ctx, args),
         Command::Serve(args) => serve_cmd::run(&ctx, args),
         Command::Token(command) => token_cmd::run(command),
-        Command::Hook(command) => claude_code::run_command(&ctx, command),
+        Command::Hook(command) => hook_cmd::run_command(&ctx, command),
         Command::Acp(args) => acp_cmd::run(&ctx, args),
         Command::Demo => demo::run_command(&ctx),
         Command::Log(args) => match args.session {
