@@ -116,19 +116,8 @@ impl HookInput {
     /// # Errors
     /// The reason the input is refused.
     pub fn from_value(v: &Value) -> Result<HookInput, String> {
-        let field = |name: &str| -> Result<String, String> {
-            v.get(name)
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .ok_or_else(|| format!("the hook input has no {name}"))
-        };
-        let optional = |name: &str| {
-            v.get(name)
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-        };
+        let field = |name: &str| field(v, name);
+        let optional = |name: &str| optional(v, name);
         let event = field("hook_event_name")?;
         if event != "PreToolUse" {
             return Err(format!(
@@ -147,6 +136,19 @@ impl HookInput {
             trace_parent: None,
         })
     }
+}
+
+/// A hook input's required non-empty string field.
+pub(crate) fn field(v: &Value, name: &str) -> Result<String, String> {
+    optional(v, name).ok_or_else(|| format!("the hook input has no {name}"))
+}
+
+/// A hook input's optional non-empty string field.
+pub(crate) fn optional(v: &Value, name: &str) -> Option<String> {
+    v.get(name)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
 }
 
 /// How undecided calls are answered: the deployment's `[claude-code]` (with the command line's
@@ -295,6 +297,22 @@ pub async fn ask_until(
     options: &HookOptions,
     cancel: CancellationToken,
 ) -> Result<HookAnswer, ApprovalError> {
+    let verdict = decide_until(service, turns, agent, input, cancel).await?;
+    Ok(answer_for(input, verdict, options))
+}
+
+/// Records the call and asks the deployment inside the session's turn: the sequence every
+/// agent CLI's hook writes ([`crate::cli_hooks`] too), before any CLI's output is made.
+///
+/// # Errors
+/// As [`ask`].
+pub async fn decide_until(
+    service: &ApprovalService,
+    turns: &HookTurns,
+    agent: &Agent,
+    input: &HookInput,
+    cancel: CancellationToken,
+) -> Result<Verdict, ApprovalError> {
     let session = input.session_id.as_str();
     turns.enter(service, session).await?;
     let asked = async {
@@ -324,5 +342,5 @@ pub async fn ask_until(
     let left = turns.leave(service, session).await;
     let verdict = asked?;
     left?;
-    Ok(answer_for(input, verdict, options))
+    Ok(verdict)
 }

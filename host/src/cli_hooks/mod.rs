@@ -18,7 +18,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
-use crate::claude_code::{self, HookInput, HookOptions, HookTurns};
+use crate::claude_code::{self, HookInput, HookOptions, HookTurns, field, optional};
 use crate::outcome::Outcome;
 use crate::service::{ApprovalError, ApprovalService, Verdict};
 use crate::tools::texts;
@@ -211,29 +211,12 @@ pub async fn ask_until(
     options: &HookOptions,
     cancel: CancellationToken,
 ) -> Result<CliAnswer, ApprovalError> {
-    let answer =
-        claude_code::ask_until(service, turns, agent, &parsed.input, options, cancel).await?;
-    let output = cli.render(parsed, &answer.verdict, options);
-    Ok(CliAnswer {
-        verdict: answer.verdict,
-        output,
-    })
+    let verdict = claude_code::decide_until(service, turns, agent, &parsed.input, cancel).await?;
+    let output = cli.render(parsed, &verdict, options);
+    Ok(CliAnswer { verdict, output })
 }
 
 /// A call id for a CLI whose hook input carries none: each hook call is its own call.
 fn fresh_call_id(cli: Cli) -> String {
     format!("{}-{}", cli.name(), uuid::Uuid::new_v4().simple())
-}
-
-/// A required non-empty string field.
-fn field(v: &Value, name: &str) -> Result<String, String> {
-    optional(v, name).ok_or_else(|| format!("the hook input has no {name}"))
-}
-
-/// An optional non-empty string field.
-fn optional(v: &Value, name: &str) -> Option<String> {
-    v.get(name)
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
 }
