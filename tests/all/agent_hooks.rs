@@ -6,14 +6,12 @@
 //! protected; a hook that cannot answer blocks the call in the way its CLI honours.
 
 use std::io::Write as _;
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{events_at, log_path};
+use crate::support::{SocketServer, events_at, log_path};
 
 /// The rules every fixture is answered by.
 const RULES: &str = "[[rule]]\nrule = \"Bash(git status)\"\n\n\
@@ -149,46 +147,6 @@ fn printed(out: &Output) -> Option<Value> {
         .then(|| serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text:?}")))
 }
 
-struct Server {
-    child: Child,
-    socket: PathBuf,
-}
-
-impl Server {
-    fn start(state: &Path, config: &Path) -> Server {
-        let socket = state.join("serve.sock");
-        let child = Command::new(env!("CARGO_BIN_EXE_approval-host"))
-            .arg("--state-dir")
-            .arg(state)
-            .args(["serve", "--no-watch", "--config"])
-            .arg(config)
-            .arg("--socket")
-            .arg(&socket)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while UnixStream::connect(&socket).is_err() {
-            assert!(Instant::now() < deadline, "serve did not start listening");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Server { child, socket }
-    }
-
-    fn socket(&self) -> &str {
-        self.socket.to_str().unwrap()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// A session log's events with the values that differ from run to run (ids, times, digests)
 /// masked.
 fn shape(state: &Path, session: &str) -> Vec<(String, Value)> {
@@ -261,7 +219,7 @@ fn every_fixture_of_every_cli_answers_exactly_in_process_and_through_a_warm_serv
     let local = tempfile::tempdir().unwrap();
     let served = tempfile::tempdir().unwrap();
     let config = deployment(local.path());
-    let server = Server::start(served.path(), &config);
+    let server = SocketServer::start(served.path(), &config);
     for fixture in &fixtures {
         run_fixture(
             fixture,

@@ -4,15 +4,14 @@
 //! of one session.
 
 use std::io::Write as _;
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
 use approval_host::bundled;
 use serde_json::{Value, json};
 
-use crate::support::{events_at, log_path};
+use crate::support::{SocketServer, events_at, log_path};
 
 fn deployment(dir: &Path, extra: &str) -> PathBuf {
     let config = dir.join("deploy.toml");
@@ -87,48 +86,6 @@ fn decision(out: &Output) -> (String, String) {
     )
 }
 
-/// A running `serve --socket`, killed on drop.
-struct Server {
-    child: Child,
-    socket: PathBuf,
-}
-
-impl Server {
-    fn start(state: &Path, config: &Path) -> Server {
-        let socket = state.join("serve.sock");
-        let child = Command::new(env!("CARGO_BIN_EXE_approval-host"))
-            .arg("--state-dir")
-            .arg(state)
-            .args(["serve", "--no-watch", "--config"])
-            .arg(config)
-            .arg("--socket")
-            .arg(&socket)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        // Ready once it accepts a connection.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while UnixStream::connect(&socket).is_err() {
-            assert!(Instant::now() < deadline, "serve did not start listening");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Server { child, socket }
-    }
-
-    fn socket(&self) -> &str {
-        self.socket.to_str().unwrap()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// A session's events with the per-question UUIDs blanked, for comparing two sessions.
 fn shape(state: &Path, session: &str) -> Vec<(String, Value)> {
     events_at(&log_path(state, session))
@@ -147,7 +104,7 @@ fn the_hook_through_a_warm_serve_answers_and_writes_the_same_log_as_in_process()
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path();
     let config = deployment(state, "");
-    let server = Server::start(state, &config);
+    let server = SocketServer::start(state, &config);
     let calls = [
         ("Read", json!({"file_path": "/w/a"}), "allow"),
         ("Bash", json!({"command": "rm -rf build"}), "deny"),
@@ -331,7 +288,7 @@ fn undecided_calls_defer_to_claude_code_by_flag_or_permission_mode_and_decisions
     let read = input("cc-2", "Read", json!({"file_path": "/w/a"}), "t6", "plan");
     assert_eq!(decision(&hook(state, &["--config", c], &read)).0, "allow");
     // Through a server, its deployment's modes apply too.
-    let server = Server::start(state, &config);
+    let server = SocketServer::start(state, &config);
     let out = hook(state, &["--socket", server.socket()], &ls("plan", "t7"));
     assert_eq!(printed(&out), None);
     drop(server);
@@ -369,7 +326,7 @@ fn parallel_calls_of_one_session_are_all_answered_and_paired_through_the_socket_
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path();
     let config = deployment(state, "");
-    let server = Server::start(state, &config);
+    let server = SocketServer::start(state, &config);
     let through: Vec<Child> = (0..8)
         .map(|i| {
             spawn_hook(

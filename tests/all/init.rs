@@ -9,15 +9,7 @@ use std::process::{Command, Output, Stdio};
 use serde_json::{Value, json};
 
 fn init(dir: &Path, home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_approval-host"))
-        .args(["init", "claude-code"])
-        .args(args)
-        .current_dir(dir)
-        .env("HOME", home)
-        .env_remove("XDG_STATE_HOME")
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap()
+    init_cli("claude-code", dir, home, args)
 }
 
 fn ok(o: &Output) -> String {
@@ -47,26 +39,8 @@ const EXISTING: &str = r#"{
 fn run_installed(project: &Path, home: &Path, command: &str, tool: &str, args: Value) -> Value {
     let input = json!({"session_id": "cc-init", "transcript_path": "/tmp/t.jsonl",
         "cwd": project, "permission_mode": "default", "hook_event_name": "PreToolUse",
-        "tool_name": tool, "tool_input": args, "tool_use_id": format!("t-{tool}-{}", args)})
-    .to_string();
-    let mut child = Command::new("sh")
-        .args(["-c", command])
-        .current_dir(project)
-        .env("CLAUDE_PROJECT_DIR", project)
-        .env("HOME", home)
-        .env_remove("XDG_STATE_HOME")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+        "tool_name": tool, "tool_input": args, "tool_use_id": format!("t-{tool}-{}", args)});
+    let out = run_command(project, home, command, &input);
     serde_json::from_str(&ok(&out)).unwrap()
 }
 
@@ -220,11 +194,13 @@ fn init_keeps_an_edited_deployment_and_refuses_broken_settings_without_writing()
     assert!(String::from_utf8_lossy(&out.stderr).contains("--project DIR or --user"));
 }
 
-/// Runs a hook command as an agent CLI would (`sh -c`, in the project) on `input`.
+/// Runs a hook command as an agent CLI would (`sh -c`, in the project, with Claude Code's
+/// `$CLAUDE_PROJECT_DIR`) on `input`.
 fn run_command(project: &Path, home: &Path, command: &str, input: &Value) -> Output {
     let mut child = Command::new("sh")
         .args(["-c", command])
         .current_dir(project)
+        .env("CLAUDE_PROJECT_DIR", project)
         .env("HOME", home)
         .env_remove("XDG_STATE_HOME")
         .stdin(Stdio::piped())

@@ -479,3 +479,48 @@ pub mod pg {
         }
     }
 }
+
+/// A `serve --no-watch --socket` child of a deployment, ready once it accepts a connection;
+/// killed when dropped.
+pub struct SocketServer {
+    child: std::process::Child,
+    socket: PathBuf,
+}
+
+impl SocketServer {
+    pub fn start(state: &Path, config: &Path) -> SocketServer {
+        let socket = state.join("serve.sock");
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_approval-host"))
+            .arg("--state-dir")
+            .arg(state)
+            .args(["serve", "--no-watch", "--config"])
+            .arg(config)
+            .arg("--socket")
+            .arg(&socket)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "serve did not start listening"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        SocketServer { child, socket }
+    }
+
+    pub fn socket(&self) -> &str {
+        self.socket.to_str().unwrap()
+    }
+}
+
+impl Drop for SocketServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
