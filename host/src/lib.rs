@@ -10,8 +10,9 @@
 //!   reloads them. No feature module reads the deployment file.
 //! - [`config`]: the deployment file, one file per section, each parsing into the type of the
 //!   feature it configures.
-//! - [`acp`], [`claude_code`], [`cli_hooks`], [`tools`]: the askers (an ACP client, the Claude
-//!   Code hook, the Codex, Gemini CLI and Copilot CLI hooks, the tool runtime and its exact texts,
+//! - [`acp`], [`claude_code`], [`cli_hooks`], [`mcp`], [`tools`]: the askers (an ACP client, the
+//!   Claude Code hook, the Codex, Gemini CLI and Copilot CLI hooks, the MCP gateway, the tool
+//!   runtime and its exact texts,
 //!   [`tools::texts`]); [`conformance`]: the cases every build
 //!   of the example gates must pass.
 //! - [`service`]: the seam. An asker calls [`ApprovalService::request`] with an
@@ -68,6 +69,7 @@ pub mod cli_hooks;
 pub mod config;
 pub mod conformance;
 mod idle;
+pub mod mcp;
 pub mod outcome;
 pub mod pem;
 pub mod plugin;

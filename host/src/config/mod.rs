@@ -6,7 +6,8 @@
 //!
 //! Each section has a file of its own that parses it into the type of the feature it configures
 //! (`approval.rs`, `sandbox.rs`, `audit.rs`, `store.rs`, `rules.rs`, `claude_code.rs`,
-//! `plugin.rs`, `answerer.rs`, `hook.rs`, `token.rs`, `limits.rs`); this file calls one function per section
+//! `plugin.rs`, `answerer.rs`, `hook.rs`, `token.rs`, `limits.rs`, `telemetry.rs`, `mcp.rs`); this
+//! file calls one function per section
 //! ([`SECTIONS`], the top-level keys written once). How values are read is `read.rs`; where an
 //! error points in the file, `locate.rs`; the places the deployment's policy lives, which its
 //! built-in rules protect, `protected.rs`.
@@ -23,6 +24,7 @@ mod claude_code;
 pub mod hook;
 pub mod limits;
 mod locate;
+mod mcp;
 mod plugin;
 mod protected;
 mod read;
@@ -132,6 +134,8 @@ pub struct Deployment {
     pub plugin_cases: std::collections::BTreeMap<String, PathBuf>,
     /// `[telemetry]`: where traces go; no tracing when omitted.
     pub telemetry: Option<crate::telemetry::TelemetryConfig>,
+    /// `[mcp]`: how the MCP gateway lists tools.
+    pub mcp: crate::mcp::McpConfig,
 }
 
 /// `[claude-code]` (`when-undecided = "ask" | "defer"`, `defer-in-modes = ["plan", ...]`):
@@ -143,7 +147,7 @@ type Section = fn(&Ctx, &Value, &mut Deployment) -> Result<(), ConfigError>;
 
 /// The top-level keys of a deployment file, as the unknown-key message lists them, and their
 /// parsers.
-pub const SECTIONS: [(&str, &str); 13] = [
+pub const SECTIONS: [(&str, &str); 14] = [
     ("approval", "[approval]"),
     ("sandbox", "[sandbox]"),
     ("audit", "[audit]"),
@@ -157,6 +161,7 @@ pub const SECTIONS: [(&str, &str); 13] = [
     ("token", "[[token]]"),
     ("limits", "[limits]"),
     ("telemetry", "[telemetry]"),
+    ("mcp", "[mcp]"),
 ];
 
 fn section(key: &str) -> Option<Section> {
@@ -174,6 +179,7 @@ fn section(key: &str) -> Option<Section> {
         "token" => tokens,
         "limits" => limits::parse,
         "telemetry" => telemetry::parse,
+        "mcp" => mcp::parse,
         _ => return None,
     })
 }
@@ -284,6 +290,7 @@ impl Deployment {
             limits: limits::Limits::default(),
             plugin_cases: std::collections::BTreeMap::new(),
             telemetry: None,
+            mcp: crate::mcp::McpConfig::default(),
         }
     }
 

@@ -23,6 +23,7 @@ mod demo;
 mod hook_cmd;
 mod init;
 mod keygen;
+mod mcp_cmd;
 mod new;
 mod progress;
 mod project_state;
@@ -138,6 +139,16 @@ enum Command {
     /// Adapters for agent harnesses.
     #[command(subcommand)]
     Hook(hook_cmd::HookCommand),
+    /// Stand between an agent and an MCP server: every `tools/call` is asked first.
+    ///
+    /// Each call is asked as `mcp__<NAME>__<tool>` with its arguments, through the deployment's
+    /// rules, plugins and answerers; an allowed call goes to the server unchanged, any other
+    /// outcome comes back as a tool result with `isError: true` and the reason. Everything else
+    /// passes through. Over stdio the server is a command started per agent connection; over
+    /// streamable HTTP (`--listen`, loopback only) it is --upstream.
+    ///
+    /// Example: `approval-host mcp --config deploy.toml --name notes -- python3 notes_server.py`
+    Mcp(mcp_cmd::McpArgs),
     /// Serve ACP over stdio as a scripted agent, to answer approvals from an ACP client.
     ///
     /// The agent's model is a script, so a real client (an editor, or an automation client) can
@@ -303,6 +314,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Token(command) => token_cmd::run(command),
         Command::Hook(command) => hook_cmd::run_command(&ctx, command),
         Command::Acp(args) => acp_cmd::run(&ctx, args),
+        Command::Mcp(args) => mcp_cmd::run(&ctx, args),
         Command::Demo => demo::run_command(&ctx),
         Command::Log(args) => match args.session {
             None => store_cmd::list_sessions(&ctx),

@@ -30,6 +30,22 @@ impl RuleBook {
             .map(|(rule, effect)| Matched { rule, effect })
     }
 
+    /// A live reject rule that refuses every call of `tool`, whatever its arguments (`Tool`
+    /// alone, or a tool glob such as `mcp__github__delete_*`): a caller listing tools may leave
+    /// `tool` out. Not a decision (no use is counted); the call itself is still asked.
+    pub fn rejects_every_call(&self, tool: &str, session: &str) -> Option<Arc<Rule>> {
+        let now = (self.clock)();
+        let index = self.read();
+        index
+            .candidates(tool, None)
+            .find(|r| {
+                r.effect == Effect::Reject
+                    && matches!(r.spec.arguments, ArgumentMatch::Any)
+                    && r.live(now, session)
+            })
+            .cloned()
+    }
+
     fn find(&self, call: &Call<'_>, session: &str) -> Option<(Arc<Rule>, Effect)> {
         let found = self.find_any(call, session);
         // A broken rules log: its reject rules (and every other) still apply, no allow does.

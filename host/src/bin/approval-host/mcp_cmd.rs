@@ -1,0 +1,225 @@
+//! `approval-host mcp`: the MCP gateway between an agent and one MCP server, over stdio (the
+//! server a command the gateway starts) or streamable HTTP (`--listen` and `--upstream`). The
+//! deployment is served as `serve` serves it (rules, plugins, hot reload, the web console with
+//! `--console`); the gateway itself is [`approval_host::mcp`].
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use approval_host::Deployment;
+use approval_host::mcp::{Gateway, GatewayOptions, Upstream};
+use approval_host::plugin::QuarantinePolicy;
+use approval_host::serve::{ServeError, ServeOptions, Server};
+use tokio_util::sync::CancellationToken;
+
+use crate::{Context, UsageError};
+
+/// The arguments of `mcp`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct McpArgs {
+    /// The deployment file (TOML): its rules, plugins and answerers decide every `tools/call`.
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// The server's name in rules: its tools are asked about as `mcp__<NAME>__<tool>`.
+    #[arg(long, value_name = "NAME")]
+    name: String,
+    /// Serve agents over streamable HTTP at this loopback address (`127.0.0.1:8931`, endpoint
+    /// `/mcp`) instead of stdio; the server is then --upstream.
+    #[arg(long, value_name = "ADDR", requires = "upstream")]
+    listen: Option<String>,
+    /// The MCP server's streamable HTTP endpoint (`http://127.0.0.1:8000/mcp`).
+    #[arg(long, value_name = "URL", requires = "listen")]
+    upstream: Option<String>,
+    /// Ask a stdio agent's questions in this session (a fresh `mcp-<uuid>` when omitted).
+    #[arg(long, value_name = "ID", conflicts_with = "listen")]
+    session: Option<String>,
+    /// Also serve the web console at this address (`host:port`), as `serve --http` does:
+    /// pending questions answered from a browser (needs `[[answerer]] kind = "web"`).
+    #[arg(long, value_name = "ADDR")]
+    console: Option<String>,
+    /// The console's certificate chain (PEM).
+    #[arg(long, value_name = "FILE", requires = "console")]
+    tls_cert: Option<PathBuf>,
+    /// The console's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "console")]
+    tls_key: Option<PathBuf>,
+    /// Serve the console without TLS: only for a network you trust.
+    #[arg(long, requires = "console", conflicts_with_all = ["tls_cert", "tls_key"])]
+    insecure_plaintext: bool,
+    /// Do not watch the deployment and plugin files.
+    #[arg(long)]
+    no_watch: bool,
+    /// The MCP server's command and its arguments (stdio), after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+/// Runs `mcp`.
+pub(crate) fn run(ctx: &Context, args: McpArgs) -> Result<ExitCode> {
+    // reqwest (the SDK's HTTP client) is built on rustls without a provider of its own.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let upstream = match (&args.upstream, args.command.is_empty()) {
+        (Some(url), true) => Upstream::url(url).map_err(|e| UsageError(e.to_string()))?,
+        (None, false) => {
+            Upstream::command(args.command.clone()).map_err(|e| UsageError(e.to_string()))?
+        }
+        (Some(_), false) => {
+            return Err(UsageError(
+                "give the MCP server either as --upstream URL or as a command after `--`, not both"
+                    .to_owned(),
+            )
+            .into());
+        }
+        (None, true) => {
+            return Err(UsageError(
+                "no MCP server: give its command after `--` (stdio), or --listen ADDR --upstream URL"
+                    .to_owned(),
+            )
+            .into());
+        }
+    };
+    let listen = args.listen.as_deref().map(loopback).transpose()?;
+    approval_host::mcp::check_server_name(&args.name).map_err(|e| UsageError(e.to_string()))?;
+    let deployment = Deployment::load(&args.config)?;
+    let console_tls = match (&args.console, &args.tls_cert, &args.tls_key) {
+        (None, ..) => None,
+        (Some(_), Some(cert), Some(key)) => Some(
+            approval_host::serve::tls::acceptor(&approval_host::serve::tls::TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: None,
+            })
+            .map_err(|e| UsageError(format!("--console: {e}")))?,
+        ),
+        (Some(_), None, None) if args.insecure_plaintext => None,
+        (Some(_), ..) => {
+            return Err(UsageError(
+                "--console needs --tls-cert and --tls-key (or, on a network you trust, --insecure-plaintext)"
+                    .to_owned(),
+            )
+            .into());
+        }
+    };
+    let options = GatewayOptions {
+        server: args.name.clone(),
+        config: deployment.mcp.clone(),
+        // A server the gateway starts runs where the gateway runs: relative path rules read
+        // its arguments from there.
+        cwd: match upstream {
+            Upstream::Command(_) => std::env::current_dir()
+                .ok()
+                .map(|d| d.display().to_string()),
+            Upstream::Url(_) => None,
+        },
+        session: args.session.clone(),
+    };
+    let serve = ServeOptions {
+        config: args.config.clone(),
+        state_dir: ctx.dir.clone(),
+        store_url: ctx.store.clone(),
+        migrate: false,
+        quarantine: QuarantinePolicy::default(),
+    };
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    let served = runtime.block_on(gateway(
+        serve,
+        options,
+        upstream,
+        listen,
+        args.console.map(|addr| (addr, console_tls)),
+        !args.no_watch,
+    ));
+    runtime.shutdown_timeout(Duration::from_millis(500));
+    served?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The line `mcp --listen` prints once it listens.
+fn listening_line(addr: std::net::SocketAddr) -> String {
+    format!("listening on http://{addr}/mcp")
+}
+
+/// `--listen ADDR`: loopback only, since the endpoint has no authentication of its own.
+fn loopback(addr: &str) -> Result<std::net::SocketAddr> {
+    let parsed: std::net::SocketAddr = addr
+        .parse()
+        .map_err(|e| UsageError(format!("--listen {addr:?}: {e} (say 127.0.0.1:8931)")))?;
+    if !parsed.ip().is_loopback() {
+        return Err(UsageError(format!(
+            "--listen {addr:?}: the MCP endpoint has no authentication, so it listens on loopback only (127.0.0.1 or [::1])"
+        ))
+        .into());
+    }
+    Ok(parsed)
+}
+
+async fn gateway(
+    serve: ServeOptions,
+    options: GatewayOptions,
+    upstream: Upstream,
+    listen: Option<std::net::SocketAddr>,
+    console: Option<(String, Option<tokio_rustls::TlsAcceptor>)>,
+    watch: bool,
+) -> Result<()> {
+    let server = Server::start(serve).await.map_err(|e| match e {
+        ServeError::Config(e) => anyhow::Error::new(e),
+        other => anyhow::Error::new(UsageError(other.to_string())),
+    })?;
+    let _watcher = if watch {
+        Some(server.watch(Duration::from_millis(200)).await?)
+    } else {
+        None
+    };
+    let gateway = Gateway::new(server.service().clone(), options, upstream)
+        .map_err(|e| UsageError(e.to_string()))?;
+    let cancel = CancellationToken::new();
+    let agents = async {
+        match listen {
+            None => gateway.serve_stdio().await.map_err(anyhow::Error::new),
+            Some(addr) => {
+                let listener = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("--listen {addr}"))?;
+                let addr = listener.local_addr().context("--listen")?;
+                // stdout carries nothing else in this mode: a harness (or a test) that asked
+                // for port 0 reads the address here.
+                println!("{}", listening_line(addr));
+                let router = axum::Router::new().nest_service("/mcp", gateway.http(cancel.clone()));
+                let stop = cancel.clone();
+                axum::serve(listener, router)
+                    .with_graceful_shutdown(async move { stop.cancelled().await })
+                    .await
+                    .context("serving the MCP endpoint")
+            }
+        }
+    };
+    let web = async {
+        match &console {
+            Some((addr, tls)) => {
+                let listener = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("--console {addr}"))?;
+                tracing::info!(addr, "web console listening");
+                server
+                    .serve_console(listener, tls.clone())
+                    .await
+                    .map_err(anyhow::Error::new)
+            }
+            None => std::future::pending().await,
+        }
+    };
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("listening for SIGTERM")?;
+    let ended = tokio::select! {
+        served = agents => served,
+        served = web => served,
+        _ = tokio::signal::ctrl_c() => Ok(()),
+        _ = terminate.recv() => Ok(()),
+    };
+    cancel.cancel();
+    server.shutdown().await;
+    server.finish_traces().await;
+    ended
+}

@@ -1,0 +1,92 @@
+//! The question a `tools/call` is (`mcp__<server>__<tool>` with its arguments, asked as the
+//! Claude Code hook asks, in a turn of its own), and the text a model reads when the call is not
+//! allowed.
+
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::Agent;
+use crate::claude_code::{self, HookInput};
+use crate::outcome::Outcome;
+use crate::service::{ApprovalError, Verdict};
+use crate::tools::texts;
+
+use super::Shared;
+
+/// A `tools/call` whose tool name is empty, too long, or holds a blank or control character:
+/// refused without a question (no rule was written for such a name, and the server would be
+/// sent a name the rules never saw).
+pub const INVALID_TOOL_NAME: &str = "invalid MCP tool name";
+
+/// The longest tool name the gateway asks about (the MCP specification's limit).
+const MAX_TOOL_NAME: usize = 128;
+
+/// The rule-syntax name of `tool` on `server`, or `None` when the name is refused.
+pub fn question_tool(server: &str, tool: &str) -> Option<String> {
+    let fits = !tool.is_empty()
+        && tool.len() <= MAX_TOOL_NAME
+        && !tool.chars().any(|c| c.is_control() || c.is_whitespace());
+    fits.then(|| format!("mcp__{server}__{tool}"))
+}
+
+/// The text of a tool result for a call that was not allowed (`None` when it was).
+pub fn refusal(tool: &str, verdict: &Verdict) -> Option<String> {
+    match verdict.outcome {
+        Outcome::AllowedOnce => None,
+        Outcome::Rejected => Some(texts::rejection(tool, verdict)),
+        Outcome::Cancelled => Some(texts::approval_cancelled(tool)),
+        Outcome::Unavailable => Some(texts::approval_unavailable(tool)),
+    }
+}
+
+/// Asks whether `tool` (already in rule syntax) may run with `arguments`, in `session`.
+pub(super) async fn ask(
+    shared: &Shared,
+    agent: &Agent,
+    session: &str,
+    tool: &str,
+    arguments: Option<&Map<String, Value>>,
+    cancel: CancellationToken,
+) -> Result<Verdict, ApprovalError> {
+    let input = HookInput {
+        session_id: session.to_owned(),
+        tool_name: tool.to_owned(),
+        tool_input: Value::Object(arguments.cloned().unwrap_or_default()),
+        // JSON-RPC ids repeat across connections and restarts; the log needs its own.
+        tool_use_id: Some(format!("mcp-{}", uuid::Uuid::new_v4())),
+        cwd: shared.options.cwd.clone(),
+        permission_mode: None,
+        trace_parent: None,
+    };
+    claude_code::decide_until(&shared.service, &shared.turns, agent, &input, cancel).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_names_with_blanks_or_controls_are_not_asked() {
+        assert_eq!(
+            question_tool("gh", "get_issue").as_deref(),
+            Some("mcp__gh__get_issue")
+        );
+        assert_eq!(
+            question_tool("gh", "a__b.c/d-e").as_deref(),
+            Some("mcp__gh__a__b.c/d-e")
+        );
+        for bad in [
+            "",
+            "get issue",
+            "get\nissue",
+            "get\u{0}",
+            "get\u{85}x",
+            "x\u{a0}y",
+            "\t",
+        ] {
+            assert_eq!(question_tool("gh", bad), None, "{bad:?}");
+        }
+        assert_eq!(question_tool("gh", &"x".repeat(129)), None);
+        assert!(question_tool("gh", &"x".repeat(128)).is_some());
+    }
+}

@@ -1,0 +1,522 @@
+//! The agent-facing side: a [`Gateway`] serves agents over stdio or streamable HTTP, one
+//! [`Connection`] per client connection. A connection's `initialize` starts (or reaches) the
+//! server, initializes it with the agent's own parameters and answers with the server's; from
+//! then on every request is forwarded, but `tools/call`, which is asked first, and `tools/list`,
+//! whose answer may leave out tools that can never be allowed.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientNotification, ClientRequest,
+    CompleteRequestParams, CompleteResult, ContentBlock, CustomNotification, CustomRequest,
+    CustomResult, GetPromptRequestParams, GetPromptResponse, InitializeRequestParams,
+    InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, Notification, NotificationNoParam, PaginatedRequestParams,
+    ProgressNotificationParam, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    Request, RequestNoParam, RequestOptionalParam, ServerConfig, ServerPeerInfo, ServerResult,
+    SubscribeRequestParams, UnsubscribeRequestParams,
+};
+use rmcp::service::{NotificationContext, Peer, RequestContext, RunningService};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData as McpError, RoleClient, RoleServer, ServerHandler, ServiceExt};
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::Agent;
+use crate::service::ApprovalService;
+
+use super::ask::{self, INVALID_TOOL_NAME, question_tool, refusal};
+use super::relay::{Progress, Relay, expect, forward};
+use super::upstream::Upstream;
+use super::{
+    AGENT_ID, GatewayError, GatewayOptions, NOT_INITIALIZED, Shared, SharedRef, check_server_name,
+    server_gone,
+};
+
+/// The gateway: what its connections share.
+#[derive(Clone)]
+pub struct Gateway {
+    shared: SharedRef,
+}
+
+impl Gateway {
+    /// A gateway asking `service`, for the server at `upstream`.
+    ///
+    /// # Errors
+    /// [`GatewayError::ServerName`] when the server's name cannot stand in a rule.
+    pub fn new(
+        service: ApprovalService,
+        options: GatewayOptions,
+        upstream: Upstream,
+    ) -> Result<Gateway, GatewayError> {
+        check_server_name(&options.server)?;
+        Ok(Gateway {
+            shared: Arc::new(Shared {
+                service,
+                options,
+                upstream,
+                turns: crate::claude_code::HookTurns::default(),
+            }),
+        })
+    }
+
+    /// A new connection, in the configured session or a fresh one.
+    pub fn connection(&self) -> Connection {
+        let session = self
+            .shared
+            .options
+            .session
+            .clone()
+            .unwrap_or_else(fresh_session);
+        Connection::new(self.shared.clone(), session)
+    }
+
+    /// Serves one agent on stdin and stdout until it closes them.
+    ///
+    /// # Errors
+    /// [`GatewayError::Transport`] when the agent's side fails before it initialized.
+    pub async fn serve_stdio(&self) -> Result<(), GatewayError> {
+        let running = self
+            .connection()
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|e| GatewayError::Transport(e.to_string()))?;
+        let _ = running.waiting().await;
+        Ok(())
+    }
+
+    /// The streamable HTTP endpoint (a tower service to mount at `/mcp`): each MCP session a
+    /// connection of its own, in a session of its own. `cancel` ends every session.
+    pub fn http(
+        &self,
+        cancel: CancellationToken,
+    ) -> StreamableHttpService<Connection, LocalSessionManager> {
+        let shared = self.shared.clone();
+        let config = StreamableHttpServerConfig::default().with_cancellation_token(cancel);
+        StreamableHttpService::new(
+            move || Ok(Connection::new(shared.clone(), fresh_session())),
+            Arc::new(LocalSessionManager::default()),
+            config,
+        )
+    }
+}
+
+fn fresh_session() -> String {
+    format!("mcp-{}", uuid::Uuid::new_v4())
+}
+
+/// One client connection: its session, and once initialized, its server and agent.
+pub struct Connection {
+    shared: SharedRef,
+    session: String,
+    link: tokio::sync::OnceCell<Link>,
+    /// The text of a request to a server that has gone.
+    gone: String,
+}
+
+struct Link {
+    /// Kept for as long as the connection: dropping it stops the server it started.
+    server: RunningService<RoleClient, Relay>,
+    info: InitializeResult,
+    agent: Agent,
+    calls: Progress,
+    asks: Progress,
+}
+
+impl Link {
+    fn peer(&self) -> &Peer<RoleClient> {
+        self.server.peer()
+    }
+}
+
+impl Connection {
+    fn new(shared: SharedRef, session: String) -> Connection {
+        let gone = server_gone(&shared.options.server);
+        Connection {
+            shared,
+            session,
+            link: tokio::sync::OnceCell::new(),
+            gone,
+        }
+    }
+
+    /// The session this connection's questions are asked in.
+    pub fn session(&self) -> &str {
+        &self.session
+    }
+
+    fn link(&self) -> Result<&Link, McpError> {
+        self.link
+            .get()
+            .ok_or_else(|| McpError::invalid_request(NOT_INITIALIZED, None))
+    }
+
+    async fn pass(
+        &self,
+        request: ClientRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ServerResult, McpError> {
+        let link = self.link()?;
+        forward(
+            link.peer(),
+            request,
+            context.meta,
+            context.ct,
+            &link.calls,
+            &self.gone,
+        )
+        .await
+    }
+
+    async fn notify(&self, notification: ClientNotification) {
+        if let Ok(link) = self.link() {
+            // A server that has gone cannot be told; its next request says so.
+            let _ = link.peer().send_notification(notification).await;
+        }
+    }
+
+    async fn connect(
+        &self,
+        params: InitializeRequestParams,
+        agent_peer: Peer<RoleServer>,
+    ) -> Result<Link, McpError> {
+        let calls = Progress::default();
+        let asks = Progress::default();
+        let relay = Relay {
+            info: params,
+            agent: agent_peer,
+            calls: calls.clone(),
+            asks: asks.clone(),
+            gone: "the agent closed the connection".to_owned(),
+        };
+        let server = self
+            .shared
+            .upstream
+            .connect(relay)
+            .await
+            .map_err(|e| McpError::internal_error(e, None))?;
+        let info = server
+            .peer_info()
+            .map(|i| initialize_result(&i))
+            .ok_or_else(|| McpError::internal_error(self.gone.clone(), None))?;
+        let agent = self
+            .shared
+            .service
+            .agent(&self.session, AGENT_ID)
+            .await
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        Ok(Link {
+            server,
+            info,
+            agent,
+            calls,
+            asks,
+        })
+    }
+
+    /// The tools the server lists, less those a reject rule refuses whatever the arguments.
+    fn visible(&self, mut listed: ListToolsResult) -> ListToolsResult {
+        if !self.shared.options.config.hide_rejected_tools {
+            return listed;
+        }
+        let Some(book) = self.shared.service.rules() else {
+            return listed;
+        };
+        let server = &self.shared.options.server;
+        listed.tools.retain(|tool| {
+            question_tool(server, &tool.name)
+                .is_none_or(|name| book.rejects_every_call(&name, &self.session).is_none())
+        });
+        listed
+    }
+}
+
+/// The server's `initialize` answer, as the agent gets it.
+fn initialize_result(peer: &ServerPeerInfo) -> InitializeResult {
+    let mut result = InitializeResult::new(peer.capabilities.clone());
+    result.protocol_version = peer.protocol_version.clone();
+    if let Some(server) = &peer.server_info {
+        result.server_info = server.clone();
+    }
+    result.instructions = peer.instructions.clone();
+    result.meta = peer.meta.clone();
+    result
+}
+
+fn refused(text: String) -> CallToolResponse {
+    CallToolResponse::Complete(CallToolResult::error(vec![ContentBlock::text(text)]))
+}
+
+/// A request of a method that takes parameters.
+fn request<M: Default, P>(params: P) -> Request<M, P> {
+    Request::new(params)
+}
+
+/// A request of a method whose parameters are optional.
+fn optional<M: Default, P>(params: Option<P>) -> RequestOptionalParam<M, P> {
+    RequestOptionalParam {
+        method: M::default(),
+        params,
+        extensions: Default::default(),
+    }
+}
+
+/// The protocol versions with an `initialize` handshake: the gateway links a server per
+/// connection at `initialize`, so it does not offer the per-request lifecycle.
+fn handshake_versions() -> &'static [ProtocolVersion] {
+    ProtocolVersion::known_up_to(&ProtocolVersion::LATEST_WITH_INITIALIZE)
+}
+
+impl ServerHandler for Connection {
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(handshake_versions())
+    }
+
+    fn get_info(&self) -> ServerConfig {
+        self.link.get().map(|l| l.info.clone()).unwrap_or_default()
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        let link = self
+            .link
+            .get_or_try_init(|| self.connect(request, context.peer.clone()))
+            .await?;
+        Ok(link.info.clone())
+    }
+
+    async fn ping(&self, context: RequestContext<RoleServer>) -> Result<(), McpError> {
+        let ping = ClientRequest::PingRequest(RequestNoParam {
+            method: Default::default(),
+            extensions: Default::default(),
+        });
+        self.pass(ping, context).await.map(|_| ())
+    }
+
+    async fn call_tool(
+        &self,
+        params: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let link = self.link()?;
+        let Some(tool) = question_tool(&self.shared.options.server, &params.name) else {
+            return Ok(refused(INVALID_TOOL_NAME.to_owned()));
+        };
+        let verdict = match ask::ask(
+            &self.shared,
+            &link.agent,
+            &self.session,
+            &tool,
+            params.arguments.as_ref(),
+            context.ct.clone(),
+        )
+        .await
+        {
+            Ok(verdict) => verdict,
+            Err(e) => {
+                return Ok(refused(crate::tools::texts::approval_failed(
+                    &tool,
+                    &e.to_string(),
+                )));
+            }
+        };
+        if let Some(text) = refusal(&tool, &verdict) {
+            return Ok(refused(text));
+        }
+        let call = ClientRequest::CallToolRequest(request(params));
+        match self.pass(call, context).await? {
+            ServerResult::CallToolResult(r) => Ok(CallToolResponse::Complete(r)),
+            ServerResult::InputRequiredResult(r) => Ok(CallToolResponse::InputRequired(r)),
+            ServerResult::CreateTaskResult(r) => Ok(CallToolResponse::Task(r)),
+            other => expect::<CallToolResult>(other).map(CallToolResponse::Complete),
+        }
+    }
+
+    async fn list_tools(
+        &self,
+        params: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let listed = match self
+            .pass(ClientRequest::ListToolsRequest(optional(params)), context)
+            .await?
+        {
+            ServerResult::ListToolsResult(r) => r,
+            other => expect(other)?,
+        };
+        Ok(self.visible(listed))
+    }
+
+    async fn complete(
+        &self,
+        params: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        match self
+            .pass(ClientRequest::CompleteRequest(request(params)), context)
+            .await?
+        {
+            ServerResult::CompleteResult(r) => Ok(r),
+            other => expect(other),
+        }
+    }
+
+    #[allow(deprecated)] // Logging is deprecated (SEP-2577), but servers still take it.
+    async fn set_level(
+        &self,
+        params: rmcp::model::SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.pass(ClientRequest::SetLevelRequest(request(params)), context)
+            .await
+            .map(|_| ())
+    }
+
+    async fn get_prompt(
+        &self,
+        params: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        match self
+            .pass(ClientRequest::GetPromptRequest(request(params)), context)
+            .await?
+        {
+            ServerResult::GetPromptResult(r) => Ok(GetPromptResponse::Complete(r)),
+            ServerResult::InputRequiredResult(r) => Ok(GetPromptResponse::InputRequired(r)),
+            other => expect(other).map(GetPromptResponse::Complete),
+        }
+    }
+
+    async fn list_prompts(
+        &self,
+        params: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        match self
+            .pass(ClientRequest::ListPromptsRequest(optional(params)), context)
+            .await?
+        {
+            ServerResult::ListPromptsResult(r) => Ok(r),
+            other => expect(other),
+        }
+    }
+
+    async fn list_resources(
+        &self,
+        params: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        match self
+            .pass(
+                ClientRequest::ListResourcesRequest(optional(params)),
+                context,
+            )
+            .await?
+        {
+            ServerResult::ListResourcesResult(r) => Ok(r),
+            other => expect(other),
+        }
+    }
+
+    async fn list_resource_templates(
+        &self,
+        params: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        let asked = ClientRequest::ListResourceTemplatesRequest(optional(params));
+        match self.pass(asked, context).await? {
+            ServerResult::ListResourceTemplatesResult(r) => Ok(r),
+            other => expect(other),
+        }
+    }
+
+    async fn read_resource(
+        &self,
+        params: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        match self
+            .pass(ClientRequest::ReadResourceRequest(request(params)), context)
+            .await?
+        {
+            ServerResult::ReadResourceResult(r) => Ok(ReadResourceResponse::Complete(r)),
+            ServerResult::InputRequiredResult(r) => Ok(ReadResourceResponse::InputRequired(r)),
+            other => expect(other).map(ReadResourceResponse::Complete),
+        }
+    }
+
+    async fn subscribe(
+        &self,
+        params: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.pass(ClientRequest::SubscribeRequest(request(params)), context)
+            .await
+            .map(|_| ())
+    }
+
+    async fn unsubscribe(
+        &self,
+        params: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.pass(ClientRequest::UnsubscribeRequest(request(params)), context)
+            .await
+            .map(|_| ())
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        match self
+            .pass(ClientRequest::CustomRequest(request), context)
+            .await?
+        {
+            ServerResult::CustomResult(r) => Ok(r),
+            other => expect(other),
+        }
+    }
+
+    async fn on_progress(
+        &self,
+        mut params: ProgressNotificationParam,
+        _context: NotificationContext<RoleServer>,
+    ) {
+        // Progress on a request the server made of the agent (sampling, elicitation).
+        let Ok(link) = self.link() else { return };
+        let Some(theirs) = link.asks.caller_token(&params.progress_token) else {
+            return;
+        };
+        params.progress_token = theirs;
+        self.notify(ClientNotification::ProgressNotification(Notification::new(
+            params,
+        )))
+        .await;
+    }
+
+    async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
+        self.notify(ClientNotification::RootsListChangedNotification(
+            NotificationNoParam {
+                method: Default::default(),
+                extensions: Default::default(),
+            },
+        ))
+        .await;
+    }
+
+    async fn on_custom_notification(
+        &self,
+        notification: CustomNotification,
+        _context: NotificationContext<RoleServer>,
+    ) {
+        self.notify(ClientNotification::CustomNotification(notification))
+            .await;
+    }
+}

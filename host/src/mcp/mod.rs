@@ -1,0 +1,141 @@
+//! The MCP gateway: a proxy between an agent and one MCP server, built on the official Rust MCP
+//! SDK ([`rmcp`]). Every `tools/call` is a question, asked as `mcp__<server>__<tool>` with the
+//! call's arguments in the session of the client's connection, through the same rules and
+//! waterfall as every other asker; an allowed call is forwarded unchanged, and any other outcome
+//! comes back as a tool result with `isError: true` and the text the model should read
+//! ([`crate::tools::texts`]). Everything else (initialize, tools/list, resources, prompts,
+//! completion, logging, notifications, cancellation and progress, and the server's own requests
+//! such as sampling, roots and elicitation) is relayed both ways; `tools/list` leaves out the
+//! tools a reject rule refuses every call of (`[mcp] hide-rejected-tools`).
+//!
+//! Where things are: `gateway.rs` the agent-facing side (one [`Connection`] per client
+//! connection: its session, its upstream link, the handled requests); `relay.rs` forwarding a
+//! request to a peer with its cancellation and progress, and the server-facing side;
+//! `ask.rs` the question a `tools/call` is and the text a refusal reads; `upstream.rs` how the
+//! server is reached (a child process over stdio, or streamable HTTP).
+
+mod ask;
+mod gateway;
+mod relay;
+mod upstream;
+
+use std::sync::Arc;
+
+pub use ask::{INVALID_TOOL_NAME, question_tool, refusal};
+pub use gateway::{Connection, Gateway};
+pub use upstream::Upstream;
+
+/// The agent id MCP questions are asked as.
+pub const AGENT_ID: &str = "mcp";
+
+/// The error a request gets when the MCP server has gone (exited, closed its connection).
+pub fn server_gone(server: &str) -> String {
+    format!("the MCP server \"{server}\" is not connected (it exited or closed the connection)")
+}
+
+/// The error a request gets before the client's `initialize` linked the server.
+pub const NOT_INITIALIZED: &str = "the MCP gateway has not been initialized: send initialize first";
+
+/// `[mcp]` in the deployment: how the gateway treats the tools it lists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpConfig {
+    /// Leave out of `tools/list` a tool that a live reject rule refuses whatever its arguments
+    /// (`mcp__github__delete_*`); a call of it is still asked and refused.
+    pub hide_rejected_tools: bool,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        McpConfig {
+            hide_rejected_tools: true,
+        }
+    }
+}
+
+/// How one gateway runs: the server's name in rule syntax, and what it was configured with.
+#[derive(Debug, Clone)]
+pub struct GatewayOptions {
+    /// The server's name in `mcp__<server>__<tool>`.
+    pub server: String,
+    /// `[mcp]` from the deployment.
+    pub config: McpConfig,
+    /// The working directory questions carry (relative path rules are read against it): the
+    /// gateway's own for a server it starts, none for one reached over HTTP.
+    pub cwd: Option<String>,
+    /// The session every question of a stdio connection is asked in; a fresh `mcp-<uuid>` per
+    /// connection when `None` (always for HTTP, whose clients each get their own).
+    pub session: Option<String>,
+}
+
+/// A gateway that cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// The server name cannot stand in a rule's tool name.
+    #[error(
+        "--name {0:?}: a server name is 1 to 64 ASCII letters, digits, '-' or '_', without \"__\" (it is the <server> of mcp__<server>__<tool>)"
+    )]
+    ServerName(String),
+    /// The upstream URL is not an http or https URL.
+    #[error("--upstream {url:?}: {why}")]
+    UpstreamUrl {
+        /// The URL as given.
+        url: String,
+        /// Why it is refused.
+        why: String,
+    },
+    /// The server command is empty.
+    #[error("the MCP server command is empty: give it after `--`")]
+    NoCommand,
+    /// The agent-facing transport failed.
+    #[error("{0}")]
+    Transport(String),
+}
+
+/// Checks a server name for `mcp__<server>__<tool>`: a name with `__` or a glob character would
+/// let one server's calls match another's rules.
+///
+/// # Errors
+/// [`GatewayError::ServerName`].
+pub fn check_server_name(name: &str) -> Result<(), GatewayError> {
+    let fits = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        && !name.contains("__")
+        && !name.starts_with('_')
+        && !name.ends_with('_');
+    if fits {
+        Ok(())
+    } else {
+        Err(GatewayError::ServerName(name.to_owned()))
+    }
+}
+
+/// What every connection of one gateway shares.
+pub(crate) struct Shared {
+    pub(crate) service: crate::ApprovalService,
+    pub(crate) options: GatewayOptions,
+    pub(crate) upstream: Upstream,
+    pub(crate) turns: crate::claude_code::HookTurns,
+}
+
+pub(crate) type SharedRef = Arc<Shared>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_names_that_could_blur_rules_are_refused() {
+        for good in ["github", "fs", "my-server", "notes_2"] {
+            assert!(check_server_name(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "", "a__b", "_a", "a_", "git*", "a b", "a/b", "ünï", "a.b", "x(y)",
+        ] {
+            assert!(check_server_name(bad).is_err(), "{bad:?}");
+        }
+        assert!(check_server_name(&"a".repeat(65)).is_err());
+    }
+}

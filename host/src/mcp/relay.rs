@@ -1,0 +1,183 @@
+//! Forwarding one request to the other side with what belongs to it: the caller's `_meta`, its
+//! cancellation (a `notifications/cancelled` from the caller cancels the forwarded request) and
+//! its progress (the forwarded request gets a token of its own; the other side's progress
+//! notifications go back under the caller's token). And the server-facing side of a connection,
+//! [`Relay`], which hands the server's requests and notifications to the agent the same way.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{
+    ClientConfig, ClientResult, ProgressToken, RequestMetaObject, ServerNotification, ServerRequest,
+};
+use rmcp::service::{
+    NotificationContext, Peer, PeerRequestOptions, RequestContext, Service, ServiceError,
+    ServiceRole,
+};
+use rmcp::{ErrorData as McpError, RoleClient, RoleServer};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+
+/// Progress tokens of forwarded requests (the token this side gave the request it sent) mapped
+/// to the caller's.
+#[derive(Debug, Default, Clone)]
+pub(super) struct Progress(Arc<Mutex<HashMap<ProgressToken, ProgressToken>>>);
+
+impl Progress {
+    fn insert(&self, ours: ProgressToken, theirs: ProgressToken) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(ours, theirs);
+    }
+
+    fn remove(&self, ours: &ProgressToken) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(ours);
+    }
+
+    /// The caller's token for a progress notification about a forwarded request.
+    pub(super) fn caller_token(&self, ours: &ProgressToken) -> Option<ProgressToken> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(ours)
+            .cloned()
+    }
+}
+
+/// The `_meta` key of a request's progress token.
+const PROGRESS_TOKEN: &str = "progressToken";
+
+/// Sends `request` to `peer` and waits for its answer, cancelling it when `cancel` fires.
+pub(super) async fn forward<R: ServiceRole>(
+    peer: &Peer<R>,
+    request: R::Req,
+    mut meta: RequestMetaObject,
+    cancel: CancellationToken,
+    progress: &Progress,
+    gone: &str,
+) -> Result<R::PeerResp, McpError> {
+    let caller_token = meta.get_progress_token();
+    meta.0.0.remove(PROGRESS_TOKEN);
+    let mut options = PeerRequestOptions::no_options();
+    if !meta.0.0.is_empty() {
+        options = options.with_meta(meta);
+    }
+    if cancel.is_cancelled() {
+        return Err(cancelled());
+    }
+    let mut handle = peer
+        .send_request_with_option(request, options)
+        .await
+        .map_err(|e| service_error(e, gone))?;
+    // A progress notification sent before this insert has no request to report on yet.
+    let ours = handle.progress_token.clone();
+    if let Some(theirs) = caller_token {
+        progress.insert(ours.clone(), theirs);
+    }
+    let answered = tokio::select! {
+        answered = &mut handle.rx => Some(answered),
+        () = cancel.cancelled() => None,
+    };
+    progress.remove(&ours);
+    match answered {
+        Some(Ok(result)) => result.map_err(|e| service_error(e, gone)),
+        Some(Err(_)) => Err(McpError::internal_error(gone.to_owned(), None)),
+        None => {
+            // The cancellation goes on to the other side; nobody waits for its answer.
+            let _ = handle.cancel(Some(CANCELLED.to_owned())).await;
+            Err(cancelled())
+        }
+    }
+}
+
+/// The reason a forwarded request was cancelled with.
+const CANCELLED: &str = "the caller cancelled the request";
+
+fn cancelled() -> McpError {
+    McpError::internal_error(CANCELLED, None)
+}
+
+/// What a failed forward answers: the other side's own error unchanged, else the text that it
+/// has gone.
+fn service_error(e: ServiceError, gone: &str) -> McpError {
+    match e {
+        ServiceError::McpError(e) => e,
+        ServiceError::Cancelled { .. } => cancelled(),
+        ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
+            McpError::internal_error(gone.to_owned(), None)
+        }
+        other => McpError::internal_error(other.to_string(), None),
+    }
+}
+
+/// A result of the type the request asked for: the SDK reads results as an untagged union, so
+/// one that fits two variants is read again as the one wanted.
+pub(super) fn expect<T: DeserializeOwned>(result: impl Serialize) -> Result<T, McpError> {
+    serde_json::to_value(&result)
+        .and_then(serde_json::from_value)
+        .map_err(|e| McpError::internal_error(format!("unexpected result: {e}"), None))
+}
+
+/// The server-facing side of one connection: what the server asks of its client (sampling,
+/// roots, elicitation, ping) goes to the agent, its notifications likewise.
+pub(super) struct Relay {
+    /// The agent's `initialize` parameters, which the gateway initializes the server with.
+    pub(super) info: ClientConfig,
+    /// The agent.
+    pub(super) agent: Peer<RoleServer>,
+    /// Requests the agent made, by the token the server reports their progress under.
+    pub(super) calls: Progress,
+    /// Requests the server made, by the token the agent reports their progress under.
+    pub(super) asks: Progress,
+    /// The text of a request to an agent that has gone.
+    pub(super) gone: String,
+}
+
+impl Service<RoleClient> for Relay {
+    async fn handle_request(
+        &self,
+        request: ServerRequest,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ClientResult, McpError> {
+        forward(
+            &self.agent,
+            request,
+            context.meta,
+            context.ct,
+            &self.asks,
+            &self.gone,
+        )
+        .await
+    }
+
+    async fn handle_notification(
+        &self,
+        notification: ServerNotification,
+        _context: NotificationContext<RoleClient>,
+    ) -> Result<(), McpError> {
+        let notification = match notification {
+            ServerNotification::ProgressNotification(mut n) => {
+                match self.calls.caller_token(&n.params.progress_token) {
+                    Some(theirs) => n.params.progress_token = theirs,
+                    None => return Ok(()),
+                }
+                ServerNotification::ProgressNotification(n)
+            }
+            // The SDK cancels the request it names; the agent has its own cancellation.
+            ServerNotification::CancelledNotification(_) => return Ok(()),
+            other => other,
+        };
+        // An agent that has gone cannot be told; its connection's end settles the rest.
+        let _ = self.agent.send_notification(notification).await;
+        Ok(())
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        self.info.clone()
+    }
+}
