@@ -201,7 +201,7 @@ pub(crate) async fn ask_call(
 }
 
 /// The value of the first form field `name` on a page.
-fn field(page: &str, name: &str) -> String {
+pub(crate) fn field(page: &str, name: &str) -> String {
     page.split(&format!("name=\"{name}\" value=\""))
         .nth(1)
         .unwrap_or_else(|| panic!("no field {name}: {page}"))
@@ -237,7 +237,12 @@ pub(crate) async fn log_in_as(addr: std::net::SocketAddr, token: &str) -> (Strin
 }
 
 /// Waits until the pending page does (or does not) show `needle`.
-async fn page_until(addr: std::net::SocketAddr, cookie: &str, needle: &str, shown: bool) -> String {
+pub(crate) async fn page_until(
+    addr: std::net::SocketAddr,
+    cookie: &str,
+    needle: &str,
+    shown: bool,
+) -> String {
     let started = std::time::Instant::now();
     loop {
         let page = http(addr, "GET", "/", Some(cookie), None).await.body;
@@ -254,7 +259,7 @@ async fn page_until(addr: std::net::SocketAddr, cookie: &str, needle: &str, show
 }
 
 /// Waits for a question to be offered on the Pending page; returns the page and the question's id.
-async fn waiting_question(addr: std::net::SocketAddr, cookie: &str) -> (String, String) {
+pub(crate) async fn waiting_question(addr: std::net::SocketAddr, cookie: &str) -> (String, String) {
     let page = page_until(addr, cookie, "name=\"id\"", true).await;
     let id = field(&page, "id");
     (page, id)
@@ -599,7 +604,11 @@ async fn over_tls_the_login_cookie_is_secure() {
 }
 
 /// Posts an answer form for question `id`.
-async fn answer(addr: std::net::SocketAddr, cookie: &str, fields: &[(&str, &str)]) -> Reply {
+pub(crate) async fn answer(
+    addr: std::net::SocketAddr,
+    cookie: &str,
+    fields: &[(&str, &str)],
+) -> Reply {
     http(addr, "POST", "/answer", Some(cookie), Some(fields)).await
 }
 

@@ -15,6 +15,7 @@ const LAYERS: &[&[&str]] = &[
         "acp",
         "claude_code",
         "cli_hooks",
+        "mcp",
         "tools",
         "conformance",
         "telemetry",

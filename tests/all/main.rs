@@ -22,6 +22,7 @@ mod hostile_clients;
 mod init;
 mod layering;
 mod log_contract;
+mod mcp_gateway;
 mod on_postgres;
 mod operability;
 mod ownership;

@@ -1,0 +1,790 @@
+//! The MCP gateway end to end with real parts: the official MCP Python SDK as the client
+//! (`tests/mcp/client.py`) and a server written with it (`tests/mcp/notes_server.py`), over stdio
+//! through the `approval-host mcp` binary and over streamable HTTP (the binary, and the library
+//! beside a live web console). Each test checks what the client read, what reached the server
+//! (the server writes an event per call) and the session log.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use approval_host::mcp::{
+    Gateway, GatewayOptions, INVALID_TOOL_NAME, McpConfig, Upstream, server_gone,
+};
+use approval_host::plugin::QuarantinePolicy;
+use approval_host::serve::{ServeOptions, Server, auth};
+use approval_host::tools::texts;
+use serde_json::{Value, json};
+
+use crate::console::{ANSWERER, answer, http, log_in_as, page_until, waiting_question};
+use crate::support::{events_at, log_path};
+
+const BIN: &str = env!("CARGO_BIN_EXE_approval-host");
+const PATIENCE: Duration = Duration::from_secs(60);
+
+fn script(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/mcp")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// The rules every test starts from: reading allowed, deleting refused with a reason, the slow
+/// and crashing tools allowed; writing is left to whoever answers.
+const RULES: &str = r#"
+[[rule]]
+rule = "mcp__notes__read_note"
+effect = "allow"
+
+[[rule]]
+rule = "mcp__notes__delete_*"
+effect = "reject"
+reason = "notes are never deleted"
+
+[[rule]]
+rule = "mcp__notes__slow"
+effect = "allow"
+
+[[rule]]
+rule = "mcp__notes__crash"
+effect = "allow"
+"#;
+
+struct Setup {
+    dir: tempfile::TempDir,
+}
+
+impl Setup {
+    fn new(extra: &str) -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("deploy.toml"), format!("{RULES}\n{extra}")).unwrap();
+        Setup { dir }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn state(&self) -> PathBuf {
+        self.path("state")
+    }
+
+    /// What reached the server, one event per call.
+    fn server_events(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.path("events.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// The gateway command (after the client's own arguments): stdio, session `s1`.
+    fn stdio_gateway(&self) -> Vec<String> {
+        vec![
+            BIN.to_owned(),
+            "--state-dir".to_owned(),
+            self.state().display().to_string(),
+            "mcp".to_owned(),
+            "--config".to_owned(),
+            self.path("deploy.toml").display().to_string(),
+            "--name".to_owned(),
+            "notes".to_owned(),
+            "--session".to_owned(),
+            "s1".to_owned(),
+            "--no-watch".to_owned(),
+            "--".to_owned(),
+            "python3".to_owned(),
+            script("notes_server.py"),
+        ]
+    }
+
+    /// `(outcome, tool)` of every decided question in `session`, in order, checking that each
+    /// question was decided exactly once.
+    fn decisions(&self, session: &str) -> Vec<(String, String)> {
+        let events = events_at(&log_path(&self.state(), session));
+        let mut asked = std::collections::HashMap::new();
+        let mut decided = Vec::new();
+        for (kind, data) in &events {
+            match kind.as_str() {
+                "approval/asked" => {
+                    let id = data["id"].as_str().unwrap().to_owned();
+                    let tool = data["toolName"].as_str().unwrap().to_owned();
+                    assert!(asked.insert(id, tool).is_none(), "asked twice: {data}");
+                }
+                "approval/decided" => {
+                    let tool = asked
+                        .remove(data["id"].as_str().unwrap())
+                        .unwrap_or_else(|| panic!("decided, never asked: {data}"));
+                    decided.push((data["outcome"].as_str().unwrap().to_owned(), tool));
+                }
+                _ => {}
+            }
+        }
+        assert!(asked.is_empty(), "questions never decided: {asked:?}");
+        decided
+    }
+}
+
+/// The Python SDK client, one JSON operation a line.
+struct Client {
+    child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<String>,
+    /// What the client answered to `initialize`.
+    hello: Value,
+}
+
+impl Client {
+    fn start(args: &[String], events: &Path) -> Client {
+        let python_sdk = Command::new("python3")
+            .args(["-c", "import mcp"])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(
+            python_sdk,
+            "these tests need python3 with the MCP Python SDK (`python3 -m pip install mcp==2.3.0`, as .ci/run does)"
+        );
+        let mut child = Command::new("python3")
+            .arg(script("client.py"))
+            .args(args)
+            .env("NOTES_EVENTS", events)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut client = Client {
+            child,
+            stdin,
+            lines,
+            hello: Value::Null,
+        };
+        client.hello = client.next();
+        client
+    }
+
+    fn stdio(setup: &Setup) -> Client {
+        let mut args = vec!["stdio".to_owned()];
+        args.extend(setup.stdio_gateway());
+        Client::start(&args, &setup.path("events.jsonl"))
+    }
+
+    fn http(url: &str, events: &Path) -> Client {
+        Client::start(&["http".to_owned(), url.to_owned()], events)
+    }
+
+    fn next(&mut self) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(PATIENCE)
+            .expect("the MCP client did not answer");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    }
+
+    fn op(&mut self, op: Value) -> Value {
+        writeln!(self.stdin, "{op}").unwrap();
+        self.stdin.flush().unwrap();
+        self.next()
+    }
+
+    fn call(&mut self, name: &str, arguments: Value) -> Value {
+        self.op(json!({"op": "call", "name": name, "arguments": arguments}))
+    }
+
+    fn quit(mut self) {
+        let _ = writeln!(self.stdin, "{}", json!({"op": "quit"}));
+        drop(self.stdin);
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "the MCP client exited {status}");
+    }
+}
+
+fn refused(text: &str) -> Value {
+    json!({"is_error": true, "text": text})
+}
+
+fn ok(text: &str) -> Value {
+    json!({"is_error": false, "text": text})
+}
+
+#[test]
+fn stdio_calls_are_asked_then_forwarded_or_refused_with_the_reason_and_the_rest_passes_through() {
+    let setup = Setup::new("");
+    let mut client = Client::stdio(&setup);
+    // The server's own initialize answer reaches the agent.
+    assert_eq!(client.hello["server"], "notes");
+
+    // delete_note can never be allowed: it is left out of the list.
+    assert_eq!(
+        client.op(json!({"op": "list_tools"})),
+        json!({"tools": ["read_note", "write_note", "slow", "crash"]})
+    );
+    assert_eq!(
+        client.call("read_note", json!({"name": "welcome"})),
+        ok("hello from the notes server")
+    );
+    assert_eq!(
+        client.call("delete_note", json!({"name": "welcome"})),
+        refused(
+            "tool \"mcp__notes__delete_note\" was rejected by policy \"rule:deployment-2\": notes are never deleted"
+        )
+    );
+    // Nobody to ask: fail closed.
+    assert_eq!(
+        client.call("write_note", json!({"name": "a", "text": "b"})),
+        refused(&texts::approval_unavailable("mcp__notes__write_note"))
+    );
+    // Prompts, resources and ping are relayed untouched.
+    assert_eq!(
+        client.op(json!({"op": "list_prompts"})),
+        json!({"prompts": ["summarise"]})
+    );
+    assert_eq!(
+        client.op(json!({"op": "get_prompt", "name": "summarise", "arguments": {"name": "x"}})),
+        json!({"messages": ["Summarise the note x."]})
+    );
+    assert_eq!(
+        client.op(json!({"op": "read_resource", "uri": "notes://welcome"})),
+        json!({"contents": ["hello from the notes server"]})
+    );
+    assert_eq!(client.op(json!({"op": "ping"})), json!({"pong": true}));
+    client.quit();
+
+    // Only the allowed call reached the server, with its arguments unchanged.
+    assert_eq!(
+        setup.server_events(),
+        vec![json!({"event": "read_note", "name": "welcome"})]
+    );
+    assert_eq!(
+        setup.decisions("s1"),
+        [
+            ("allowed-once", "mcp__notes__read_note"),
+            ("rejected", "mcp__notes__delete_note"),
+            ("unavailable", "mcp__notes__write_note"),
+        ]
+        .map(|(o, t)| (o.to_owned(), t.to_owned()))
+    );
+    let events = events_at(&log_path(&setup.state(), "s1"));
+    let call = events
+        .iter()
+        .find(|(k, d)| k == "tool/call" && d["name"] == "mcp__notes__write_note")
+        .unwrap();
+    assert_eq!(call.1["arguments"], json!({"name": "a", "text": "b"}));
+}
+
+#[test]
+fn hiding_rejected_tools_can_be_turned_off_and_the_call_is_still_refused() {
+    let setup = Setup::new("[mcp]\nhide-rejected-tools = false\n");
+    let mut client = Client::stdio(&setup);
+    assert_eq!(
+        client.op(json!({"op": "list_tools"})),
+        json!({"tools": ["read_note", "write_note", "delete_note", "slow", "crash"]})
+    );
+    assert_eq!(
+        client.call("delete_note", json!({"name": "welcome"}))["is_error"],
+        true
+    );
+    client.quit();
+    assert!(setup.server_events().is_empty());
+}
+
+#[test]
+fn a_cancelled_call_is_cancelled_at_the_server_and_its_progress_came_back_first() {
+    let setup = Setup::new("");
+    let mut client = Client::stdio(&setup);
+    assert_eq!(
+        client.op(json!({"op": "start", "id": "s", "name": "slow", "arguments": {"label": "one"}})),
+        json!({"started": "s"})
+    );
+    // The server's progress notification comes back under the client's own token.
+    assert_eq!(
+        client.op(json!({"op": "progress", "id": "s"})),
+        json!({"progress": ["started"]})
+    );
+    assert_eq!(
+        client.op(json!({"op": "cancel", "id": "s"})),
+        json!({"cancelled": "s"})
+    );
+    // The connection is still good after a cancellation.
+    assert_eq!(
+        client.call("read_note", json!({"name": "welcome"})),
+        ok("hello from the notes server")
+    );
+    client.quit();
+    assert_eq!(
+        setup.server_events(),
+        vec![
+            json!({"event": "slow_started", "label": "one"}),
+            json!({"event": "slow_cancelled", "label": "one"}),
+            json!({"event": "read_note", "name": "welcome"}),
+        ]
+    );
+    assert_eq!(
+        setup.decisions("s1"),
+        [
+            ("allowed-once", "mcp__notes__slow"),
+            ("allowed-once", "mcp__notes__read_note")
+        ]
+        .map(|(o, t)| (o.to_owned(), t.to_owned()))
+    );
+}
+
+#[test]
+fn a_server_that_dies_mid_call_gives_the_client_an_error_and_the_log_pairs_every_question() {
+    let setup = Setup::new("");
+    let mut client = Client::stdio(&setup);
+    let gone = server_gone("notes");
+    assert_eq!(
+        client.call("crash", json!({"label": "x"})),
+        json!({"error": gone})
+    );
+    // Later calls are still asked (the rules decide), then told the server is gone.
+    assert_eq!(
+        client.call("read_note", json!({"name": "welcome"})),
+        json!({"error": gone})
+    );
+    assert_eq!(
+        client.call("delete_note", json!({"name": "welcome"})),
+        refused(
+            "tool \"mcp__notes__delete_note\" was rejected by policy \"rule:deployment-2\": notes are never deleted"
+        )
+    );
+    client.quit();
+    assert_eq!(
+        setup.server_events(),
+        vec![json!({"event": "crash", "label": "x"})]
+    );
+    assert_eq!(
+        setup.decisions("s1"),
+        [
+            ("allowed-once", "mcp__notes__crash"),
+            ("allowed-once", "mcp__notes__read_note"),
+            ("rejected", "mcp__notes__delete_note"),
+        ]
+        .map(|(o, t)| (o.to_owned(), t.to_owned()))
+    );
+    // The log is whole: every question decided once, in a turn, the chain intact.
+    let verify = Command::new(BIN)
+        .args(["--state-dir"])
+        .arg(setup.state())
+        .args(["verify", "--all"])
+        .output()
+        .unwrap();
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
+}
+
+/// Tool names an agent could send to step around a rule: none is allowed by the rule for
+/// `read_note`, none reaches the server unasked, and the malformed ones are never asked.
+#[test]
+fn hostile_tool_names_are_refused_or_asked_as_written_never_allowed_by_a_neighbours_rule() {
+    let setup = Setup::new("");
+    let mut client = Client::stdio(&setup);
+    let invalid = [
+        "",
+        "read_note ",
+        " read_note",
+        "read note",
+        "read_note\n",
+        "read_note\u{0}",
+        "read_note\u{85}",
+        "read\u{a0}note",
+        "read_note\t",
+    ];
+    for name in invalid {
+        assert_eq!(
+            client.call(name, json!({"name": "welcome"})),
+            refused(INVALID_TOOL_NAME),
+            "{name:?}"
+        );
+    }
+    let too_long = "r".repeat(129);
+    assert_eq!(
+        client.call(&too_long, json!({})),
+        refused(INVALID_TOOL_NAME)
+    );
+    // Names a loose matcher could confuse with read_note: asked as written, and since no rule
+    // allows them and nobody answers, unavailable.
+    let lookalike = [
+        "READ_NOTE",
+        "read_note*",
+        "read_*",
+        "*",
+        "read_note/../delete_note",
+        "x__read_note",
+        "read_note__",
+        "re\u{200b}ad_note",
+        "read_nоte",
+    ];
+    for name in lookalike {
+        let tool = format!("mcp__notes__{name}");
+        assert_eq!(
+            client.call(name, json!({"name": "welcome"})),
+            refused(&texts::approval_unavailable(&tool)),
+            "{name:?}"
+        );
+    }
+    // A rejected tool stays rejected however its arguments are dressed.
+    for arguments in [
+        json!({"name": "welcome", "command": "echo read_note"}),
+        json!({"name": "welcome", "file_path": "/tmp/x"}),
+        json!({}),
+    ] {
+        assert_eq!(client.call("delete_note", arguments)["is_error"], true);
+    }
+    // The benign call still works.
+    assert_eq!(
+        client.call("read_note", json!({"name": "welcome"})),
+        ok("hello from the notes server")
+    );
+    client.quit();
+    assert_eq!(
+        setup.server_events(),
+        vec![json!({"event": "read_note", "name": "welcome"})]
+    );
+    let decided = setup.decisions("s1");
+    assert_eq!(decided.len(), lookalike.len() + 3 + 1);
+    assert!(
+        decided
+            .iter()
+            .all(|(o, t)| o != "allowed-once" || t == "mcp__notes__read_note")
+    );
+}
+
+#[test]
+fn the_command_line_refuses_names_listeners_and_servers_it_cannot_use() {
+    let setup = Setup::new("");
+    let config = setup.path("deploy.toml");
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["--name", "a__b", "--", "true"],
+            "--name \"a__b\": a server name is 1 to 64 ASCII letters",
+        ),
+        (
+            &["--name", "notes*", "--", "true"],
+            "--name \"notes*\": a server name",
+        ),
+        (
+            &[
+                "--name",
+                "notes",
+                "--listen",
+                "0.0.0.0:8931",
+                "--upstream",
+                "http://127.0.0.1:1/mcp",
+            ],
+            "the MCP endpoint has no authentication, so it listens on loopback only",
+        ),
+        (
+            &[
+                "--name",
+                "notes",
+                "--listen",
+                "127.0.0.1:0",
+                "--upstream",
+                "file:///etc/passwd",
+            ],
+            "the MCP server's URL must be http or https",
+        ),
+        (&["--name", "notes"], "no MCP server"),
+    ];
+    for (args, expected) in cases {
+        let out = Command::new(BIN)
+            .arg("--state-dir")
+            .arg(setup.state())
+            .args(["mcp", "--config"])
+            .arg(&config)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}
+
+/// Starts the notes server over streamable HTTP; returns it and its URL.
+fn http_server(events: &Path) -> (Child, String) {
+    let mut server = Command::new("python3")
+        .args([script("notes_server.py"), "--http".to_owned()])
+        .env("NOTES_EVENTS", events)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("the notes server said {line:?}"))
+        .to_owned();
+    (server, url)
+}
+
+#[test]
+fn over_streamable_http_the_binary_asks_every_call_of_a_server_it_reaches_by_url() {
+    let setup = Setup::new("");
+    let events = setup.path("events.jsonl");
+    let (mut server, upstream) = http_server(&events);
+    let mut gateway = Command::new(BIN)
+        .arg("--state-dir")
+        .arg(setup.state())
+        .args(["mcp", "--config"])
+        .arg(setup.path("deploy.toml"))
+        .args([
+            "--name",
+            "notes",
+            "--no-watch",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            &upstream,
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(gateway.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_owned();
+
+    let mut client = Client::http(&url, &events);
+    assert_eq!(client.hello["server"], "notes");
+    assert_eq!(
+        client.call("read_note", json!({"name": "welcome"})),
+        ok("hello from the notes server")
+    );
+    assert_eq!(
+        client.call("delete_note", json!({"name": "welcome"}))["text"],
+        "tool \"mcp__notes__delete_note\" was rejected by policy \"rule:deployment-2\": notes are never deleted"
+    );
+    client.quit();
+    // A second client is a second session.
+    let mut other = Client::http(&url, &events);
+    assert_eq!(
+        other.call("write_note", json!({"name": "a", "text": "b"})),
+        refused(&texts::approval_unavailable("mcp__notes__write_note"))
+    );
+    other.quit();
+
+    // SIGTERM ends the gateway cleanly.
+    unsafe { libc::kill(gateway.id() as i32, libc::SIGTERM) };
+    assert!(gateway.wait().unwrap().success());
+    server.kill().unwrap();
+    server.wait().unwrap();
+
+    assert_eq!(
+        setup.server_events(),
+        vec![json!({"event": "read_note", "name": "welcome"})]
+    );
+    let mut sessions: Vec<Vec<(String, String)>> = mcp_sessions(&setup.state())
+        .iter()
+        .map(|s| setup.decisions(s))
+        .collect();
+    sessions.sort();
+    assert_eq!(
+        sessions,
+        vec![
+            vec![
+                (
+                    "allowed-once".to_owned(),
+                    "mcp__notes__read_note".to_owned()
+                ),
+                ("rejected".to_owned(), "mcp__notes__delete_note".to_owned()),
+            ],
+            vec![(
+                "unavailable".to_owned(),
+                "mcp__notes__write_note".to_owned()
+            )],
+        ]
+    );
+}
+
+/// The sessions the gateway opened (`mcp-<uuid>`).
+fn mcp_sessions(state: &Path) -> Vec<String> {
+    let mut found: Vec<String> = std::fs::read_dir(state.join("sessions"))
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            name.strip_suffix(".jsonl")
+                .filter(|s| s.starts_with("mcp-"))
+                .map(str::to_owned)
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_answers_mcp_questions_in_the_console_and_a_call_cancelled_while_waiting_never_runs()
+ {
+    let setup = Setup::new(&format!(
+        "[[answerer]]\nkind = \"web\"\ntimeout_s = 60\n\n\
+         [[token]]\nname = \"console\"\nsha256 = \"{}\"\nroles = [\"answerer\"]\n",
+        auth::token_hash(ANSWERER)
+    ));
+    let events = setup.path("events.jsonl");
+    let server = Server::start(ServeOptions {
+        config: setup.path("deploy.toml"),
+        state_dir: setup.state(),
+        quarantine: QuarantinePolicy::default(),
+        migrate: false,
+        store_url: None,
+    })
+    .await
+    .unwrap();
+    let console = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = console.local_addr().unwrap();
+    tokio::spawn({
+        let server = server.clone();
+        async move { server.serve_console(console, None).await }
+    });
+    let gateway = Gateway::new(
+        server.service().clone(),
+        GatewayOptions {
+            server: "notes".to_owned(),
+            config: McpConfig::default(),
+            cwd: None,
+            session: None,
+        },
+        Upstream::command(vec![
+            "env".to_owned(),
+            format!("NOTES_EVENTS={}", events.display()),
+            "python3".to_owned(),
+            script("notes_server.py"),
+        ])
+        .unwrap(),
+    )
+    .unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let endpoint = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", endpoint.local_addr().unwrap());
+    let router = axum::Router::new().nest_service("/mcp", gateway.http(stop.clone()));
+    tokio::spawn(async move { axum::serve(endpoint, router).await });
+
+    let (cookie, csrf) = log_in_as(addr, ANSWERER).await;
+    let mut client = tokio::task::block_in_place(|| Client::http(&url, &events));
+    let op = |client: &mut Client, op: Value| tokio::task::block_in_place(|| client.op(op));
+
+    // Allowed from the console: the call runs.
+    op(
+        &mut client,
+        json!({"op": "start", "id": "w1", "name": "write_note", "arguments": {"name": "a", "text": "b"}}),
+    );
+    let (page, id) = waiting_question(addr, &cookie).await;
+    assert!(page.contains("mcp__notes__write_note"), "{page}");
+    answer(
+        addr,
+        &cookie,
+        &[("csrf", &csrf), ("id", &id), ("decision", "allow-once")],
+    )
+    .await;
+    assert_eq!(
+        op(&mut client, json!({"op": "await", "id": "w1"})),
+        ok("wrote a")
+    );
+
+    // Rejected from the console with a reason: the model reads it.
+    op(
+        &mut client,
+        json!({"op": "start", "id": "w2", "name": "write_note", "arguments": {"name": "c", "text": "d"}}),
+    );
+    let (_, id) = waiting_question(addr, &cookie).await;
+    answer(
+        addr,
+        &cookie,
+        &[
+            ("csrf", &csrf),
+            ("id", &id),
+            ("decision", "reject"),
+            ("reason", "not that note"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        op(&mut client, json!({"op": "await", "id": "w2"})),
+        refused("the user rejected tool \"mcp__notes__write_note\": not that note")
+    );
+
+    // Cancelled by the client while the person has not answered: the question leaves the
+    // console and the call never reaches the server.
+    op(
+        &mut client,
+        json!({"op": "start", "id": "w3", "name": "write_note", "arguments": {"name": "e", "text": "f"}}),
+    );
+    let (_, id) = waiting_question(addr, &cookie).await;
+    assert_eq!(
+        op(&mut client, json!({"op": "cancel", "id": "w3"})),
+        json!({"cancelled": "w3"})
+    );
+    page_until(addr, &cookie, &format!("value=\"{id}\""), false).await;
+    tokio::task::block_in_place(|| client.quit());
+
+    let sessions = mcp_sessions(&setup.state());
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    // The cancelled question settles once the gateway sees the cancellation.
+    let started = std::time::Instant::now();
+    let decided = loop {
+        let decided = events_at(&log_path(&setup.state(), &sessions[0]))
+            .iter()
+            .filter(|(k, _)| k == "approval/decided")
+            .count();
+        if decided == 3 || started.elapsed() > PATIENCE {
+            break setup.decisions(&sessions[0]);
+        }
+        tokio::task::yield_now().await;
+    };
+    assert_eq!(
+        decided,
+        [
+            ("allowed-once", "mcp__notes__write_note"),
+            ("rejected", "mcp__notes__write_note"),
+            ("cancelled", "mcp__notes__write_note"),
+        ]
+        .map(|(o, t)| (o.to_owned(), t.to_owned()))
+    );
+    assert_eq!(
+        setup.server_events(),
+        vec![json!({"event": "write_note", "name": "a", "text": "b"})]
+    );
+    // The console's own reply for the answers above named the session's questions.
+    let sessions_page = http(
+        addr,
+        "GET",
+        &format!("/sessions/{}", sessions[0]),
+        Some(&cookie),
+        None,
+    )
+    .await;
+    assert!(
+        sessions_page.body.contains("mcp__notes__write_note"),
+        "{}",
+        sessions_page.body
+    );
+    stop.cancel();
+    server.shutdown().await;
+}
