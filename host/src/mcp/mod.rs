@@ -114,7 +114,7 @@ pub fn check_server_name(name: &str) -> Result<(), GatewayError> {
 
 /// What every connection of one gateway shares.
 pub(crate) struct Shared {
-    pub(crate) service: crate::ApprovalService,
+    pub(crate) service: crate::service::ApprovalService,
     pub(crate) options: GatewayOptions,
     pub(crate) upstream: Upstream,
     pub(crate) turns: crate::claude_code::HookTurns,
