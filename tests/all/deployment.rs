@@ -93,9 +93,19 @@ fn refusals_name_the_file_the_plugin_and_the_field() {
             "[approval]: unknown key \"polcy\" (expected policy)",
         ),
         (
+            "[mcp]\nhide-rejected-tools = \"yes\"\n".to_owned(),
+            ":2:1",
+            "[mcp]: hide-rejected-tools must be true or false, not string",
+        ),
+        (
+            "[mcp]\nhide-tools = true\n".to_owned(),
+            ":2:1",
+            "[mcp]: unknown key \"hide-tools\" (expected hide-rejected-tools)",
+        ),
+        (
             "[approvals]\n".to_owned(),
             ":1:2",
-            "top level: unknown key \"approvals\" (expected [approval], [sandbox], [audit], [store], [rules], [claude-code], [[plugin]], [[answerer]], [[rule]], [[hook]], [[token]], [limits] or [telemetry])",
+            "top level: unknown key \"approvals\" (expected [approval], [sandbox], [audit], [store], [rules], [claude-code], [[plugin]], [[answerer]], [[rule]], [[hook]], [[token]], [limits], [telemetry] or [mcp])",
         ),
         (
             "[limits]\nconnections = 0\n".to_owned(),

@@ -541,7 +541,7 @@ fn http_server(events: &Path) -> (Child, String) {
 }
 
 #[test]
-fn over_streamable_http_the_binary_asks_every_call_of_a_server_it_reaches_by_url() {
+fn over_streamable_http_the_binary_asks_every_call_cancels_at_the_server_and_reports_a_crash() {
     let setup = Setup::new("");
     let events = setup.path("events.jsonl");
     let (mut server, upstream) = http_server(&events);
@@ -590,16 +590,39 @@ fn over_streamable_http_the_binary_asks_every_call_of_a_server_it_reaches_by_url
         refused(&texts::approval_unavailable("mcp__notes__write_note"))
     );
     other.quit();
+    // A third: a call cancelled at the server after its progress came back, then the server
+    // dying mid-call.
+    let mut third = Client::http(&url, &events);
+    third.op(json!({"op": "start", "id": "s", "name": "slow", "arguments": {"label": "h"}}));
+    assert_eq!(
+        third.op(json!({"op": "progress", "id": "s"})),
+        json!({"progress": ["started"]})
+    );
+    assert_eq!(
+        third.op(json!({"op": "cancel", "id": "s"})),
+        json!({"cancelled": "s"})
+    );
+    assert_eq!(
+        third.call("crash", json!({"label": "h"})),
+        json!({"error": server_gone("notes")})
+    );
+    third.quit();
 
     // SIGTERM ends the gateway cleanly.
     unsafe { libc::kill(gateway.id() as i32, libc::SIGTERM) };
     assert!(gateway.wait().unwrap().success());
-    server.kill().unwrap();
+    // It exited on the crash; the kill is for a run where it did not.
+    let _ = server.kill();
     server.wait().unwrap();
 
     assert_eq!(
         setup.server_events(),
-        vec![json!({"event": "read_note", "name": "welcome"})]
+        vec![
+            json!({"event": "read_note", "name": "welcome"}),
+            json!({"event": "slow_started", "label": "h"}),
+            json!({"event": "slow_cancelled", "label": "h"}),
+            json!({"event": "crash", "label": "h"}),
+        ]
     );
     let mut sessions: Vec<Vec<(String, String)>> = mcp_sessions(&setup.state())
         .iter()
@@ -615,6 +638,10 @@ fn over_streamable_http_the_binary_asks_every_call_of_a_server_it_reaches_by_url
                     "mcp__notes__read_note".to_owned()
                 ),
                 ("rejected".to_owned(), "mcp__notes__delete_note".to_owned()),
+            ],
+            vec![
+                ("allowed-once".to_owned(), "mcp__notes__slow".to_owned()),
+                ("allowed-once".to_owned(), "mcp__notes__crash".to_owned()),
             ],
             vec![(
                 "unavailable".to_owned(),
