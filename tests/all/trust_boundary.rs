@@ -496,6 +496,22 @@ async fn the_policy_s_own_files_are_protected_from_every_tool() {
             json!({"command": "echo '{}' > .claude/settings.local.json"}),
             "claude-settings",
         ),
+        ("Write", json!({"file_path": ".mcp.json"}), "mcp-config"),
+        (
+            "Bash",
+            json!({"command": "echo '{}' > .vscode/mcp.json"}),
+            "vscode-mcp",
+        ),
+        (
+            "Edit",
+            json!({"file_path": "sub/.cursor/mcp.json"}),
+            "cursor-mcp",
+        ),
+        (
+            "Bash",
+            json!({"command": "sed -i s/approval-host// .mcp.json"}),
+            "mcp-config",
+        ),
         ("Read", json!({"file_path": key}), "signing-key"),
         (
             "Bash",
@@ -524,6 +540,9 @@ async fn the_policy_s_own_files_are_protected_from_every_tool() {
         ),
         ("Write", json!({"file_path": "src/main.rs"})),
         ("Bash", json!({"command": "cargo test 2>&1 | tee test.log"})),
+        ("Read", json!({"file_path": ".mcp.json"})),
+        ("Write", json!({"file_path": "docs/mcp.json"})),
+        ("Write", json!({"file_path": "notes.mcp.json"})),
     ]
     .iter()
     .enumerate()

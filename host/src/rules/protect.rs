@@ -111,17 +111,37 @@ pub const AGENT_SETTINGS: &[Settings] = &[
         id: "copilot-config",
         what: "Copilot CLI's config (where the hook is declared)",
         dir: &[".copilot"],
-        files: &["config.json"],
+        files: &["config.json", "mcp-config.json"],
+    },
+    // Where agents are told which MCP servers to start: an agent that rewrites one can drop
+    // the `approval-host mcp` in front of a server and call it directly.
+    Settings {
+        id: "mcp-config",
+        what: "an agent's MCP server configuration (where the MCP gateway is put in front of a server)",
+        dir: &[],
+        files: &[".mcp.json", ".claude.json"],
+    },
+    Settings {
+        id: "vscode-mcp",
+        what: "VS Code's MCP server configuration (where the MCP gateway is put in front of a server)",
+        dir: &[".vscode"],
+        files: &["mcp.json"],
+    },
+    Settings {
+        id: "cursor-mcp",
+        what: "Cursor's MCP server configuration (where the MCP gateway is put in front of a server)",
+        dir: &[".cursor"],
+        files: &["mcp.json"],
     },
 ];
 
 impl Settings {
     /// The glob lists show.
     fn text(&self) -> String {
-        let dir = self.dir.join("/");
+        let dir: String = self.dir.iter().map(|d| format!("{d}/")).collect();
         match self.files {
-            [one] => format!("**/{dir}/{one}"),
-            many => format!("**/{dir}/{{{}}}", many.join(",")),
+            [one] => format!("**/{dir}{one}"),
+            many => format!("**/{dir}{{{}}}", many.join(",")),
         }
     }
 
