@@ -133,12 +133,18 @@ struct Client {
     child: Child,
     stdin: ChildStdin,
     lines: mpsc::Receiver<String>,
+    /// The client's stderr (and so its gateway's), when it was asked for.
+    errors: Option<mpsc::Receiver<String>>,
     /// What the client answered to `initialize`.
     hello: Value,
 }
 
 impl Client {
     fn start(args: &[String], events: &Path) -> Client {
+        Client::start_with(args, events, false)
+    }
+
+    fn start_with(args: &[String], events: &Path, read_stderr: bool) -> Client {
         let python_sdk = Command::new("python3")
             .args(["-c", "import mcp"])
             .status()
@@ -153,8 +159,25 @@ impl Client {
             .env("NOTES_EVENTS", events)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
+            .stderr(if read_stderr {
+                Stdio::piped()
+            } else {
+                Stdio::inherit()
+            })
             .spawn()
             .unwrap();
+        let errors = child.stderr.take().map(|stderr| {
+            let (tx, errors) = mpsc::channel();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines() {
+                    let Ok(line) = line else { break };
+                    if tx.send(line).is_err() {
+                        break;
+                    }
+                }
+            });
+            errors
+        });
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
         let (tx, lines) = mpsc::channel();
@@ -170,6 +193,7 @@ impl Client {
             child,
             stdin,
             lines,
+            errors,
             hello: Value::Null,
         };
         client.hello = client.next();
@@ -184,6 +208,19 @@ impl Client {
 
     fn http(url: &str, events: &Path) -> Client {
         Client::start(&["http".to_owned(), url.to_owned()], events)
+    }
+
+    /// The rest of the first stderr line starting with `prefix`.
+    fn stderr_line(&mut self, prefix: &str) -> String {
+        let errors = self.errors.as_ref().expect("stderr was not read");
+        loop {
+            let line = errors
+                .recv_timeout(PATIENCE)
+                .unwrap_or_else(|_| panic!("no stderr line starting {prefix:?}"));
+            if let Some(rest) = line.strip_prefix(prefix) {
+                return rest.to_owned();
+            }
+        }
     }
 
     fn next(&mut self) -> Value {
@@ -202,6 +239,12 @@ impl Client {
 
     fn call(&mut self, name: &str, arguments: Value) -> Value {
         self.op(json!({"op": "call", "name": name, "arguments": arguments}))
+    }
+
+    /// Ends the client at once, as a crashed agent would (its connection just closes).
+    fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
     }
 
     fn quit(mut self) {
@@ -278,6 +321,11 @@ fn stdio_calls_are_asked_then_forwarded_or_refused_with_the_reason_and_the_rest_
         .map(|(o, t)| (o.to_owned(), t.to_owned()))
     );
     let events = events_at(&log_path(&setup.state(), "s1"));
+    // The connection was one turn, ended when the agent closed it.
+    let kinds = crate::support::types(&events);
+    assert_eq!(kinds.iter().filter(|k| **k == "turn/start").count(), 1);
+    assert_eq!(kinds.first(), Some(&"turn/start"));
+    assert_eq!(kinds.last(), Some(&"turn/end"));
     let call = events
         .iter()
         .find(|(k, d)| k == "tool/call" && d["name"] == "mcp__notes__write_note")
@@ -814,4 +862,50 @@ async fn a_person_answers_mcp_questions_in_the_console_and_a_call_cancelled_whil
     );
     stop.cancel();
     server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_dies_while_its_question_waits_in_the_console_leaves_it_cancelled() {
+    let setup = Setup::new(&format!(
+        "[[answerer]]\nkind = \"web\"\ntimeout_s = 600\n\n\
+         [[token]]\nname = \"console\"\nsha256 = \"{}\"\nroles = [\"answerer\"]\n",
+        auth::token_hash(ANSWERER)
+    ));
+    let mut args = vec!["stdio".to_owned()];
+    let mut gateway = setup.stdio_gateway();
+    let at = gateway.iter().position(|a| a == "--").unwrap();
+    gateway.splice(
+        at..at,
+        ["--console", "127.0.0.1:0", "--insecure-plaintext"].map(str::to_owned),
+    );
+    args.extend(gateway);
+    let events = setup.path("events.jsonl");
+    let mut client = tokio::task::block_in_place(|| Client::start_with(&args, &events, true));
+    let addr: std::net::SocketAddr =
+        tokio::task::block_in_place(|| client.stderr_line("console listening on http://"))
+            .parse()
+            .unwrap();
+    let (cookie, _) = log_in_as(addr, ANSWERER).await;
+    tokio::task::block_in_place(|| {
+        client.op(json!({"op": "start", "id": "w", "name": "write_note", "arguments": {"name": "a", "text": "b"}}))
+    });
+    let (page, _) = waiting_question(addr, &cookie).await;
+    assert!(page.contains("mcp__notes__write_note"), "{page}");
+    // The agent dies: the gateway's stdin closes, its connection ends, and with it the turn.
+    tokio::task::block_in_place(|| client.kill());
+    let log = log_path(&setup.state(), "s1");
+    let started = std::time::Instant::now();
+    while !events_at(&log).iter().any(|(k, _)| k == "turn/end") {
+        assert!(started.elapsed() < PATIENCE, "the turn never ended");
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        setup.decisions("s1"),
+        vec![("cancelled".to_owned(), "mcp__notes__write_note".to_owned())]
+    );
+    let events = events_at(&log);
+    let kinds = crate::support::types(&events);
+    assert_eq!(kinds.first(), Some(&"turn/start"));
+    assert_eq!(kinds.last(), Some(&"turn/end"));
+    assert!(setup.server_events().is_empty());
 }

@@ -1,14 +1,13 @@
-//! The question a `tools/call` is (`mcp__<server>__<tool>` with its arguments, asked as the
-//! Claude Code hook asks, in a turn of its own), and the text a model reads when the call is not
-//! allowed.
+//! The question a `tools/call` is (`mcp__<server>__<tool>` with its arguments, recorded as a
+//! `tool/call` and asked inside the connection's turn), and the text a model reads when the call
+//! is not allowed.
 
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
-use crate::claude_code::{self, HookInput};
 use crate::outcome::Outcome;
-use crate::service::{ApprovalError, Verdict};
+use crate::service::{ApprovalError, ApprovalRequest, Verdict};
 use crate::tools::texts;
 
 use super::Shared;
@@ -39,26 +38,30 @@ pub fn refusal(tool: &str, verdict: &Verdict) -> Option<String> {
     }
 }
 
-/// Asks whether `tool` (already in rule syntax) may run with `arguments`, in `session`.
+/// Asks whether `tool` (already in rule syntax) may run with `arguments`, in the agent's
+/// session, whose turn the connection holds open.
 pub(super) async fn ask(
     shared: &Shared,
     agent: &Agent,
-    session: &str,
     tool: &str,
     arguments: Option<&Map<String, Value>>,
     cancel: CancellationToken,
 ) -> Result<Verdict, ApprovalError> {
-    let input = HookInput {
-        session_id: session.to_owned(),
-        tool_name: tool.to_owned(),
-        tool_input: Value::Object(arguments.cloned().unwrap_or_default()),
-        // JSON-RPC ids repeat across connections and restarts; the log needs its own.
-        tool_use_id: Some(format!("mcp-{}", uuid::Uuid::new_v4())),
-        cwd: shared.options.cwd.clone(),
-        permission_mode: None,
-        trace_parent: None,
-    };
-    claude_code::decide_until(&shared.service, &shared.turns, agent, &input, cancel).await
+    // JSON-RPC ids repeat across connections and restarts; the log needs its own.
+    let call_id = format!("mcp-{}", uuid::Uuid::new_v4());
+    let arguments = Value::Object(arguments.cloned().unwrap_or_default());
+    // Durable with the decision, one sync per call.
+    shared
+        .service
+        .record_tool_call_in_mode(agent, &call_id, tool, arguments, None, false)
+        .await?;
+    let mut request = ApprovalRequest::new(agent, tool.to_owned())
+        .call_id(call_id)
+        .cancel(cancel);
+    if let Some(cwd) = &shared.options.cwd {
+        request = request.cwd(cwd.clone());
+    }
+    shared.service.ask(request).await
 }
 
 #[cfg(test)]

@@ -56,7 +56,7 @@ impl Gateway {
                 service,
                 options,
                 upstream,
-                turns: crate::claude_code::HookTurns::default(),
+                closing: tokio_util::task::TaskTracker::new(),
             }),
         })
     }
@@ -83,7 +83,15 @@ impl Gateway {
             .await
             .map_err(|e| GatewayError::Transport(e.to_string()))?;
         let _ = running.waiting().await;
+        self.closed().await;
         Ok(())
+    }
+
+    /// Waits until every closed connection has ended its turn.
+    pub async fn closed(&self) {
+        self.shared.closing.close();
+        self.shared.closing.wait().await;
+        self.shared.closing.reopen();
     }
 
     /// The streamable HTTP endpoint (a tower service to mount at `/mcp`): each MCP session a
@@ -200,12 +208,19 @@ impl Connection {
             .peer_info()
             .map(|i| initialize_result(&i))
             .ok_or_else(|| McpError::internal_error(self.gone.clone(), None))?;
-        let agent = self
-            .shared
-            .service
+        let service = &self.shared.service;
+        let failed =
+            |e: crate::service::ApprovalError| McpError::internal_error(e.to_string(), None);
+        let agent = service
             .agent(&self.session, AGENT_ID)
             .await
-            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+            .map_err(failed)?;
+        // A turn a killed gateway left open in this session settles first.
+        service
+            .end_turn_if_open(&self.session)
+            .await
+            .map_err(failed)?;
+        service.start_turn(&self.session).await.map_err(failed)?;
         Ok(Link {
             server,
             info,
@@ -242,6 +257,31 @@ fn initialize_result(peer: &ServerPeerInfo) -> InitializeResult {
     result.instructions = peer.instructions.clone();
     result.meta = peer.meta.clone();
     result
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        let Some(link) = self.link.take() else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        // The server goes now; the agent (and with it the session) stays until its turn ended.
+        let Link { server, agent, .. } = link;
+        drop(server);
+        let service = self.shared.service.clone();
+        let session = self.session.clone();
+        // Questions still waiting settle `cancelled` inside the turn.
+        // Tracked, not awaited: `Gateway::closed` waits for it.
+        drop(self.shared.closing.spawn_on(
+            async move {
+                if let Err(e) = service.end_turn_if_open(&session).await {
+                    tracing::warn!(session, error = %e, "could not end an MCP connection's turn");
+                }
+                drop(agent);
+            },
+            &runtime,
+        ));
+    }
 }
 
 fn refused(text: String) -> CallToolResponse {
@@ -310,7 +350,6 @@ impl ServerHandler for Connection {
         let verdict = match ask::ask(
             &self.shared,
             &link.agent,
-            &self.session,
             &tool,
             params.arguments.as_ref(),
             context.ct.clone(),

@@ -8,6 +8,10 @@
 //! such as sampling, roots and elicitation) is relayed both ways; `tools/list` leaves out the
 //! tools a reject rule refuses every call of (`[mcp] hide-rejected-tools`).
 //!
+//! A connection is one turn of its session: opened when the client initializes, ended when the
+//! connection closes (questions still waiting then settle `cancelled`), so each call costs one
+//! sync of the session log (its record, question and decision together).
+//!
 //! Where things are: `gateway.rs` the agent-facing side (one [`Connection`] per client
 //! connection: its session, its upstream link, the handled requests); `relay.rs` forwarding a
 //! request to a peer with its cancellation and progress, and the server-facing side;
@@ -117,7 +121,8 @@ pub(crate) struct Shared {
     pub(crate) service: crate::service::ApprovalService,
     pub(crate) options: GatewayOptions,
     pub(crate) upstream: Upstream,
-    pub(crate) turns: crate::claude_code::HookTurns,
+    /// Connections ending their turn after they closed.
+    pub(crate) closing: tokio_util::task::TaskTracker,
 }
 
 pub(crate) type SharedRef = Arc<Shared>;

@@ -201,7 +201,12 @@ async fn gateway(
                 let listener = tokio::net::TcpListener::bind(addr)
                     .await
                     .with_context(|| format!("--console {addr}"))?;
-                tracing::info!(addr, "web console listening");
+                // stderr, since stdout may be the agent's: a harness (or a test) that asked for
+                // port 0 reads the address here.
+                eprintln!(
+                    "console listening on http://{}",
+                    listener.local_addr().context("--console")?
+                );
                 server
                     .serve_console(listener, tls.clone())
                     .await
@@ -219,6 +224,8 @@ async fn gateway(
         _ = terminate.recv() => Ok(()),
     };
     cancel.cancel();
+    // Connections that closed end their turns before the server stops.
+    let _ = tokio::time::timeout(Duration::from_secs(5), gateway.closed()).await;
     server.shutdown().await;
     server.finish_traces().await;
     ended
