@@ -51,6 +51,10 @@ effect = "allow"
 [[rule]]
 rule = "mcp__notes__crash"
 effect = "allow"
+
+[[rule]]
+rule = "mcp__notes__stat_file(./docs/**)"
+effect = "allow"
 "#;
 
 struct Setup {
@@ -273,7 +277,7 @@ fn stdio_calls_are_asked_then_forwarded_or_refused_with_the_reason_and_the_rest_
     // delete_note can never be allowed: it is left out of the list.
     assert_eq!(
         client.op(json!({"op": "list_tools"})),
-        json!({"tools": ["read_note", "write_note", "slow", "crash"]})
+        json!({"tools": ["read_note", "write_note", "stat_file", "slow", "crash"]})
     );
     assert_eq!(
         client.call("read_note", json!({"name": "welcome"})),
@@ -334,12 +338,49 @@ fn stdio_calls_are_asked_then_forwarded_or_refused_with_the_reason_and_the_rest_
 }
 
 #[test]
+fn a_path_rule_for_an_mcp_tool_reads_its_path_argument_against_the_gateway_s_directory() {
+    let setup = Setup::new("");
+    let mut client = Client::stdio(&setup);
+    let missing = ok("missing");
+    assert_eq!(
+        client.call("stat_file", json!({"path": "docs/none.md"})),
+        missing
+    );
+    assert_eq!(
+        client.call("stat_file", json!({"path": "./docs/sub/none.md"})),
+        missing
+    );
+    let unavailable = refused(&texts::approval_unavailable("mcp__notes__stat_file"));
+    for path in [
+        "docs/../secret.txt",
+        "/etc/passwd",
+        "../docs/x",
+        "docsx/a.md",
+        "",
+    ] {
+        assert_eq!(
+            client.call("stat_file", json!({"path": path})),
+            unavailable,
+            "{path:?}"
+        );
+    }
+    client.quit();
+    assert_eq!(
+        setup.server_events(),
+        vec![
+            json!({"event": "stat_file", "path": "docs/none.md"}),
+            json!({"event": "stat_file", "path": "./docs/sub/none.md"}),
+        ]
+    );
+}
+
+#[test]
 fn hiding_rejected_tools_can_be_turned_off_and_the_call_is_still_refused() {
     let setup = Setup::new("[mcp]\nhide-rejected-tools = false\n");
     let mut client = Client::stdio(&setup);
     assert_eq!(
         client.op(json!({"op": "list_tools"})),
-        json!({"tools": ["read_note", "write_note", "delete_note", "slow", "crash"]})
+        json!({"tools": ["read_note", "write_note", "delete_note", "stat_file", "slow", "crash"]})
     );
     assert_eq!(
         client.call("delete_note", json!({"name": "welcome"}))["is_error"],

@@ -56,6 +56,13 @@ def delete_note(name: str) -> str:
 
 
 @server.tool()
+def stat_file(path: str) -> str:
+    """Says whether a file exists (a tool with a path argument, for path rules)."""
+    event("stat_file", path=path)
+    return "exists" if os.path.exists(path) else "missing"
+
+
+@server.tool()
 async def slow(label: str, ctx: Context) -> str:
     """Reports progress, then waits until it is cancelled (or for an hour)."""
     event("slow_started", label=label)

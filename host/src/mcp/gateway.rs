@@ -77,12 +77,21 @@ impl Gateway {
     /// # Errors
     /// [`GatewayError::Transport`] when the agent's side fails before it initialized.
     pub async fn serve_stdio(&self) -> Result<(), GatewayError> {
-        let running = self
-            .connection()
+        let connection = self.connection();
+        let session = connection.session.clone();
+        let opened = connection.opened.clone();
+        let running = connection
             .serve(rmcp::transport::stdio())
             .await
             .map_err(|e| GatewayError::Transport(e.to_string()))?;
         let _ = running.waiting().await;
+        // The agent has gone. Its questions still waiting settle `cancelled` and the turn ends
+        // now, before the process does (a call's task may still hold the connection).
+        if opened.load(std::sync::atomic::Ordering::Acquire)
+            && let Err(e) = self.shared.service.end_turn_if_open(&session).await
+        {
+            tracing::warn!(session, error = %e, "could not end the MCP connection's turn");
+        }
         self.closed().await;
         Ok(())
     }
@@ -119,6 +128,8 @@ pub struct Connection {
     shared: SharedRef,
     session: String,
     link: tokio::sync::OnceCell<Link>,
+    /// Whether its turn was opened.
+    opened: Arc<std::sync::atomic::AtomicBool>,
     /// The text of a request to a server that has gone.
     gone: String,
 }
@@ -145,6 +156,7 @@ impl Connection {
             shared,
             session,
             link: tokio::sync::OnceCell::new(),
+            opened: Arc::default(),
             gone,
         }
     }
@@ -221,6 +233,8 @@ impl Connection {
             .await
             .map_err(failed)?;
         service.start_turn(&self.session).await.map_err(failed)?;
+        self.opened
+            .store(true, std::sync::atomic::Ordering::Release);
         Ok(Link {
             server,
             info,
