@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use approval_host::mcp::{
-    Gateway, GatewayOptions, INVALID_TOOL_NAME, McpConfig, Upstream, server_gone,
+    Gateway, GatewayOptions, INVALID_TOOL_NAME, McpConfig, Upstream, server_gone, too_many_calls,
 };
 use approval_host::plugin::QuarantinePolicy;
 use approval_host::serve::{ServeOptions, Server, auth};
@@ -371,6 +371,51 @@ fn a_path_rule_for_an_mcp_tool_reads_its_path_argument_against_the_gateway_s_dir
             json!({"event": "stat_file", "path": "docs/none.md"}),
             json!({"event": "stat_file", "path": "./docs/sub/none.md"}),
         ]
+    );
+}
+
+#[test]
+fn calls_over_the_connection_s_limit_are_refused_unasked_and_the_next_goes_through() {
+    let setup = Setup::new("[limits]\nrequests_in_flight = 2\n");
+    let mut client = Client::stdio(&setup);
+    for id in ["a", "b"] {
+        client.op(json!({"op": "start", "id": id, "name": "slow", "arguments": {"label": id}}));
+        assert_eq!(
+            client.op(json!({"op": "progress", "id": id})),
+            json!({"progress": ["started"]})
+        );
+    }
+    // Two calls run: a third, of any tool, is refused without a question.
+    assert_eq!(
+        client.call("read_note", json!({"name": "welcome"})),
+        refused(&too_many_calls(2))
+    );
+    assert_eq!(
+        client.call("delete_note", json!({"name": "welcome"})),
+        refused(&too_many_calls(2))
+    );
+    client.op(json!({"op": "cancel", "id": "a"}));
+    // The slot frees once the gateway has seen the cancellation (the client does not wait for
+    // that); until then a call is still refused unasked, never queued.
+    let started = std::time::Instant::now();
+    loop {
+        let answer = client.call("read_note", json!({"name": "welcome"}));
+        if answer == ok("hello from the notes server") {
+            break;
+        }
+        assert_eq!(answer, refused(&too_many_calls(2)));
+        assert!(started.elapsed() < PATIENCE, "the slot never freed");
+    }
+    client.op(json!({"op": "cancel", "id": "b"}));
+    client.quit();
+    assert_eq!(
+        setup.decisions("s1"),
+        [
+            ("allowed-once", "mcp__notes__slow"),
+            ("allowed-once", "mcp__notes__slow"),
+            ("allowed-once", "mcp__notes__read_note"),
+        ]
+        .map(|(o, t)| (o.to_owned(), t.to_owned()))
     );
 }
 
@@ -786,6 +831,7 @@ async fn a_person_answers_mcp_questions_in_the_console_and_a_call_cancelled_whil
             config: McpConfig::default(),
             cwd: None,
             session: None,
+            calls_in_flight: 64,
         },
         Upstream::command(vec![
             "env".to_owned(),

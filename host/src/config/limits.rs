@@ -7,7 +7,7 @@
 //! connections_per_address = 64    # network connections open at once from one IP address
 //! authenticate_within_s = 10      # a connection that has not authenticated by then is closed
 //! outbound_bytes = 1048576        # replies waiting for a client that does not read; over it, it is dropped
-//! requests_in_flight = 64         # approval/request and hook/claude-code at once on one connection
+//! requests_in_flight = 64         # approval/request and hook/* at once on one connection; tools/call on one MCP connection
 //! sessions_per_token = 256        # sessions open at once under one token
 //! console_header_timeout_s = 10   # the console: a request's head must arrive within
 //! console_body_timeout_s = 10     # the console: a request's body must arrive within

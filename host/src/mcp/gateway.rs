@@ -31,7 +31,7 @@ use super::relay::{Progress, Relay, expect, forward};
 use super::upstream::Upstream;
 use super::{
     AGENT_ID, GatewayError, GatewayOptions, NOT_INITIALIZED, Shared, SharedRef, check_server_name,
-    server_gone,
+    server_gone, too_many_calls,
 };
 
 /// The gateway: what its connections share.
@@ -130,6 +130,8 @@ pub struct Connection {
     link: tokio::sync::OnceCell<Link>,
     /// Whether its turn was opened.
     opened: Arc<std::sync::atomic::AtomicBool>,
+    /// Its `tools/call`s running now, at most [`GatewayOptions::calls_in_flight`].
+    calls: Arc<tokio::sync::Semaphore>,
     /// The text of a request to a server that has gone.
     gone: String,
 }
@@ -152,11 +154,15 @@ impl Link {
 impl Connection {
     fn new(shared: SharedRef, session: String) -> Connection {
         let gone = server_gone(&shared.options.server);
+        let calls = Arc::new(tokio::sync::Semaphore::new(
+            shared.options.calls_in_flight.max(1),
+        ));
         Connection {
             shared,
             session,
             link: tokio::sync::OnceCell::new(),
             opened: Arc::default(),
+            calls,
             gone,
         }
     }
@@ -358,6 +364,12 @@ impl ServerHandler for Connection {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let link = self.link()?;
+        // An agent that floods the gateway gets refusals, not a queue of questions.
+        let Ok(_running) = self.calls.clone().try_acquire_owned() else {
+            return Ok(refused(too_many_calls(
+                self.shared.options.calls_in_flight.max(1),
+            )));
+        };
         let Some(tool) = question_tool(&self.shared.options.server, &params.name) else {
             return Ok(refused(INVALID_TOOL_NAME.to_owned()));
         };

@@ -69,6 +69,16 @@ pub struct GatewayOptions {
     /// The session every question of a stdio connection is asked in; a fresh `mcp-<uuid>` per
     /// connection when `None` (always for HTTP, whose clients each get their own).
     pub session: Option<String>,
+    /// `tools/call`s one connection may have running at once (`[limits] requests_in_flight`);
+    /// one more is refused unasked ([`too_many_calls`]).
+    pub calls_in_flight: usize,
+}
+
+/// The text of a `tools/call` over its connection's limit of calls at once.
+pub fn too_many_calls(limit: usize) -> String {
+    format!(
+        "too many tool calls at once on this MCP connection (the limit is {limit}); wait for one to finish"
+    )
 }
 
 /// A gateway that cannot start.

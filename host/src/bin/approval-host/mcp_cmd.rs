@@ -114,6 +114,7 @@ pub(crate) fn run(ctx: &Context, args: McpArgs) -> Result<ExitCode> {
             Upstream::Url(_) => None,
         },
         session: args.session.clone(),
+        calls_in_flight: deployment.limits.requests_in_flight,
     };
     let serve = ServeOptions {
         config: args.config.clone(),
