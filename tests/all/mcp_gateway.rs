@@ -996,3 +996,76 @@ async fn an_agent_that_dies_while_its_question_waits_in_the_console_leaves_it_ca
     assert_eq!(kinds.last(), Some(&"turn/end"));
     assert!(setup.server_events().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_stopped_while_a_question_waits_settles_it_cancelled_and_ends_the_turn() {
+    let setup = Setup::new(&format!(
+        "[[answerer]]\nkind = \"web\"\ntimeout_s = 600\n\n\
+         [[token]]\nname = \"console\"\nsha256 = \"{}\"\nroles = [\"answerer\"]\n",
+        auth::token_hash(ANSWERER)
+    ));
+    let events = setup.path("events.jsonl");
+    let (mut server, upstream) = http_server(&events);
+    let mut gateway = Command::new(BIN)
+        .arg("--state-dir")
+        .arg(setup.state())
+        .args(["mcp", "--config"])
+        .arg(setup.path("deploy.toml"))
+        .args([
+            "--name",
+            "notes",
+            "--no-watch",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            &upstream,
+            "--console",
+            "127.0.0.1:0",
+            "--insecure-plaintext",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(gateway.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_owned();
+    let mut stderr = BufReader::new(gateway.stderr.take().unwrap());
+    let console = loop {
+        let mut line = String::new();
+        assert_ne!(stderr.read_line(&mut line).unwrap(), 0, "no console line");
+        if let Some(addr) = line.trim().strip_prefix("console listening on http://") {
+            break addr.parse::<std::net::SocketAddr>().unwrap();
+        }
+    };
+    let (cookie, _) = log_in_as(console, ANSWERER).await;
+    let mut client = tokio::task::block_in_place(|| Client::http(&url, &events));
+    tokio::task::block_in_place(|| {
+        client.op(json!({"op": "start", "id": "w", "name": "write_note", "arguments": {"name": "a", "text": "b"}}))
+    });
+    waiting_question(console, &cookie).await;
+
+    // SIGTERM while the question waits: it settles cancelled, the turn ends, the gateway exits 0.
+    unsafe { libc::kill(gateway.id() as i32, libc::SIGTERM) };
+    let status = tokio::task::block_in_place(|| gateway.wait().unwrap());
+    assert!(status.success(), "{status}");
+    tokio::task::block_in_place(|| client.kill());
+    server.kill().unwrap();
+    server.wait().unwrap();
+
+    let sessions = mcp_sessions(&setup.state());
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert_eq!(
+        setup.decisions(&sessions[0]),
+        vec![("cancelled".to_owned(), "mcp__notes__write_note".to_owned())]
+    );
+    let events = events_at(&log_path(&setup.state(), &sessions[0]));
+    assert_eq!(crate::support::types(&events).last(), Some(&"turn/end"));
+    assert!(setup.server_events().is_empty());
+}

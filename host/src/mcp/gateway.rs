@@ -57,6 +57,7 @@ impl Gateway {
                 options,
                 upstream,
                 closing: tokio_util::task::TaskTracker::new(),
+                open: std::sync::Mutex::default(),
             }),
         })
     }
@@ -79,7 +80,6 @@ impl Gateway {
     pub async fn serve_stdio(&self) -> Result<(), GatewayError> {
         let connection = self.connection();
         let session = connection.session.clone();
-        let opened = connection.opened.clone();
         let running = connection
             .serve(rmcp::transport::stdio())
             .await
@@ -87,13 +87,26 @@ impl Gateway {
         let _ = running.waiting().await;
         // The agent has gone. Its questions still waiting settle `cancelled` and the turn ends
         // now, before the process does (a call's task may still hold the connection).
-        if opened.load(std::sync::atomic::Ordering::Acquire)
-            && let Err(e) = self.shared.service.end_turn_if_open(&session).await
-        {
-            tracing::warn!(session, error = %e, "could not end the MCP connection's turn");
-        }
+        self.shared.end_turn(&session).await;
         self.closed().await;
         Ok(())
+    }
+
+    /// Ends the turn of every connection still open (their waiting questions settle
+    /// `cancelled`) and waits for those that closed: what a gateway does before it exits.
+    pub async fn shutdown(&self) {
+        let open: Vec<String> = self
+            .shared
+            .open
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .cloned()
+            .collect();
+        for session in open {
+            self.shared.end_turn(&session).await;
+        }
+        self.closed().await;
     }
 
     /// Waits until every closed connection has ended its turn.
@@ -128,8 +141,6 @@ pub struct Connection {
     shared: SharedRef,
     session: String,
     link: tokio::sync::OnceCell<Link>,
-    /// Whether its turn was opened.
-    opened: Arc<std::sync::atomic::AtomicBool>,
     /// Its `tools/call`s running now, at most [`GatewayOptions::calls_in_flight`].
     calls: Arc<tokio::sync::Semaphore>,
     /// The text of a request to a server that has gone.
@@ -161,7 +172,6 @@ impl Connection {
             shared,
             session,
             link: tokio::sync::OnceCell::new(),
-            opened: Arc::default(),
             calls,
             gone,
         }
@@ -239,8 +249,11 @@ impl Connection {
             .await
             .map_err(failed)?;
         service.start_turn(&self.session).await.map_err(failed)?;
-        self.opened
-            .store(true, std::sync::atomic::Ordering::Release);
+        self.shared
+            .open
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(self.session.clone());
         Ok(Link {
             server,
             info,
@@ -288,15 +301,13 @@ impl Drop for Connection {
         // The server goes now; the agent (and with it the session) stays until its turn ended.
         let Link { server, agent, .. } = link;
         drop(server);
-        let service = self.shared.service.clone();
+        let shared = self.shared.clone();
         let session = self.session.clone();
         // Questions still waiting settle `cancelled` inside the turn.
         // Tracked, not awaited: `Gateway::closed` waits for it.
         drop(self.shared.closing.spawn_on(
             async move {
-                if let Err(e) = service.end_turn_if_open(&session).await {
-                    tracing::warn!(session, error = %e, "could not end an MCP connection's turn");
-                }
+                shared.end_turn(&session).await;
                 drop(agent);
             },
             &runtime,

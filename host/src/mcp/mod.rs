@@ -133,6 +133,24 @@ pub(crate) struct Shared {
     pub(crate) upstream: Upstream,
     /// Connections ending their turn after they closed.
     pub(crate) closing: tokio_util::task::TaskTracker,
+    /// The sessions whose turn a live connection holds open, for [`Gateway::shutdown`].
+    pub(crate) open: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+impl Shared {
+    fn open_sessions(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.open.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Ends `session`'s turn (its waiting questions settle `cancelled`) if this gateway holds it.
+    pub(crate) async fn end_turn(&self, session: &str) {
+        if !self.open_sessions().remove(session) {
+            return;
+        }
+        if let Err(e) = self.service.end_turn_if_open(session).await {
+            tracing::warn!(session, error = %e, "could not end an MCP connection's turn");
+        }
+    }
 }
 
 pub(crate) type SharedRef = Arc<Shared>;

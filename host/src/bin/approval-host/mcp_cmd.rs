@@ -225,8 +225,8 @@ async fn gateway(
         _ = terminate.recv() => Ok(()),
     };
     cancel.cancel();
-    // Connections that closed end their turns before the server stops.
-    let _ = tokio::time::timeout(Duration::from_secs(5), gateway.closed()).await;
+    // Every connection's turn ends (waiting questions settle cancelled) before the server stops.
+    let _ = tokio::time::timeout(Duration::from_secs(5), gateway.shutdown()).await;
     server.shutdown().await;
     server.finish_traces().await;
     ended
