@@ -19,7 +19,7 @@ use approval_host::tools::texts;
 use serde_json::{Value, json};
 
 use crate::console::{ANSWERER, answer, http, log_in_as, page_until, waiting_question};
-use crate::support::{events_at, log_path};
+use crate::support::{events_at, events_so_far, log_path};
 
 const BIN: &str = env!("CARGO_BIN_EXE_approval-host");
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -911,7 +911,7 @@ async fn a_person_answers_mcp_questions_in_the_console_and_a_call_cancelled_whil
     // The cancelled question settles once the gateway sees the cancellation.
     let started = std::time::Instant::now();
     let decided = loop {
-        let decided = events_at(&log_path(&setup.state(), &sessions[0]))
+        let decided = events_so_far(&log_path(&setup.state(), &sessions[0]))
             .iter()
             .filter(|(k, _)| k == "approval/decided")
             .count();
@@ -982,7 +982,7 @@ async fn an_agent_that_dies_while_its_question_waits_in_the_console_leaves_it_ca
     tokio::task::block_in_place(|| client.kill());
     let log = log_path(&setup.state(), "s1");
     let started = std::time::Instant::now();
-    while !events_at(&log).iter().any(|(k, _)| k == "turn/end") {
+    while !events_so_far(&log).iter().any(|(k, _)| k == "turn/end") {
         assert!(started.elapsed() < PATIENCE, "the turn never ended");
         tokio::task::yield_now().await;
     }

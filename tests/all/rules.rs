@@ -371,7 +371,7 @@ async fn no_decision_that_starts_after_a_revocation_uses_the_rule() {
         })
     };
     // Revoke while questions are running.
-    while host.events("s1").len() < 20 {
+    while host.events_so_far("s1").len() < 20 {
         tokio::task::yield_now().await;
     }
     host.service

@@ -38,6 +38,11 @@ impl Host {
         events_at(&log_path(self.dir.path(), session))
     }
 
+    /// The complete records of a session's log that may still be being written.
+    pub fn events_so_far(&self, session: &str) -> Vec<(String, Value)> {
+        events_so_far(&log_path(self.dir.path(), session))
+    }
+
     /// Another process on the same state directory.
     pub fn another_service(&self, policy: Policy) -> ApprovalService {
         ApprovalService::open_dir(self.dir.path(), policy)
@@ -77,6 +82,15 @@ impl LogFixture {
 
 pub fn log_path(state_dir: &Path, session: &str) -> PathBuf {
     DirStore::new(state_dir).session_path(session)
+}
+
+/// The records of a log that is still being written: its complete lines only (the last may be
+/// half written), as `(type, data)`. For waiting on a live log; a finished one is read with
+/// [`events_at`], which refuses a torn line.
+pub fn events_so_far(path: &Path) -> Vec<(String, Value)> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let complete = text.rfind('\n').map_or("", |end| &text[..=end]);
+    events_in(complete)
 }
 
 /// Every line of a log as `(type, data)`, asserting the record shape on the way.
@@ -472,6 +486,11 @@ pub mod pg {
         pub fn events(&self, session: &str) -> Vec<(String, Value)> {
             let bytes = self.service.store().read(session).unwrap();
             super::events_in(&String::from_utf8(bytes).unwrap())
+        }
+
+        /// As [`Self::events`]: the database hands out whole records only.
+        pub fn events_so_far(&self, session: &str) -> Vec<(String, Value)> {
+            self.events(session)
         }
 
         pub fn store(&self) -> Arc<dyn Store> {
