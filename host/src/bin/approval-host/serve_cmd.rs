@@ -171,6 +171,9 @@ async fn serve(
         ServeError::Config(e) => anyhow::Error::new(e),
         other => anyhow::Error::new(UsageError(other.to_string())),
     })?;
+    if let Some((_, _, authenticate)) = &metrics {
+        server.check_metrics(*authenticate)?;
+    }
     let _watcher = if watch {
         Some(server.watch(Duration::from_millis(200)).await?)
     } else {

@@ -91,6 +91,22 @@ impl Server {
         self.serve_metrics_with(listener, None, false).await
     }
 
+    /// Whether metrics may be served with `authenticate` (off loopback): only when the
+    /// deployment has tokens to check. A caller checks before it serves anything else, so the
+    /// refusal never races another listener's end.
+    ///
+    /// # Errors
+    /// [`crate::serve::ServeError::Io`] naming the deployment file and what to add.
+    pub fn check_metrics(&self, authenticate: bool) -> Result<(), crate::serve::ServeError> {
+        if authenticate && !self.inner.gatekeeper.has_tokens() {
+            return Err(crate::serve::ServeError::Io(format!(
+                "{}: metrics off loopback need [[token]] entries with the metrics role: every scrape must authenticate (approval-host token new --role metrics --config FILE)",
+                self.inner.options.config.display()
+            )));
+        }
+        Ok(())
+    }
+
     /// [`Server::serve_metrics`], over TLS when `tls` is given; with `authenticate`, `/metrics`
     /// and `/readyz` answer only a request bearing (`Authorization: Bearer …`) a token with the
     /// `metrics` role (or `admin`), checked at each request, so a revoked token ends at once;
@@ -105,12 +121,7 @@ impl Server {
         tls: Option<tokio_rustls::TlsAcceptor>,
         authenticate: bool,
     ) -> Result<(), crate::serve::ServeError> {
-        if authenticate && !self.inner.gatekeeper.has_tokens() {
-            return Err(crate::serve::ServeError::Io(format!(
-                "{}: metrics off loopback need [[token]] entries with the metrics role: every scrape must authenticate (approval-host token new --role metrics --config FILE)",
-                self.inner.options.config.display()
-            )));
-        }
+        self.check_metrics(authenticate)?;
         let metrics = Arc::new(Metrics::new());
         self.service().add_observer(metrics.clone());
         let mut routes = router(self.clone(), metrics);
