@@ -132,6 +132,20 @@ impl Setup {
     }
 }
 
+/// The lines `reader` gives, read on a thread of their own so a wait on them can time out.
+fn line_by_line(reader: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(reader).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    lines
+}
+
 /// The Python SDK client, one JSON operation a line.
 struct Client {
     child: Child,
@@ -170,29 +184,9 @@ impl Client {
             })
             .spawn()
             .unwrap();
-        let errors = child.stderr.take().map(|stderr| {
-            let (tx, errors) = mpsc::channel();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stderr).lines() {
-                    let Ok(line) = line else { break };
-                    if tx.send(line).is_err() {
-                        break;
-                    }
-                }
-            });
-            errors
-        });
+        let errors = child.stderr.take().map(line_by_line);
         let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = line_by_line(child.stdout.take().unwrap());
         let mut client = Client {
             child,
             stdin,
@@ -654,31 +648,35 @@ fn the_command_line_refuses_names_listeners_and_servers_it_cannot_use() {
     }
 }
 
-/// Starts the notes server over streamable HTTP; returns it and its URL.
-fn http_server(events: &Path) -> (Child, String) {
-    let mut server = Command::new("python3")
-        .args([script("notes_server.py"), "--http".to_owned()])
-        .env("NOTES_EVENTS", events)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("the notes server said {line:?}"))
-        .to_owned();
-    (server, url)
+/// The deployment text of a web answerer (the console) and its answerer token.
+fn console_answerer(timeout_s: u64) -> String {
+    format!(
+        "[[answerer]]\nkind = \"web\"\ntimeout_s = {timeout_s}\n\n\
+         [[token]]\nname = \"console\"\nsha256 = \"{}\"\nroles = [\"answerer\"]\n",
+        auth::token_hash(ANSWERER)
+    )
 }
 
-#[test]
-fn over_streamable_http_the_binary_asks_every_call_cancels_at_the_server_and_reports_a_crash() {
-    let setup = Setup::new("");
-    let events = setup.path("events.jsonl");
-    let (mut server, upstream) = http_server(&events);
+/// The URL in the `listening on URL` line a process prints first on its stdout.
+fn listening_url(child: &mut Child) -> String {
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    line.trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("not a listening line: {line:?}"))
+        .to_owned()
+}
+
+/// `approval-host mcp --listen 127.0.0.1:0 --upstream UPSTREAM` with `extra` arguments (its
+/// stderr piped when `read_stderr`); returns it and its endpoint's URL.
+fn http_gateway(
+    setup: &Setup,
+    upstream: &str,
+    extra: &[&str],
+    read_stderr: bool,
+) -> (Child, String) {
     let mut gateway = Command::new(BIN)
         .arg("--state-dir")
         .arg(setup.state())
@@ -691,20 +689,39 @@ fn over_streamable_http_the_binary_asks_every_call_cancels_at_the_server_and_rep
             "--listen",
             "127.0.0.1:0",
             "--upstream",
-            &upstream,
+            upstream,
         ])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(if read_stderr {
+            Stdio::piped()
+        } else {
+            Stdio::inherit()
+        })
+        .spawn()
+        .unwrap();
+    let url = listening_url(&mut gateway);
+    (gateway, url)
+}
+
+/// Starts the notes server over streamable HTTP; returns it and its URL.
+fn http_server(events: &Path) -> (Child, String) {
+    let mut server = Command::new("python3")
+        .args([script("notes_server.py"), "--http".to_owned()])
+        .env("NOTES_EVENTS", events)
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(gateway.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_owned();
+    let url = listening_url(&mut server);
+    (server, url)
+}
+
+#[test]
+fn over_streamable_http_the_binary_asks_every_call_cancels_at_the_server_and_reports_a_crash() {
+    let setup = Setup::new("");
+    let events = setup.path("events.jsonl");
+    let (mut server, upstream) = http_server(&events);
+    let (mut gateway, url) = http_gateway(&setup, &upstream, &[], false);
 
     let mut client = Client::http(&url, &events);
     assert_eq!(client.hello["server"], "notes");
@@ -803,11 +820,7 @@ fn mcp_sessions(state: &Path) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_answers_mcp_questions_in_the_console_and_a_call_cancelled_while_waiting_never_runs()
  {
-    let setup = Setup::new(&format!(
-        "[[answerer]]\nkind = \"web\"\ntimeout_s = 60\n\n\
-         [[token]]\nname = \"console\"\nsha256 = \"{}\"\nroles = [\"answerer\"]\n",
-        auth::token_hash(ANSWERER)
-    ));
+    let setup = Setup::new(&console_answerer(60));
     let events = setup.path("events.jsonl");
     let server = Server::start(ServeOptions {
         config: setup.path("deploy.toml"),
@@ -953,11 +966,7 @@ async fn a_person_answers_mcp_questions_in_the_console_and_a_call_cancelled_whil
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_that_dies_while_its_question_waits_in_the_console_leaves_it_cancelled() {
-    let setup = Setup::new(&format!(
-        "[[answerer]]\nkind = \"web\"\ntimeout_s = 600\n\n\
-         [[token]]\nname = \"console\"\nsha256 = \"{}\"\nroles = [\"answerer\"]\n",
-        auth::token_hash(ANSWERER)
-    ));
+    let setup = Setup::new(&console_answerer(600));
     let mut args = vec!["stdio".to_owned()];
     let mut gateway = setup.stdio_gateway();
     let at = gateway.iter().position(|a| a == "--").unwrap();
@@ -999,43 +1008,15 @@ async fn an_agent_that_dies_while_its_question_waits_in_the_console_leaves_it_ca
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gateway_stopped_while_a_question_waits_settles_it_cancelled_and_ends_the_turn() {
-    let setup = Setup::new(&format!(
-        "[[answerer]]\nkind = \"web\"\ntimeout_s = 600\n\n\
-         [[token]]\nname = \"console\"\nsha256 = \"{}\"\nroles = [\"answerer\"]\n",
-        auth::token_hash(ANSWERER)
-    ));
+    let setup = Setup::new(&console_answerer(600));
     let events = setup.path("events.jsonl");
     let (mut server, upstream) = http_server(&events);
-    let mut gateway = Command::new(BIN)
-        .arg("--state-dir")
-        .arg(setup.state())
-        .args(["mcp", "--config"])
-        .arg(setup.path("deploy.toml"))
-        .args([
-            "--name",
-            "notes",
-            "--no-watch",
-            "--listen",
-            "127.0.0.1:0",
-            "--upstream",
-            &upstream,
-            "--console",
-            "127.0.0.1:0",
-            "--insecure-plaintext",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(gateway.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_owned();
+    let (mut gateway, url) = http_gateway(
+        &setup,
+        &upstream,
+        &["--console", "127.0.0.1:0", "--insecure-plaintext"],
+        true,
+    );
     let mut stderr = BufReader::new(gateway.stderr.take().unwrap());
     let console = loop {
         let mut line = String::new();

@@ -95,14 +95,7 @@ impl Gateway {
     /// Ends the turn of every connection still open (their waiting questions settle
     /// `cancelled`) and waits for those that closed: what a gateway does before it exits.
     pub async fn shutdown(&self) {
-        let open: Vec<String> = self
-            .shared
-            .open
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .cloned()
-            .collect();
+        let open: Vec<String> = self.shared.open_sessions().iter().cloned().collect();
         for session in open {
             self.shared.end_turn(&session).await;
         }
@@ -249,11 +242,7 @@ impl Connection {
             .await
             .map_err(failed)?;
         service.start_turn(&self.session).await.map_err(failed)?;
-        self.shared
-            .open
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(self.session.clone());
+        self.shared.open_sessions().insert(self.session.clone());
         Ok(Link {
             server,
             info,

@@ -138,7 +138,9 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    fn open_sessions(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+    pub(crate) fn open_sessions(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
         self.open.lock().unwrap_or_else(|p| p.into_inner())
     }
 
