@@ -5,13 +5,12 @@
 //! One rule set answers all three CLIs (and Claude Code) alike; the CLIs' own settings files are
 //! protected; a hook that cannot answer blocks the call in the way its CLI honours.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Output;
 
 use serde_json::{Value, json};
 
-use crate::support::{SocketServer, events_at, log_path};
+use crate::support::{SocketServer, events_at, log_path, spawn_hook};
 
 /// The rules every fixture is answered by.
 const RULES: &str = "[[rule]]\nrule = \"Bash(git status)\"\n\n\
@@ -110,28 +109,6 @@ fn fill(v: &mut Value, f: &dyn Fn(&str) -> Option<String>) {
         Value::Array(items) => items.iter_mut().for_each(|v| fill(v, f)),
         _ => {}
     }
-}
-
-fn spawn_hook(state: &Path, cli: &str, args: &[&str], stdin: &str) -> Child {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_approval-host"))
-        .arg("--state-dir")
-        .arg(state)
-        .args(["hook", cli])
-        .args(args)
-        .env_remove("RUST_LOG")
-        .env_remove("TRACEPARENT")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child
 }
 
 fn hook(state: &Path, cli: &str, args: &[&str], stdin: &str) -> Output {

@@ -3,10 +3,9 @@
 //! (never a grant), deferring undecided calls, Claude Code's permission mode, and parallel calls
 //! of one session.
 
-use std::io::Write as _;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 
 use approval_host::bundled;
 use serde_json::{Value, json};
@@ -35,25 +34,9 @@ fn input(session: &str, tool: &str, args: Value, id: &str, mode: &str) -> String
     .to_string()
 }
 
+/// `hook claude-code ARGS…`, running.
 fn spawn_hook(state: &Path, args: &[&str], stdin: &str) -> Child {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_approval-host"))
-        .arg("--state-dir")
-        .arg(state)
-        .args(["hook", "claude-code"])
-        .args(args)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child
+    crate::support::spawn_hook(state, "claude-code", args, stdin)
 }
 
 fn hook(state: &Path, args: &[&str], stdin: &str) -> Output {

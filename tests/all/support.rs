@@ -543,3 +543,29 @@ impl Drop for SocketServer {
         let _ = self.child.wait();
     }
 }
+
+/// `approval-host --state-dir STATE hook CLI ARGS…` with `stdin` written to it, running (no
+/// inherited `RUST_LOG` or `TRACEPARENT`, so what it logs and traces is the test's choice).
+pub fn spawn_hook(state: &Path, cli: &str, args: &[&str], stdin: &str) -> std::process::Child {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_approval-host"))
+        .arg("--state-dir")
+        .arg(state)
+        .args(["hook", cli])
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env_remove("TRACEPARENT")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child
+}
