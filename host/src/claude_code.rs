@@ -29,6 +29,12 @@ use crate::tools::texts;
 /// The agent id hook calls are recorded under.
 pub const AGENT_ID: &str = "claude-code";
 
+/// Claude Code's before-tool hook event.
+pub const PRE_TOOL_USE: &str = "PreToolUse";
+
+/// Claude Code's after-tool hook event.
+pub const POST_TOOL_USE: &str = "PostToolUse";
+
 /// Claude Code's permission modes, as its hook input spells them.
 pub const PERMISSION_MODES: [&str; 5] = [
     "default",
@@ -116,12 +122,24 @@ impl HookInput {
     /// # Errors
     /// The reason the input is refused.
     pub fn from_value(v: &Value) -> Result<HookInput, String> {
+        Self::of_event(v, PRE_TOOL_USE)
+    }
+
+    /// Reads a `PostToolUse` hook input: the call that ran, for [`crate::after_tool`].
+    ///
+    /// # Errors
+    /// The reason the input is refused.
+    pub fn after_value(v: &Value) -> Result<HookInput, String> {
+        Self::of_event(v, POST_TOOL_USE)
+    }
+
+    fn of_event(v: &Value, expected: &str) -> Result<HookInput, String> {
         let field = |name: &str| field(v, name);
         let optional = |name: &str| optional(v, name);
         let event = field("hook_event_name")?;
-        if event != "PreToolUse" {
+        if event != expected {
             return Err(format!(
-                "hook_event_name is {event:?}; this hook answers only PreToolUse"
+                "hook_event_name is {event:?}; this hook answers only {expected}"
             ));
         }
         let session_id = field("session_id")?;
@@ -159,6 +177,9 @@ pub struct HookOptions {
     pub when_undecided: WhenUndecided,
     /// Permission modes in which an undecided call is deferred whatever `when_undecided` says.
     pub defer_in_modes: Vec<String>,
+    /// Said in parentheses after every reason the hook prints: why the call was answered where it
+    /// was (a warm server that did not answer, so the deployment was loaded in process).
+    pub note: Option<String>,
 }
 
 impl HookOptions {

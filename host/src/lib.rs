@@ -13,8 +13,8 @@
 //! - [`acp`], [`claude_code`], [`cli_hooks`], [`mcp`], [`tools`]: the askers (an ACP client, the
 //!   Claude Code hook, the Codex, Gemini CLI and Copilot CLI hooks, the MCP gateway, the tool
 //!   runtime and its exact texts,
-//!   [`tools::texts`]); [`conformance`]: the cases every build
-//!   of the example gates must pass.
+//!   [`tools::texts`]); [`after_tool`]: what every CLI's after-tool hook records (a call that
+//!   ran unasked); [`conformance`]: the cases every build of the example gates must pass.
 //! - [`service`]: the seam. An asker calls [`ApprovalService::request`] with an
 //!   [`ApprovalRequest`] (agent, tool name, optional call id, reason and cancellation); the
 //!   service checks the turn, audits the question, applies the session's [`policy`], runs the
@@ -59,6 +59,7 @@
 //! ```
 
 pub mod acp;
+pub mod after_tool;
 pub mod agent;
 pub mod answer;
 pub mod assemble;

@@ -17,7 +17,8 @@ const RULES: &str = "[[rule]]\nrule = \"Bash(git status)\"\n\n\
     [[rule]]\nrule = \"Read(//w/src/**)\"\n\n\
     [[rule]]\nrule = \"WebFetch(domain:example.com)\"\n\n\
     [[rule]]\nrule = \"Bash(rm:*)\"\neffect = \"reject\"\nreason = \"deleting files is not allowed here\"\n\n\
-    [[rule]]\nrule = \"mcp__github__delete_*\"\neffect = \"reject\"\nreason = \"deleting repositories is not allowed\"\n";
+    [[rule]]\nrule = \"mcp__github__delete_*\"\neffect = \"reject\"\nreason = \"deleting repositories is not allowed\"\n\n\
+    [[rule]]\nrule = \"PermissionRequest(git fetch:*)\"\n";
 
 /// The text a rejection by the rules gives, for the fixtures' `REJECT:<tool>`.
 fn rejection(tool: &str, command_like: bool) -> String {
@@ -86,7 +87,7 @@ impl Fixture {
         }
         fill(&mut out, &|text: &str| {
             text.strip_prefix("REJECT:").map(|tool| {
-                let command = self.v["tool"] == "Bash";
+                let command = self.v["tool"] == "Bash" || self.v["tool"] == "PermissionRequest";
                 rejection(tool, command)
             })
         });

@@ -74,10 +74,12 @@ fn init_merges_the_hook_into_existing_settings_and_the_hook_works() {
     let before: Value = serde_json::from_str(EXISTING).unwrap();
     assert_eq!(merged["permissions"], before["permissions"]);
     assert_eq!(merged["model"], "opus");
-    assert_eq!(
-        merged["hooks"]["PostToolUse"],
-        before["hooks"]["PostToolUse"]
-    );
+    // The other PostToolUse hook stays; the after-tool hook (which only records) joins it.
+    let post = merged["hooks"]["PostToolUse"].as_array().unwrap();
+    assert_eq!(post.len(), 2);
+    assert_eq!(post[0], before["hooks"]["PostToolUse"][0]);
+    let after = post[1]["hooks"][0]["command"].as_str().unwrap();
+    assert!(after.ends_with(" --after-tool"), "{after}");
     let pre = merged["hooks"]["PreToolUse"].as_array().unwrap();
     assert_eq!(pre.len(), 2);
     assert_eq!(
@@ -107,7 +109,7 @@ fn init_merges_the_hook_into_existing_settings_and_the_hook_works() {
     // Twice changes nothing, byte for byte.
     let merged_bytes = std::fs::read(&settings).unwrap();
     let out = ok(&init(p, p, &["--project", "."]));
-    assert!(out.ends_with("nothing to do: already set up\n"), "{out}");
+    assert!(out.contains("nothing to do: already set up\n"), "{out}");
     assert_eq!(std::fs::read(&settings).unwrap(), merged_bytes);
 
     // The installed hook answers: read-only tools proceed, a dangerous command is rejected with
@@ -333,15 +335,18 @@ fn init_for_codex_gemini_and_copilot_merges_the_hook_is_idempotent_and_the_hook_
         };
         assert!(denied, "{cli}: {printed}");
     }
-    // Copilot CLI reads hooks from the repository only.
+    // Copilot CLI also runs the user's hook files (in every folder, trusted or not): --user
+    // writes one there, and its hook answers.
     let h = tempfile::tempdir().unwrap();
-    let out = init_cli("copilot", h.path(), h.path(), &["--user"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains(
-            "Copilot CLI reads hooks from the repository's .github/hooks/: use --project DIR"
-        ),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(&init_cli("copilot", h.path(), h.path(), &["--user"]));
+    let file = h.path().join(".copilot/hooks/approval-host.json");
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(written["version"], 1);
+    let command = written["hooks"]["preToolUse"][0]["bash"].as_str().unwrap();
+    assert!(command.contains(" hook copilot --config "), "{command}");
+    let call = json!({"sessionId": "copilot-user", "timestamp": 1, "cwd": "/w",
+                      "toolName": "bash", "toolArgs": {"command": "rm -rf /"}});
+    let out = run_command(h.path(), h.path(), command, &call);
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed["permissionDecision"], "deny", "{printed}");
 }

@@ -512,6 +512,28 @@ async fn the_policy_s_own_files_are_protected_from_every_tool() {
             json!({"command": "sed -i s/approval-host// .mcp.json"}),
             "mcp-config",
         ),
+        // Copilot CLI runs the user's hook files in every folder; a person's record of trusted
+        // folders decides whether a project's hooks load.
+        (
+            "Write",
+            json!({"file_path": "home/.copilot/hooks/approval-host.json"}),
+            "copilot-user-hooks",
+        ),
+        (
+            "Bash",
+            json!({"command": "echo '{}' > home/.copilot/hooks/other.json"}),
+            "copilot-user-hooks",
+        ),
+        (
+            "Bash",
+            json!({"command": "echo '{}' > home/.gemini/trustedFolders.json"}),
+            "gemini-trust",
+        ),
+        (
+            "Edit",
+            json!({"file_path": "home/.copilot/config.json"}),
+            "copilot-config",
+        ),
         ("Read", json!({"file_path": key}), "signing-key"),
         (
             "Bash",
@@ -543,6 +565,11 @@ async fn the_policy_s_own_files_are_protected_from_every_tool() {
         ("Read", json!({"file_path": ".mcp.json"})),
         ("Write", json!({"file_path": "docs/mcp.json"})),
         ("Write", json!({"file_path": "notes.mcp.json"})),
+        (
+            "Read",
+            json!({"file_path": "home/.gemini/trustedFolders.json"}),
+        ),
+        ("Write", json!({"file_path": "home/.copilot/hooks.md"})),
     ]
     .iter()
     .enumerate()

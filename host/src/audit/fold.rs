@@ -32,6 +32,9 @@ pub enum Violation {
     /// `approval/asked` with an empty `toolName`.
     #[error("approval/asked with an empty toolName")]
     EmptyToolName,
+    /// `approval/unasked` with an empty `toolName`.
+    #[error("approval/unasked with an empty toolName")]
+    EmptyUnaskedTool,
     /// `approval/asked` with an empty `id`.
     #[error("approval/asked with an empty id")]
     EmptyId,
@@ -169,8 +172,10 @@ impl SessionFold {
             Event::Shadowed(s) if !self.asked.contains(&s.id) || self.open.contains_key(&s.id) => {
                 Err(Violation::ShadowedUnsettled(s.id.clone()))
             }
+            Event::Unasked(u) if u.tool_name.is_empty() => Err(Violation::EmptyUnaskedTool),
             Event::ToolCall(_)
             | Event::ToolResult(_)
+            | Event::Unasked(_)
             | Event::Shadowed(_)
             | Event::Policy(_)
             | Event::HookInvoked(_)
@@ -219,6 +224,7 @@ impl SessionFold {
             }
             Event::ToolCall(_)
             | Event::ToolResult(_)
+            | Event::Unasked(_)
             | Event::Shadowed(_)
             | Event::HookInvoked(_)
             | Event::HookResult(_) => {}

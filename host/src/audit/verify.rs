@@ -112,6 +112,9 @@ pub struct Report {
     pub chained_from: Option<u64>,
     /// Findings that are not tampering.
     pub warnings: Vec<String>,
+    /// Calls the log records as run although no question allowed them (`approval/unasked`): the
+    /// agent CLI's guard stopped gating. Not tampering, but never to be passed over.
+    pub alarms: Vec<String>,
     /// The first problem; `None` when the log is intact.
     pub problem: Option<Problem>,
 }
@@ -154,6 +157,27 @@ pub fn uncovered(records: u64) -> String {
     )
 }
 
+/// The alarm for an `approval/unasked` record at `seq`.
+pub fn unasked_alarm(seq: u64, unasked: &crate::audit::event::Unasked) -> String {
+    use crate::audit::event::UnaskedWhy;
+    let call = unasked
+        .call_id
+        .as_deref()
+        .map(|c| format!(" (call {c})"))
+        .unwrap_or_default();
+    match unasked.why {
+        UnaskedWhy::NotAsked => format!(
+            "seq {seq}: {}{call} ran without being asked: its before-tool hook failed, timed out or was skipped",
+            unasked.tool_name
+        ),
+        UnaskedWhy::Refused => format!(
+            "seq {seq}: {}{call} ran although question {} refused it",
+            unasked.tool_name,
+            unasked.question.as_deref().unwrap_or("?")
+        ),
+    }
+}
+
 /// The trusted public key and a session's checkpoint log (each line parsed, or why not).
 pub type Checkpoints<'a> = (&'a VerifyingKey, &'a [Result<Checkpoint, String>]);
 
@@ -192,6 +216,7 @@ pub fn verify_reader_with(
         records: 0,
         chained_from: None,
         warnings: Vec::new(),
+        alarms: Vec::new(),
         problem: None,
     };
     let mut fold = SessionFold::checking();
@@ -359,6 +384,9 @@ pub fn verify_reader_with(
                 violation.to_string(),
             );
             return Ok(report);
+        }
+        if let crate::audit::event::Event::Unasked(unasked) = &record.event {
+            report.alarms.push(unasked_alarm(record.seq, unasked));
         }
         before = chain::line_hash(bytes);
         if let Some(head) = signed.get(&record.seq)

@@ -15,13 +15,14 @@ use serde_json::{Value, json};
 use super::{ALLOWED_REASON, Cli, Decision, Event, Parsed, field, optional, tools};
 use crate::claude_code::HookInput;
 
-pub(super) fn parse(v: &Value) -> Result<Parsed, String> {
+pub(super) fn parse(v: &Value, after: bool) -> Result<Parsed, String> {
     let snake = v.get("hook_event_name").is_some();
+    let expected = if after { "PostToolUse" } else { "PreToolUse" };
     let (session, tool, args) = if snake {
         let event = field(v, "hook_event_name")?;
-        if event != "PreToolUse" {
+        if event != expected {
             return Err(format!(
-                "hook_event_name is {event:?}; this hook answers only PreToolUse"
+                "hook_event_name is {event:?}; this hook answers only {expected}"
             ));
         }
         ("session_id", "tool_name", "tool_input")
@@ -42,12 +43,18 @@ pub(super) fn parse(v: &Value) -> Result<Parsed, String> {
             session_id: field(v, session)?,
             tool_name,
             tool_input,
-            tool_use_id: Some(super::fresh_call_id(Cli::Copilot)),
+            // Copilot CLI names no call: each hook call is one, and a call that ran is found
+            // by its tool and arguments.
+            tool_use_id: (!after).then(|| super::fresh_call_id(Cli::Copilot)),
             cwd: optional(v, "cwd"),
             permission_mode: None,
             trace_parent: None,
         },
-        event: Event::BeforeTool,
+        event: if after {
+            Event::AfterTool
+        } else {
+            Event::BeforeTool
+        },
         cli_tool,
     })
 }

@@ -7,8 +7,10 @@
 //!
 //! Output (stdout must be JSON and nothing else): `{"decision": "deny", "reason": …}` blocks the
 //! call and sends the reason to the model; `{"decision": "allow"}` lets it go on to Gemini CLI's
-//! own policy (a hook cannot skip its confirmation); Gemini CLI has no "ask", so an undecided
-//! call prints `{}` and Gemini CLI's own policy and confirmation decide.
+//! own policy (a hook cannot skip its confirmation); `{"decision": "ask", "reason": …}` makes
+//! Gemini CLI confirm the call with its user even under `--yolo` (0.61.0 honours it), which is
+//! what an undecided call prints; `{}` (the deployment defers) leaves it to Gemini CLI's own
+//! policy.
 
 use serde_json::{Value, json};
 
@@ -16,12 +18,14 @@ use super::{ALLOWED_REASON, Cli, Decision, Event, Parsed, field, optional, tools
 use crate::claude_code::HookInput;
 
 pub(super) const BEFORE_TOOL: &str = "BeforeTool";
+pub(super) const AFTER_TOOL: &str = "AfterTool";
 
-pub(super) fn parse(v: &Value) -> Result<Parsed, String> {
+pub(super) fn parse(v: &Value, after: bool) -> Result<Parsed, String> {
     let event = field(v, "hook_event_name")?;
-    if event != BEFORE_TOOL {
+    let expected = if after { AFTER_TOOL } else { BEFORE_TOOL };
+    if event != expected {
         return Err(format!(
-            "hook_event_name is {event:?}; this hook answers only BeforeTool"
+            "hook_event_name is {event:?}; this hook answers only {expected}"
         ));
     }
     let cli_tool = field(v, "tool_name")?;
@@ -36,29 +40,25 @@ pub(super) fn parse(v: &Value) -> Result<Parsed, String> {
     };
     let mut cwd = optional(v, "cwd");
     // run_shell_command runs in `dir_path` (relative to the project) when it names one.
-    if tool_name == "Bash"
-        && let Some(dir) = tool_input
-            .get("dir_path")
-            .or_else(|| tool_input.get("directory"))
-            .and_then(Value::as_str)
-            .filter(|d| !d.is_empty())
-    {
-        cwd = Some(match &cwd {
-            Some(base) if !dir.starts_with('/') => format!("{}/{dir}", base.trim_end_matches('/')),
-            _ => dir.to_owned(),
-        });
+    if tool_name == "Bash" {
+        cwd = tools::run_dir(cwd, &tool_input, &["dir_path", "directory"]);
     }
     Ok(Parsed {
         input: HookInput {
             session_id: field(v, "session_id")?,
             tool_name,
             tool_input,
-            tool_use_id: Some(super::fresh_call_id(Cli::Gemini)),
+            // Gemini CLI names no call: a call that ran is found by its tool and arguments.
+            tool_use_id: (!after).then(|| super::fresh_call_id(Cli::Gemini)),
             cwd,
             permission_mode: None,
             trace_parent: None,
         },
-        event: Event::BeforeTool,
+        event: if after {
+            Event::AfterTool
+        } else {
+            Event::BeforeTool
+        },
         cli_tool,
     })
 }
@@ -67,7 +67,7 @@ pub(super) fn render(decision: &Decision) -> Option<Value> {
     Some(match decision {
         Decision::Allow => json!({"decision": "allow", "reason": ALLOWED_REASON}),
         Decision::Deny(reason) => json!({"decision": "deny", "reason": reason}),
-        // No "ask" in Gemini CLI's hooks: its own policy and confirmation decide.
-        Decision::Ask(_) | Decision::Defer => json!({}),
+        Decision::Ask(reason) => json!({"decision": "ask", "reason": reason}),
+        Decision::Defer => json!({}),
     })
 }

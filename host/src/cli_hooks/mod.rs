@@ -42,6 +42,9 @@ pub enum Event {
     BeforeTool,
     /// Codex is about to ask its user (`PermissionRequest`): the one place Codex takes a grant.
     PermissionRequest,
+    /// After the tool ran (Codex `PostToolUse`, Gemini `AfterTool`, Copilot `postToolUse`): only
+    /// recorded ([`crate::after_tool`]).
+    AfterTool,
 }
 
 /// A hook input read: the call as the rules see it, and what the output needs.
@@ -115,10 +118,23 @@ impl Cli {
     /// # Errors
     /// Why the input is refused (the hook then fails as [`Cli::failure`] says).
     pub fn parse(self, v: &Value) -> Result<Parsed, String> {
+        self.parse_at(v, false)
+    }
+
+    /// Reads the after-tool hook's stdin JSON: the call that ran, with the CLI's own call id
+    /// (none for a CLI that gives none).
+    ///
+    /// # Errors
+    /// Why the input is refused.
+    pub fn parse_after(self, v: &Value) -> Result<Parsed, String> {
+        self.parse_at(v, true)
+    }
+
+    fn parse_at(self, v: &Value, after: bool) -> Result<Parsed, String> {
         let parsed = match self {
-            Cli::Codex => codex::parse(v),
-            Cli::Gemini => gemini::parse(v),
-            Cli::Copilot => copilot::parse(v),
+            Cli::Codex => codex::parse(v, after),
+            Cli::Gemini => gemini::parse(v, after),
+            Cli::Copilot => copilot::parse(v, after),
         }?;
         crate::audit::store::validate_session_id(&parsed.input.session_id)
             .map_err(|e| e.to_string())?;
@@ -132,6 +148,9 @@ impl Cli {
         verdict: &Verdict,
         options: &HookOptions,
     ) -> Option<Value> {
+        if parsed.event == Event::AfterTool {
+            return None;
+        }
         let decision = Decision::of(parsed, verdict, options);
         match self {
             Cli::Codex => codex::render(parsed.event, &decision),
@@ -166,6 +185,18 @@ pub(crate) enum Decision {
 
 impl Decision {
     fn of(parsed: &Parsed, verdict: &Verdict, options: &HookOptions) -> Decision {
+        let decision = Decision::unnoted(parsed, verdict, options);
+        let Some(note) = &options.note else {
+            return decision;
+        };
+        match decision {
+            Decision::Deny(reason) => Decision::Deny(format!("{reason} ({note})")),
+            Decision::Ask(reason) => Decision::Ask(format!("{reason} ({note})")),
+            other => other,
+        }
+    }
+
+    fn unnoted(parsed: &Parsed, verdict: &Verdict, options: &HookOptions) -> Decision {
         let tool = parsed.cli_tool.as_str();
         match verdict.outcome {
             Outcome::AllowedOnce => Decision::Allow,
@@ -219,4 +250,25 @@ pub async fn ask_until(
 /// A call id for a CLI whose hook input carries none: each hook call is its own call.
 fn fresh_call_id(cli: Cli) -> String {
     format!("{}-{}", cli.name(), uuid::Uuid::new_v4().simple())
+}
+
+/// An after-tool hook's input, for `cli` (`None`: Claude Code): the session, the agent id its
+/// calls are recorded under, and the call that ran, read as the before-tool hook reads the call.
+///
+/// # Errors
+/// Why the input is refused.
+pub fn after_input(
+    cli: Option<Cli>,
+    v: &Value,
+) -> Result<(String, &'static str, crate::after_tool::Ran), String> {
+    let (input, agent_id) = match cli {
+        None => (HookInput::after_value(v)?, claude_code::AGENT_ID),
+        Some(cli) => (cli.parse_after(v)?.input, cli.agent_id()),
+    };
+    let ran = crate::after_tool::Ran {
+        tool_name: input.tool_name,
+        arguments: input.tool_input,
+        call_id: input.tool_use_id,
+    };
+    Ok((input.session_id, agent_id, ran))
 }

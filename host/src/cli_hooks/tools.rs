@@ -127,6 +127,23 @@ pub(super) const CODEX: &[ToolMap] = &[ToolMap {
     fields: &[("command", &["command"])],
 }];
 
+/// The directory a shell call runs in: the first of `fields` the call names (relative to `cwd`
+/// unless absolute), else `cwd`. A rule or protection reading a relative path then reads it
+/// where the command will.
+pub(super) fn run_dir(cwd: Option<String>, args: &Value, fields: &[&str]) -> Option<String> {
+    let Some(dir) = fields
+        .iter()
+        .find_map(|f| args.get(*f).and_then(Value::as_str))
+        .filter(|d| !d.is_empty())
+    else {
+        return cwd;
+    };
+    Some(match &cwd {
+        Some(base) if !dir.starts_with('/') => format!("{}/{dir}", base.trim_end_matches('/')),
+        _ => dir.to_owned(),
+    })
+}
+
 /// `tool` and its arguments as the rules read them.
 pub(super) fn canonical(table: &[ToolMap], tool: &str, args: &Value) -> (String, Value) {
     let Some(map) = table.iter().find(|m| m.name == tool) else {

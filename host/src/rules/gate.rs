@@ -39,7 +39,24 @@ impl RuleGate {
             arguments: arguments.as_ref(),
             cwd: question.cwd(),
         };
-        match self.0.decide(&call, question.session_id()) {
+        let session = question.session_id();
+        // A permission request for a call the rules refuse is refused too; only a rule naming
+        // the request grants it.
+        let inner = (call.tool == pattern::PERMISSION_REQUEST)
+            .then(|| {
+                arguments
+                    .as_ref()?
+                    .get(pattern::PERMISSION_REQUEST_TOOL)?
+                    .as_str()
+            })
+            .flatten()
+            .and_then(|tool| {
+                let inner = Call { tool, ..call };
+                self.0
+                    .decide(&inner, session)
+                    .filter(|m| m.effect == Effect::Reject)
+            });
+        match inner.or_else(|| self.0.decide(&call, session)) {
             None => Answer::from(Decision::Next),
             Some(Matched { rule, effect }) => {
                 let (decision, reason) = match effect {

@@ -44,6 +44,16 @@ const PATH_TOOLS: [&str; 10] = [
     "edit",
 ];
 
+/// The tool name an agent CLI's permission request is asked under (Codex's `PermissionRequest`:
+/// it is about to ask its user, perhaps to run a command outside its sandbox). Its arguments are
+/// the call's own plus `tool`, the call's tool. Only a rule that names it exactly
+/// (`PermissionRequest(git fetch:*)`) covers it: a tool glob such as `*` never does, and an
+/// ordinary rule for the call's own tool never grants it (its reject rules still refuse it).
+pub const PERMISSION_REQUEST: &str = "PermissionRequest";
+
+/// The argument of a [`PERMISSION_REQUEST`] call naming the tool it asks for.
+pub const PERMISSION_REQUEST_TOOL: &str = "tool";
+
 /// The schemes `domain:` matches when the rule names none.
 const WEB_SCHEMES: [&str; 2] = ["http", "https"];
 
@@ -243,7 +253,8 @@ impl Spec {
     pub fn matches_tool(&self, tool: &str) -> bool {
         match &self.tool {
             ToolMatch::Exact(t) => t == tool,
-            ToolMatch::Glob(g) => g.is_match(tool),
+            // A permission request is granted only by a rule written for it.
+            ToolMatch::Glob(g) => tool != PERMISSION_REQUEST && g.is_match(tool),
         }
     }
 

@@ -108,8 +108,22 @@ pub const AGENT_SETTINGS: &[Settings] = &[
         files: &["*.json"],
     },
     Settings {
+        id: "copilot-user-hooks",
+        what: "Copilot CLI's user hook files (where the hook is declared)",
+        dir: &[".copilot", "hooks"],
+        files: &["*.json"],
+    },
+    // Where a person records that they trust a folder, and so its hooks: an agent that edits one
+    // could make its CLI load, or skip, a project's hooks.
+    Settings {
+        id: "gemini-trust",
+        what: "Gemini CLI's trusted folders (where a person trusts a project's hooks)",
+        dir: &[".gemini"],
+        files: &["trustedFolders.json"],
+    },
+    Settings {
         id: "copilot-config",
-        what: "Copilot CLI's config (where the hook is declared)",
+        what: "Copilot CLI's config (its trusted folders, and where hooks are declared)",
         dir: &[".copilot"],
         files: &["config.json", "mcp-config.json"],
     },

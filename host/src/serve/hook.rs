@@ -69,9 +69,10 @@ pub(super) const CLAUDE_CODE: &str = "hook/claude-code";
 /// refused by [`call`] and [`call_cli`]).
 pub(super) fn session_of(cli: Option<Cli>, params: &Value) -> Option<String> {
     let input = params.get("input")?;
-    let session = match cli {
-        None => input.get("session_id")?.as_str()?.to_owned(),
-        Some(cli) => cli.parse(input).ok()?.input.session_id,
+    let session = match (cli, is_after(params)) {
+        (None, _) => input.get("session_id")?.as_str()?.to_owned(),
+        (Some(cli), false) => cli.parse(input).ok()?.input.session_id,
+        (Some(cli), true) => cli.parse_after(input).ok()?.input.session_id,
     };
     crate::audit::store::validate_session_id(&session)
         .is_ok()
@@ -138,4 +139,34 @@ pub(super) async fn call_cli(
     let mut result = answer.verdict.to_json();
     result["output"] = json!(answer.output);
     Ok(result)
+}
+
+/// Whether `params` carry an after-tool hook's input (`after: true`).
+pub(super) fn is_after(params: &Value) -> bool {
+    params.get("after").and_then(Value::as_bool) == Some(true)
+}
+
+/// Records an after-tool hook's input: `params = {input, after: true}`; the result is
+/// `{output: null, unasked: bool}` (an after-tool hook prints nothing).
+pub(super) async fn after(
+    service: &ApprovalService,
+    cli: Option<Cli>,
+    params: &Value,
+) -> Result<Value, RpcError> {
+    let input = params
+        .get("input")
+        .ok_or_else(|| RpcError::params("missing input"))?;
+    let (session, agent_id, ran) =
+        crate::cli_hooks::after_input(cli, input).map_err(RpcError::params)?;
+    let agent = service
+        .agent(&session, agent_id)
+        .await
+        .map_err(RpcError::failed)?;
+    let seen = crate::after_tool::record(service, &agent, &ran)
+        .await
+        .map_err(RpcError::failed)?;
+    Ok(json!({
+        "output": null,
+        "unasked": matches!(seen, crate::after_tool::Seen::Unasked(_)),
+    }))
 }

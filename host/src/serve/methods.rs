@@ -273,6 +273,9 @@ impl Server {
                         .hook_owners
                         .claim(&session, &grant.name, method)?;
                 }
+                if hook::is_after(&params) {
+                    return hook::after(service, cli, &params).await;
+                }
                 let cancel = self.inner.stopping.child_token();
                 match cli {
                     Some(cli) => {

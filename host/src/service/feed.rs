@@ -55,6 +55,7 @@ impl ApprovalService {
             | Event::HookInvoked(_)
             | Event::HookResult(_)
             | Event::Shadowed(_)
+            | Event::Unasked(_)
             | Event::ToolResult(_) => return Ok(false),
         }
         Ok(true)

@@ -42,9 +42,12 @@ pub mod types {
     pub const RULE_REVOKED: &str = "rule/revoked";
     /// A shadow plugin's would-be decision of a settled question.
     pub const APPROVAL_SHADOWED: &str = "approval/shadowed";
+    /// A tool call ran that was never asked, or ran although it was refused: the agent CLI's
+    /// after-tool hook saw it.
+    pub const APPROVAL_UNASKED: &str = "approval/unasked";
 
     /// Every event type, in the order above.
-    pub const ALL: [&str; 13] = [
+    pub const ALL: [&str; 14] = [
         TURN_START,
         TURN_END,
         TOOL_CALL,
@@ -58,6 +61,7 @@ pub mod types {
         RULE_ADDED,
         RULE_REVOKED,
         APPROVAL_SHADOWED,
+        APPROVAL_UNASKED,
     ];
 }
 
@@ -392,6 +396,49 @@ pub struct Shadowed {
     pub agrees: Option<bool>,
 }
 
+/// Why a call that ran counts as unasked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UnaskedWhy {
+    /// No question of this session is about the call: its before-tool hook failed, timed out or
+    /// was skipped.
+    NotAsked,
+    /// Its question was rejected (or cancelled) and the call ran anyway.
+    Refused,
+}
+
+impl UnaskedWhy {
+    /// The log's spelling: `not-asked` or `refused`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            UnaskedWhy::NotAsked => "not-asked",
+            UnaskedWhy::Refused => "refused",
+        }
+    }
+}
+
+/// `approval/unasked {toolName, why, callId?, question?, arguments?}`: a call the agent CLI ran
+/// (its after-tool hook said so) that no question allowed. An alarm, not a decision: the call
+/// already ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Unasked {
+    /// The tool, in the rule syntax's name.
+    pub tool_name: String,
+    /// Why it counts as unasked.
+    pub why: UnaskedWhy,
+    /// The CLI's call id, when it gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// The question that refused it, for [`UnaskedWhy::Refused`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
+    /// The call's arguments as the rules read them (redacted as `tool/call`'s are), when no
+    /// `tool/call` of this session holds them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
+}
+
 pub use crate::policy::SandboxModeName;
 
 /// Who ended a turn its client did not end.
@@ -450,6 +497,8 @@ pub enum Event {
     RuleRevoked(RuleRevoked),
     /// `approval/shadowed`.
     Shadowed(Shadowed),
+    /// `approval/unasked`.
+    Unasked(Unasked),
 }
 
 /// Event data that does not fit its type.
@@ -490,6 +539,7 @@ impl Event {
             Event::RuleAdded(_) => types::RULE_ADDED,
             Event::RuleRevoked(_) => types::RULE_REVOKED,
             Event::Shadowed(_) => types::APPROVAL_SHADOWED,
+            Event::Unasked(_) => types::APPROVAL_UNASKED,
         }
     }
 
@@ -546,6 +596,7 @@ impl Event {
             types::RULE_ADDED => Event::RuleAdded(parse(types::RULE_ADDED, data)?),
             types::RULE_REVOKED => Event::RuleRevoked(parse(types::RULE_REVOKED, data)?),
             types::APPROVAL_SHADOWED => Event::Shadowed(parse(types::APPROVAL_SHADOWED, data)?),
+            types::APPROVAL_UNASKED => Event::Unasked(parse(types::APPROVAL_UNASKED, data)?),
             other => return Err(EventError::UnknownType(other.to_owned())),
         })
     }
@@ -566,6 +617,7 @@ impl Event {
             Event::RuleAdded(d) => serde_json::to_value(d),
             Event::RuleRevoked(d) => serde_json::to_value(d),
             Event::Shadowed(d) => serde_json::to_value(d),
+            Event::Unasked(d) => serde_json::to_value(d),
         };
         // These types serialise plain structs of strings, enums and JSON values: infallible.
         value.unwrap_or(Value::Null)

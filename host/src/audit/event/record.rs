@@ -68,6 +68,7 @@ impl Serialize for DataRef<'_> {
             Event::RuleAdded(d) => d.serialize(serializer),
             Event::RuleRevoked(d) => d.serialize(serializer),
             Event::Shadowed(d) => d.serialize(serializer),
+            Event::Unasked(d) => d.serialize(serializer),
         }
     }
 }

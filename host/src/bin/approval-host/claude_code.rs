@@ -48,6 +48,8 @@ pub(crate) struct Options {
     pub timeout: Duration,
     /// `--when-undecided`.
     pub when_undecided: Option<WhenUndecided>,
+    /// `--after-tool`: record a call that ran.
+    pub after_tool: bool,
 }
 
 /// Why the server was not used, as the output's reason says it.
@@ -128,6 +130,9 @@ pub(crate) fn through_server(
         .set_write_timeout(Some(left()))
         .map_err(|e| e.to_string())?;
     let mut params = json!({ "input": input });
+    if options.after_tool {
+        params["after"] = json!(true);
+    }
     if let Some(w) = options.when_undecided {
         params["whenUndecided"] = json!(w.as_str());
     }
@@ -222,6 +227,70 @@ fn in_process(
     }))
 }
 
+/// Records an after-tool hook's input (`hook <cli> --after-tool`): through the server at
+/// `--socket` when it answers, else here (recording needs no plugin). An unasked call is said on
+/// stderr too.
+pub(crate) fn record_ran(
+    ctx: &crate::Context,
+    cli: Option<approval_host::cli_hooks::Cli>,
+    options: &Options,
+    text: &str,
+) -> Result<()> {
+    let raw: Value = serde_json::from_str(text)
+        .map_err(|e| super::UsageError(format!("the hook input is not JSON: {e}")))?;
+    let (session, agent_id, ran) =
+        approval_host::cli_hooks::after_input(cli, &raw).map_err(super::UsageError)?;
+    if let Some(socket) = &options.socket {
+        let method = cli.map_or("hook/claude-code", |c| c.method());
+        match through_server(socket, method, &raw, None, options) {
+            Ok(_) => return Ok(()),
+            Err(why) => tracing::warn!("{}", unreachable_note(socket, &why)),
+        }
+    }
+    let deployment = match &options.config {
+        Some(path) => Deployment::load(path)?,
+        None => Deployment::embedded(),
+    };
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let service = crate::wiring::service(ctx, &deployment)?;
+        let agent = open_agent(&service, &session, agent_id).await?;
+        let seen = approval_host::after_tool::record(&service, &agent, &ran).await?;
+        if let approval_host::after_tool::Seen::Unasked(unasked) = seen {
+            eprintln!(
+                "approval-host: {} ran although {} (recorded as approval/unasked in session {session})",
+                unasked.tool_name,
+                match unasked.why {
+                    approval_host::event::UnaskedWhy::NotAsked => "it was never asked",
+                    approval_host::event::UnaskedWhy::Refused => "it was refused",
+                }
+            );
+        }
+        anyhow::Ok(())
+    })
+}
+
+/// Opens `session` as `agent_id`, waiting for a parallel hook that holds its log.
+async fn open_agent(
+    service: &ApprovalService,
+    session: &str,
+    agent_id: &str,
+) -> Result<Agent, ApprovalError> {
+    let started = Instant::now();
+    // Agent CLIs run the hooks of parallel tool calls at once; one process writes a log at a
+    // time.
+    loop {
+        match service.agent(session, agent_id).await {
+            Err(ApprovalError::Log(LogError::Locked { .. }))
+                if started.elapsed() < LOCK_PATIENCE =>
+            {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Loads the deployment here, opens `session` as `agent_id` (waiting for a parallel hook that
 /// holds its log) and runs `ask`; the question's trace leaves before the process does.
 pub(crate) fn with_agent(
@@ -235,22 +304,11 @@ pub(crate) fn with_agent(
     let runtime = tokio::runtime::Runtime::new()?;
     let mut telemetry = None;
     let answered = runtime.block_on(async {
+        crate::hook_guard::fault_point("ask");
         let service = crate::wiring::service(ctx, deployment)?;
         telemetry = approval_host::assemble::telemetry(&service, deployment)?;
         let _plugins = crate::wiring::mount(&service, deployment, state_dir, ctx.quiet)?;
-        let started = Instant::now();
-        // Agent CLIs run the hooks of parallel tool calls at once; one process writes a log at
-        // a time.
-        let agent = loop {
-            match service.agent(session, agent_id).await {
-                Err(ApprovalError::Log(LogError::Locked { .. }))
-                    if started.elapsed() < LOCK_PATIENCE =>
-                {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
-                other => break other?,
-            }
-        };
+        let agent = open_agent(&service, session, agent_id).await?;
         anyhow::Ok(ask(&service, &agent).await?)
     });
     if let Some(telemetry) = telemetry {

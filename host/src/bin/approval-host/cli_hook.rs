@@ -32,9 +32,9 @@ pub(crate) fn run(
         Some(path) => Some(Deployment::load(path)?),
         None => None,
     };
-    let hook_options = HookOptions {
+    let mut hook_options = HookOptions {
         when_undecided: options.when_undecided.unwrap_or_default(),
-        defer_in_modes: Vec::new(),
+        ..HookOptions::default()
     };
     let Some(socket) = &options.socket else {
         let deployment = deployment.unwrap_or_else(Deployment::embedded);
@@ -54,6 +54,7 @@ pub(crate) fn run(
     tracing::warn!("{note}");
     match (options.fallback, deployment) {
         (Fallback::InProcess, Some(deployment)) => {
+            hook_options.note = Some(format!("answered in process: {note}"));
             in_process(ctx, &deployment, cli, &parsed, &hook_options)
         }
         (Fallback::InProcess, None) => {
@@ -71,7 +72,8 @@ pub(crate) fn run(
             };
             let options = HookOptions {
                 when_undecided: options.when_undecided.unwrap_or(WhenUndecided::Ask),
-                defer_in_modes: Vec::new(),
+                note: Some(note),
+                ..HookOptions::default()
             };
             Ok(cli
                 .render(&parsed, &verdict, &options)

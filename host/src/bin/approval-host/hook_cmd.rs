@@ -2,12 +2,13 @@
 //! answered by [`crate::claude_code`], the others' by [`crate::cli_hook`]; both share the options
 //! here and the plumbing in `claude_code.rs` (the server round trip, the in-process service).
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Result;
-use approval_host::cli_hooks::{Cli, Failure};
+use approval_host::cli_hooks::Cli;
 
 use crate::UsageError;
 use crate::claude_code::{Fallback, Options};
@@ -37,6 +38,11 @@ pub(crate) struct HookArgs {
     /// `[claude-code] when-undecided` for Claude Code, else ask].
     #[arg(long, value_name = "ask|defer|deny", value_parser = parse_when_undecided)]
     when_undecided: Option<approval_host::claude_code::WhenUndecided>,
+    /// Run as the CLI's after-tool hook (Claude Code and Codex `PostToolUse`, Gemini CLI
+    /// `AfterTool`, Copilot CLI `postToolUse`): record that the call ran, and an
+    /// `approval/unasked` alarm when no question allowed it. Prints nothing, never blocks.
+    #[arg(long)]
+    after_tool: bool,
 }
 
 impl HookArgs {
@@ -50,6 +56,7 @@ impl HookArgs {
             fallback: self.fallback,
             timeout: Duration::from_secs_f64(self.timeout),
             when_undecided: self.when_undecided,
+            after_tool: self.after_tool,
         })
     }
 }
@@ -100,7 +107,8 @@ fn read_stdin() -> Result<String> {
     Ok(input)
 }
 
-/// Runs a `hook` command.
+/// Runs a `hook` command. Any error reaches `hook_guard`, which blocks the call the way the CLI
+/// honours.
 pub(crate) fn run_command(ctx: &crate::Context, command: HookCommand) -> Result<ExitCode> {
     let (cli, args) = match command {
         HookCommand::ClaudeCode(args) => (None, args),
@@ -108,35 +116,21 @@ pub(crate) fn run_command(ctx: &crate::Context, command: HookCommand) -> Result<
         HookCommand::Gemini(args) => (Some(Cli::Gemini), args),
         HookCommand::Copilot(args) => (Some(Cli::Copilot), args),
     };
-    let Some(cli) = cli else {
-        let options = args.options()?;
-        let input = read_stdin()?;
-        if let Some(output) = crate::claude_code::run(ctx, &options, &input)? {
-            println!("{output}");
-        }
+    let options = args.options()?;
+    let input = read_stdin()?;
+    if options.after_tool {
+        crate::claude_code::record_ran(ctx, cli, &options, &input)?;
         return Ok(ExitCode::SUCCESS);
-    };
-    let answered = args
-        .options()
-        .and_then(|options| Ok((options, read_stdin()?)))
-        .and_then(|(options, input)| crate::cli_hook::run(ctx, cli, &options, &input));
-    match answered {
-        Ok(Some(output)) => {
-            println!("{output}");
-            Ok(ExitCode::SUCCESS)
-        }
-        Ok(None) => Ok(ExitCode::SUCCESS),
-        // Whatever went wrong, the call is blocked the way this CLI honours.
-        Err(e) => match cli.failure(&format!("approval-host: {e:#}")) {
-            Failure::Exit2(reason) => {
-                eprintln!("{reason}");
-                Ok(ExitCode::from(2))
-            }
-            Failure::Print(output) => {
-                eprintln!("approval-host: {e:#}");
-                println!("{output}");
-                Ok(ExitCode::SUCCESS)
-            }
-        },
     }
+    let printed = match cli {
+        None => crate::claude_code::run(ctx, &options, &input)?,
+        Some(cli) => crate::cli_hook::run(ctx, cli, &options, &input)?,
+    };
+    crate::hook_guard::fault_point("print");
+    if let Some(output) = printed {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{output}")?;
+        out.flush()?;
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -12,6 +12,7 @@
 //! (a temporary file renamed over it), so an interrupted run leaves each file old or new.
 
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use approval_host::bundled;
@@ -30,14 +31,24 @@ pub enum Harness {
 }
 
 impl Harness {
-    fn name(self) -> &'static str {
+    /// Every agent CLI `init` sets up.
+    pub(crate) const ALL: [Harness; 4] = [
+        Harness::ClaudeCode,
+        Harness::Other(Cli::Codex),
+        Harness::Other(Cli::Gemini),
+        Harness::Other(Cli::Copilot),
+    ];
+
+    /// The name on the command line.
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Harness::ClaudeCode => "claude-code",
             Harness::Other(cli) => cli.name(),
         }
     }
 
-    fn title(self) -> &'static str {
+    /// The CLI as people name it.
+    pub(crate) fn title(self) -> &'static str {
         match self {
             Harness::ClaudeCode => "Claude Code",
             Harness::Other(cli) => cli.title(),
@@ -45,7 +56,7 @@ impl Harness {
     }
 
     /// The deployment file's name in the approval-host directory.
-    fn deployment_file(self) -> String {
+    pub(crate) fn deployment_file(self) -> String {
         format!("{}.toml", self.name())
     }
 
@@ -55,13 +66,11 @@ impl Harness {
             Harness::ClaudeCode => base.join(".claude").join("settings.json"),
             Harness::Other(Cli::Codex) => base.join(".codex").join("hooks.json"),
             Harness::Other(Cli::Gemini) => base.join(".gemini").join("settings.json"),
-            Harness::Other(Cli::Copilot) if user => {
-                return Err(UsageError(
-                    "Copilot CLI reads hooks from the repository's .github/hooks/: use --project DIR"
-                        .to_owned(),
-                )
-                .into());
-            }
+            // Copilot CLI runs the user's hook files even in a folder nobody trusted.
+            Harness::Other(Cli::Copilot) if user => base
+                .join(".copilot")
+                .join("hooks")
+                .join("approval-host.json"),
             Harness::Other(Cli::Copilot) => base
                 .join(".github")
                 .join("hooks")
@@ -262,33 +271,43 @@ fn owned_file(path: PathBuf, contents: &[u8]) -> Result<Change> {
     })
 }
 
-/// The hook entries `harness` needs, by event, as its settings spell them.
-fn hook_entries(harness: Harness, command: &str) -> Vec<(&'static str, Value)> {
-    match harness {
-        Harness::ClaudeCode => vec![(
-            "PreToolUse",
-            json!({"matcher": "*", "hooks": [{"type": "command", "command": command, "timeout": 60}]}),
-        )],
-        // Codex's matchers are regular expressions; its timeout is in seconds.
-        Harness::Other(Cli::Codex) => ["PreToolUse", "PermissionRequest"]
-            .into_iter()
-            .map(|event| {
-                (
-                    event,
-                    json!({"matcher": ".*", "hooks": [{"type": "command", "command": command, "timeout": 60}]}),
-                )
-            })
-            .collect(),
-        // Gemini CLI's timeout is in milliseconds.
-        Harness::Other(Cli::Gemini) => vec![(
-            "BeforeTool",
-            json!({"matcher": ".*", "hooks": [{"name": "approval-host", "type": "command", "command": command, "timeout": 60000}]}),
-        )],
-        Harness::Other(Cli::Copilot) => vec![(
-            "preToolUse",
-            json!({"type": "command", "bash": command, "timeoutSec": 60}),
-        )],
-    }
+/// The hook entries `harness` needs, by event, as its settings spell them, with the command each
+/// runs: the before-tool hook (`command`), and the after-tool hook (`command --after-tool`),
+/// which only records, so a call that ran without its question is an alarm in the log.
+fn hook_entries(harness: Harness, command: &str) -> Vec<(&'static str, Value, String)> {
+    let after = format!("{command} --after-tool");
+    let events: &[(&'static str, &str)] = match harness {
+        Harness::ClaudeCode => &[("PreToolUse", command), ("PostToolUse", &after)],
+        Harness::Other(Cli::Codex) => &[
+            ("PreToolUse", command),
+            ("PermissionRequest", command),
+            ("PostToolUse", &after),
+        ],
+        Harness::Other(Cli::Gemini) => &[("BeforeTool", command), ("AfterTool", &after)],
+        Harness::Other(Cli::Copilot) => &[("preToolUse", command), ("postToolUse", &after)],
+    };
+    events
+        .iter()
+        .map(|&(event, run)| {
+            let entry = match harness {
+                Harness::ClaudeCode => {
+                    json!({"matcher": "*", "hooks": [{"type": "command", "command": run, "timeout": 60}]})
+                }
+                // Codex's matchers are regular expressions; its timeout is in seconds.
+                Harness::Other(Cli::Codex) => {
+                    json!({"matcher": ".*", "hooks": [{"type": "command", "command": run, "timeout": 60}]})
+                }
+                // Gemini CLI's timeout is in milliseconds.
+                Harness::Other(Cli::Gemini) => {
+                    json!({"matcher": ".*", "hooks": [{"name": "approval-host", "type": "command", "command": run, "timeout": 60000}]})
+                }
+                Harness::Other(Cli::Copilot) => {
+                    json!({"type": "command", "bash": run, "timeoutSec": 60})
+                }
+            };
+            (event, entry, run.to_owned())
+        })
+        .collect()
 }
 
 /// Whether `entry` (or a hook inside it) runs `command`.
@@ -345,13 +364,13 @@ fn merge_hooks(
         .as_object_mut()
         .ok_or_else(|| bad("\"hooks\" is not an object"))?;
     let mut added = false;
-    for (event, entry) in hook_entries(harness, command) {
+    for (event, entry, run) in hook_entries(harness, command) {
         let list = hooks
             .entry(event)
             .or_insert_with(|| json!([]))
             .as_array_mut()
             .ok_or_else(|| bad(&format!("\"hooks.{event}\" is not an array")))?;
-        if !list.iter().any(|e| runs(e, command)) {
+        if !list.iter().any(|e| runs(e, &run)) {
             list.push(entry);
             added = true;
         }
@@ -384,6 +403,7 @@ pub fn run(
     target: &Target,
     state_dir: Option<&Path>,
     dry_run: bool,
+    trust: bool,
 ) -> Result<()> {
     let plan = plan(harness, target, state_dir, &binary())?;
     let settings_before = read(&plan.settings)?;
@@ -445,7 +465,54 @@ pub fn run(
     } else {
         println!("nothing to do: already set up");
     }
+    if dry_run {
+        return Ok(());
+    }
+    // Where the CLI runs: the project, or (for the user's hooks) wherever the person is now.
+    let project = match target {
+        Target::Project(dir) => std::path::absolute(dir)?,
+        Target::User(_) => std::env::current_dir()?,
+    };
+    if trust {
+        record_trust(harness, &project, &plan.command)?;
+    }
+    // Set up means gating: say now whether the CLI will run the hooks, and what is missing.
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    println!();
+    if crate::doctor::print(harness, &crate::doctor::check(harness, &project, &home)) {
+        println!("every hook will run");
+    } else {
+        println!(
+            "NOT GATING YET: {} will not run a hook above until you do what it says (then: approval-host doctor --project {})",
+            harness.title(),
+            project.display()
+        );
+    }
     Ok(())
+}
+
+/// `--trust`: records the trust the CLI needs through the CLI's own interface, where it has one
+/// (Codex's app-server); for the others, says that the step is the person's.
+fn record_trust(harness: Harness, project: &Path, command: &str) -> Result<()> {
+    match harness {
+        Harness::Other(Cli::Codex) => {
+            let commands = [command.to_owned(), format!("{command} --after-tool")];
+            let keys = crate::codex_app::trust_hooks(project, &commands)
+                .map_err(|e| anyhow::anyhow!("--trust: {e}"))?;
+            println!(
+                "reviewed   {} hooks through Codex's app-server (as Codex's own review records them)",
+                keys.len()
+            );
+            Ok(())
+        }
+        other => Err(UsageError(format!(
+            "--trust: {} offers no command to trust a folder; doctor below says the step",
+            other.title()
+        ))
+        .into()),
+    }
 }
 
 fn print_diff(c: &Change) {
@@ -498,6 +565,12 @@ pub(crate) struct InitTarget {
     /// ~/.approval-host].
     #[arg(id = "state_dir", long = "state-dir", value_name = "DIR")]
     state_dir: Option<PathBuf>,
+    /// Record, with your consent, the trust the CLI needs before it runs these hooks, through
+    /// the CLI's own interface where it has one (Codex: its app-server records the project's
+    /// trust and the review of exactly these hooks). The other CLIs have none: their step is
+    /// printed.
+    #[arg(long)]
+    trust: bool,
     /// (No store: this command opens no log.)
     #[arg(id = "store", long = "store", value_name = "URL", hide = true)]
     no_store: Option<String>,
@@ -520,12 +593,13 @@ pub(crate) enum InitCommand {
     /// `.gemini/settings.json` (the project's, or `~/.gemini/settings.json` with --user).
     Gemini(InitTarget),
     /// As `init claude-code`, for Copilot CLI: the `preToolUse` hook in a hook file of its own,
-    /// `.github/hooks/approval-host.json` (projects only: Copilot CLI reads the repository's).
+    /// `.github/hooks/approval-host.json` in the project, or `~/.copilot/hooks/approval-host.json`
+    /// with --user (which Copilot CLI runs in every folder, trusted or not).
     Copilot(InitTarget),
 }
 
 /// Runs `init`.
-pub(crate) fn run_command(ctx: &crate::Context, args: InitArgs) -> Result<()> {
+pub(crate) fn run_command(ctx: &crate::Context, args: InitArgs) -> Result<ExitCode> {
     let (harness, target) = match args.harness {
         InitCommand::ClaudeCode(t) => (Harness::ClaudeCode, t),
         InitCommand::Codex(t) => (Harness::Other(Cli::Codex), t),
@@ -537,6 +611,7 @@ pub(crate) fn run_command(ctx: &crate::Context, args: InitArgs) -> Result<()> {
         user,
         dry_run,
         state_dir: hook_state,
+        trust,
         ..
     } = target;
     let target = match (project, user) {
@@ -551,5 +626,6 @@ pub(crate) fn run_command(ctx: &crate::Context, args: InitArgs) -> Result<()> {
         }
     };
     let hook_state = hook_state.or(ctx.named_dir.clone());
-    run(harness, &target, hook_state.as_deref(), dry_run)
+    run(harness, &target, hook_state.as_deref(), dry_run, trust)?;
+    Ok(ExitCode::SUCCESS)
 }

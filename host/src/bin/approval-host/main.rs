@@ -6,7 +6,7 @@
 //! Exit codes: 0 when the command did its job (whatever the outcome of a request), 1 when it could
 //! not (an I/O failure, a log that fails its check), 2 for a bad argument or deployment file.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -17,10 +17,13 @@ mod ask;
 mod check;
 mod claude_code;
 mod cli_hook;
+mod codex_app;
 mod componentize;
 mod conform;
 mod demo;
+mod doctor;
 mod hook_cmd;
+mod hook_guard;
 mod init;
 mod keygen;
 mod mcp_cmd;
@@ -170,7 +173,8 @@ enum Command {
     /// Print and check a session log, or list the sessions.
     ///
     /// Checks that every approval/asked has exactly one approval/decided, all inside turns; exits
-    /// 1 naming the first problem. Without a session, lists the sessions: id, records, last
+    /// 1 naming the first problem, 3 when the log records a call that ran unasked
+    /// (`approval/unasked`, printed as `UNASKED:`). Without a session, lists the sessions: id, records, last
     /// activity, whether a turn is open.
     ///
     /// Example: `approval-host --state-dir .approval-host log` then `... log <session>`
@@ -180,7 +184,9 @@ enum Command {
     /// Each line commits to the one before it
     /// (hash chain from the session's genesis), seq has no gap, and every question is decided
     /// once inside its turn. Exits 0 when every log is intact (warnings are not tampering), 1
-    /// naming the session, the first bad line and what is wrong.
+    /// naming the session, the first bad line and what is wrong, and 3 when every log is intact
+    /// but one records a call that ran unasked (`approval/unasked`: an agent CLI's before-tool
+    /// hook failed, was skipped, or its refusal was ignored), each printed as `UNASKED:`.
     ///
     /// Example: `approval-host --state-dir ~/.approval-host verify --all`
     Verify(verify_cmd::VerifyArgs),
@@ -197,6 +203,16 @@ enum Command {
     Db(store_cmd::DbCommand),
     /// Set the host up for an agent harness.
     Init(init::InitArgs),
+    /// Check that the hooks `init` installed will really run.
+    ///
+    /// An agent CLI skips hooks it was not told to trust (Codex: a trusted project and a
+    /// reviewed hook; Gemini CLI and Copilot CLI: a trusted folder, for a project's hooks) or that
+    /// its settings turn off (Claude Code's `disableAllHooks`, `allowManagedHooksOnly`). Asks
+    /// Codex itself (its app-server's `hooks/list`) and reads the others' trust files; prints
+    /// `ok` or `FAIL` with the step to take for each, and exits 1 when a hook will not run.
+    ///
+    /// Example: `approval-host doctor --project .` (or `--cli codex`)
+    Doctor(doctor::DoctorArgs),
     /// Standing rules: list, add, revoke, explain.
     #[command(subcommand)]
     Rules(rules_cmd::RulesCommand),
@@ -237,6 +253,9 @@ pub(crate) struct Context {
     pub(crate) store: Option<String>,
     /// `--quiet`: no progress on stderr.
     pub(crate) quiet: bool,
+    /// The set-up `init` made in the working directory's project, when no state directory was
+    /// named and the command reads that project's state and deployment.
+    pub(crate) setup: Option<project_state::Setup>,
 }
 
 /// `--log-format`.
@@ -252,7 +271,38 @@ enum LogFormat {
 pub(crate) struct UsageError(pub(crate) String);
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // A hook blocks its call whatever goes wrong, from reading its own command line on.
+    if let Some(target) = hook_guard::Target::of_args(&args) {
+        return hook_guard::run(target, || start(args));
+    }
+    match start(args) {
+        Ok(code) => code,
+        Err(err) => {
+            if let Some(clap) = err.downcast_ref::<clap::Error>() {
+                clap.exit();
+            }
+            eprintln!("approval-host: {err:#}");
+            if err.is::<UsageError>() || err.is::<approval_host::ConfigError>() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
+/// Parses the command line, sets up logging and runs the command.
+fn start(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        // `--help` and `--version` are answers, even for a hook.
+        Err(e) if !e.use_stderr() => {
+            e.print()?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(e) => return Err(e.into()),
+    };
     let level = match (cli.quiet, cli.verbose) {
         (true, _) => Some("error"),
         (false, 0) => None,
@@ -274,34 +324,42 @@ fn main() -> ExitCode {
             .init(),
         LogFormat::Json => logs.json().with_ansi(false).init(),
     }
-    match run(cli) {
-        Ok(code) => code,
-        Err(err) => {
-            eprintln!("approval-host: {err:#}");
-            if err.is::<UsageError>()
-                || err.is::<approval_host::ConfigError>()
-                || err.is::<clap::Error>()
-            {
-                ExitCode::from(2)
-            } else {
-                ExitCode::from(1)
-            }
-        }
-    }
+    run(cli)
 }
 
 const DEFAULT_STATE_DIR: &str = ".approval-host";
 
 fn run(cli: Cli) -> Result<ExitCode> {
+    // Inside a project `init` set up, the commands that read its records read its hooks' state
+    // and deployment, never a `.approval-host` of the working directory.
+    let reads_project = matches!(
+        cli.command,
+        Command::Rules(_) | Command::Log(_) | Command::Verify(_) | Command::Export(_)
+    );
+    let setup = match (&cli.state_dir, &cli.project_state, &cli.store) {
+        (None, None, None) if reads_project => project_state::find_setup(Path::new("."))?,
+        _ => None,
+    };
     let ctx = Context {
-        dir: match (&cli.state_dir, &cli.project_state) {
-            (Some(dir), _) => dir.clone(),
-            (None, Some(project)) => project_state::for_project(project)?,
-            (None, None) => PathBuf::from(DEFAULT_STATE_DIR),
+        dir: match (&cli.state_dir, &cli.project_state, &setup) {
+            (Some(dir), _, _) => dir.clone(),
+            (None, Some(project), _) => project_state::for_project(project)?,
+            (None, None, Some(setup)) => {
+                if !cli.quiet {
+                    eprintln!(
+                        "approval-host: reading the state of the hooks set up in {} ({})",
+                        setup.root.display(),
+                        setup.state.display()
+                    );
+                }
+                setup.state.clone()
+            }
+            (None, None, None) => PathBuf::from(DEFAULT_STATE_DIR),
         },
         named_dir: cli.state_dir.clone(),
         store: cli.store.clone(),
         quiet: cli.quiet,
+        setup,
     };
     match cli.command {
         Command::Ask(args) => ask::run(&ctx, args),
@@ -323,7 +381,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Verify(args) => verify_cmd::run(&ctx, args),
         Command::Export(args) => store_cmd::export(&ctx, args.sessions, args.since),
         Command::Db(command) => store_cmd::db(&ctx, command),
-        Command::Init(args) => init::run_command(&ctx, args).map(|()| ExitCode::SUCCESS),
+        Command::Init(args) => init::run_command(&ctx, args),
+        Command::Doctor(args) => doctor::run(args),
         Command::Rules(command) => rules_cmd::run(&ctx, command),
         Command::Replay(args) => replay_cmd::run(&ctx, args),
         Command::Shadow(command) => shadow_cmd::run(&ctx, command),

@@ -50,3 +50,80 @@ pub fn for_project(project: &Path) -> Result<PathBuf> {
         .join("projects")
         .join(format!("{name}-{key}")))
 }
+
+/// The deployment files `init` writes in a project's (or the user's) `.approval-host/`, by CLI.
+const SETUP_FILES: [&str; 4] = [
+    "claude-code.toml",
+    "codex.toml",
+    "gemini.toml",
+    "copilot.toml",
+];
+
+/// A project (or the user's home) that `init` set up: where its hooks keep state and the
+/// deployments they read.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// The directory holding `.approval-host/`.
+    pub root: PathBuf,
+    /// The state directory its hooks use: the user's state directory for a project, or
+    /// `~/.approval-host` for `init --user`.
+    pub state: PathBuf,
+    /// The deployment files found, one per CLI set up there.
+    pub deployments: Vec<PathBuf>,
+}
+
+impl Setup {
+    /// The one deployment the hooks read, or an error naming the choices.
+    ///
+    /// # Errors
+    /// Several CLIs were set up here: the person names one with `--config`.
+    pub fn deployment(&self) -> Result<&Path> {
+        match self.deployments.as_slice() {
+            [one] => Ok(one),
+            several => Err(UsageError(format!(
+                "{} is set up for several agent CLIs; say which deployment with --config: {}",
+                self.root.display(),
+                several
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+            .into()),
+        }
+    }
+}
+
+/// The set-up `init` made at `start` or the nearest directory above it, else the user's own, if
+/// any. A project's state is the user's state directory for it (as its hooks keep it); the home
+/// directory's (`init --user`) keeps its state in `~/.approval-host`.
+pub fn find_setup(start: &Path) -> Result<Option<Setup>> {
+    let start = std::fs::canonicalize(start).with_context(|| start.display().to_string())?;
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .and_then(|h| std::fs::canonicalize(h).ok());
+    // The nearest project above the working directory, else the user's own set-up (`init
+    // --user`), whose hooks answer in every project.
+    for dir in start.ancestors().chain(home.as_deref()) {
+        let config = dir.join(".approval-host");
+        let deployments: Vec<PathBuf> = SETUP_FILES
+            .iter()
+            .map(|f| config.join(f))
+            .filter(|p| p.is_file())
+            .collect();
+        if deployments.is_empty() {
+            continue;
+        }
+        let state = if home.as_deref() == Some(dir) {
+            config
+        } else {
+            for_project(dir)?
+        };
+        return Ok(Some(Setup {
+            root: dir.to_owned(),
+            state,
+            deployments,
+        }));
+    }
+    Ok(None)
+}

@@ -24,7 +24,7 @@ pub enum RulesCommand {
     ///
     /// Example: `approval-host rules list --scope project --json`
     List {
-        /// The deployment file whose project rules to show [default: the embedded default].
+        /// The deployment file whose project rules to show [default: in a project `init` set up, the deployment its hooks read; else the embedded default].
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
         /// Only this scope.
@@ -46,7 +46,7 @@ pub enum RulesCommand {
         /// command `Bash(npm test)`, a path glob `Read(./src/**)`, `Edit(//abs/**)`,
         /// `Read(~/notes/*)`, a domain `WebFetch(domain:example.com)`, a tool glob `mcp__github__*`.
         rule: String,
-        /// The deployment file whose project the rule belongs to [default: the embedded default].
+        /// The deployment file whose project the rule belongs to [default: in a project `init` set up, the deployment its hooks read; else the embedded default].
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
         /// Allow or reject matching calls.
@@ -81,7 +81,7 @@ pub enum RulesCommand {
     Revoke {
         /// The rule's id (from `rules list`).
         id: String,
-        /// The deployment file whose project the rule belongs to [default: the embedded default].
+        /// The deployment file whose project the rule belongs to [default: in a project `init` set up, the deployment its hooks read; else the embedded default].
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
         /// The session of a session rule.
@@ -107,7 +107,7 @@ pub enum RulesCommand {
         /// Also consider this session's rules.
         #[arg(long, value_name = "S")]
         session: Option<String>,
-        /// The deployment file [default: the embedded default].
+        /// The deployment file [default: in a project `init` set up, the deployment its hooks read; else the embedded default].
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
@@ -160,10 +160,14 @@ fn cli_user() -> String {
     format!("cli:{user}")
 }
 
-fn deployment(config: Option<&Path>) -> Result<Deployment> {
-    Ok(match config {
-        Some(path) => Deployment::load(path)?,
-        None => Deployment::embedded(),
+/// The deployment the rules are read with: `--config`, else the one the hooks of the project
+/// set up here read (refused, naming the choices, when several CLIs were set up), else the
+/// embedded default.
+fn deployment(ctx: &crate::Context, config: Option<&Path>) -> Result<Deployment> {
+    Ok(match (config, &ctx.setup) {
+        (Some(path), _) => Deployment::load(path)?,
+        (None, Some(setup)) => Deployment::load(setup.deployment()?)?,
+        (None, None) => Deployment::embedded(),
     })
 }
 
@@ -245,7 +249,7 @@ async fn run_async(ctx: &crate::Context, command: RulesCommand) -> Result<ExitCo
             json,
         } => {
             check_session(session.as_deref())?;
-            let deployment = deployment(config.as_deref())?;
+            let deployment = deployment(ctx, config.as_deref())?;
             let (service, book) = open(ctx, &deployment)?;
             // Opening the session indexes its rules.
             if let Some(s) = &session {
@@ -316,7 +320,7 @@ async fn run_async(ctx: &crate::Context, command: RulesCommand) -> Result<ExitCo
             };
             rules::examples::check(&spec, effect.into(), &examples)
                 .map_err(|e| UsageError(e.to_string()))?;
-            let (service, _book) = open(ctx, &deployment(config.as_deref())?)?;
+            let (service, _book) = open(ctx, &deployment(ctx, config.as_deref())?)?;
             let view = service
                 .add_rule(NewRule {
                     rule,
@@ -344,7 +348,7 @@ async fn run_async(ctx: &crate::Context, command: RulesCommand) -> Result<ExitCo
             reason,
         } => {
             check_session(session.as_deref())?;
-            let (service, _book) = open(ctx, &deployment(config.as_deref())?)?;
+            let (service, _book) = open(ctx, &deployment(ctx, config.as_deref())?)?;
             if let Some(s) = &session {
                 service.load_session_rules(s).await?;
             }
@@ -369,7 +373,7 @@ async fn run_async(ctx: &crate::Context, command: RulesCommand) -> Result<ExitCo
                         .map_err(|e| UsageError(format!("--arguments is not JSON: {e}")))
                 })
                 .transpose()?;
-            let deployment = deployment(config.as_deref())?;
+            let deployment = deployment(ctx, config.as_deref())?;
             let (service, book) = open(ctx, &deployment)?;
             if let Some(s) = &session {
                 service.load_session_rules(s).await?;

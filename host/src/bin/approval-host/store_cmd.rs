@@ -120,7 +120,26 @@ pub(crate) fn print_log(ctx: &Ctx, session: &str) -> Result<ExitCode> {
                 "ok: {} records, {} turns, {} questions, each decided once inside its turn",
                 s.records, s.turns, s.questions
             );
-            Ok(ExitCode::SUCCESS)
+            // Calls that ran without a question that allowed them: the log is sound, the guard
+            // was not.
+            let alarms: Vec<String> = checked
+                .records
+                .iter()
+                .filter_map(|r| match &r.event {
+                    approval_host::event::Event::Unasked(u) => {
+                        Some(approval_host::audit::verify::unasked_alarm(r.seq, u))
+                    }
+                    _ => None,
+                })
+                .collect();
+            for alarm in &alarms {
+                println!("UNASKED: {alarm}");
+            }
+            Ok(if alarms.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(3)
+            })
         }
     }
 }

@@ -39,6 +39,9 @@ pub(crate) struct VerifyArgs {
     pub(crate) allow_unsigned: bool,
 }
 
+/// The exit status when every log is intact but one records a call that ran unasked.
+const UNASKED_EXIT: u8 = 3;
+
 /// Where checkpoints are read from, and how strictly.
 struct Checking<'a> {
     key: Option<&'a ed25519_dalek::VerifyingKey>,
@@ -110,6 +113,7 @@ fn verify(
         sessions
     };
     let mut tampered = false;
+    let mut unasked = false;
     for session in &sessions {
         validate_session_id(session).map_err(|e| UsageError(e.to_string()))?;
         let (path, mut report) = check(&store, database.as_deref(), session, checking)?;
@@ -120,6 +124,7 @@ fn verify(
             report.warnings.push(verify::NO_CHECKPOINTS.to_owned());
         }
         tampered |= !report.intact();
+        unasked |= !report.alarms.is_empty();
         if json {
             let mut value = serde_json::to_value(&report)?;
             value["intact"] = report.intact().into();
@@ -149,9 +154,14 @@ fn verify(
         for w in &report.warnings {
             println!("{session}: warning: {w}");
         }
+        for a in &report.alarms {
+            println!("{session}: UNASKED: {a}");
+        }
     }
     Ok(if tampered {
         ExitCode::from(1)
+    } else if unasked {
+        ExitCode::from(UNASKED_EXIT)
     } else {
         ExitCode::SUCCESS
     })
@@ -179,6 +189,7 @@ fn check(
         records: 0,
         chained_from: None,
         warnings: Vec::new(),
+        alarms: Vec::new(),
         problem: Some(problem),
     };
     let file = store.session_path(session);

@@ -1,0 +1,196 @@
+//! What an agent CLI's after-tool hook records (Claude Code's and Codex's `PostToolUse`, Gemini
+//! CLI's `AfterTool`, Copilot CLI's `postToolUse`): the alarm for a guard that stopped gating.
+//!
+//! The before-tool hook is the guard; if it failed, timed out or was skipped while the CLI went
+//! on, the call ran unasked and nothing else would say so. The after-tool hook runs once the call
+//! ran and only records: it finds the call's question in the session's log (by the CLI's call id
+//! where it gives one, else by tool and arguments among the session's questions whose call has
+//! not been seen to run yet), and
+//!
+//! - when a question allowed it, or nobody decided and the CLI asked its own user, writes
+//!   `tool/result {callId, isError: false, content: null}` (the result itself is not kept): the
+//!   call ran, and its question is not matched again;
+//! - when no question is about it, or its question was rejected or cancelled, writes
+//!   `approval/unasked` ([`Unasked`]), which `log` and `verify` report.
+//!
+//! It never blocks: the call has run.
+
+use serde_json::Value;
+
+use crate::agent::Agent;
+use crate::audit::event::Record;
+use crate::audit::event::{Event, ToolResult, Unasked, UnaskedWhy};
+use crate::outcome::Outcome;
+use crate::service::{ApprovalError, ApprovalService};
+
+/// A call an agent CLI ran, as its after-tool hook describes it (tool and arguments in the rule
+/// syntax's terms, as the before-tool hook recorded them).
+#[derive(Debug, Clone)]
+pub struct Ran {
+    /// The tool.
+    pub tool_name: String,
+    /// Its arguments.
+    pub arguments: Value,
+    /// The CLI's call id, when it gives one (the before-tool hook's `tool_use_id`).
+    pub call_id: Option<String>,
+}
+
+/// What the after-tool hook found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Seen {
+    /// The call's question (this id) let it run.
+    Asked {
+        /// The question.
+        question: String,
+        /// Its outcome (`allowed-once`, or `unavailable` when the CLI asked its own user).
+        outcome: Outcome,
+    },
+    /// The call ran unasked: recorded as `approval/unasked`.
+    Unasked(Unasked),
+}
+
+/// One question of a session, with its call.
+struct Question {
+    id: String,
+    call_id: Option<String>,
+    tool_name: String,
+    outcome: Option<Outcome>,
+}
+
+/// A session's questions, their calls' arguments and the calls seen to run, from its records.
+struct Questions {
+    questions: Vec<Question>,
+    arguments: std::collections::HashMap<String, Value>,
+    ran: std::collections::HashSet<String>,
+}
+
+impl Questions {
+    fn of(records: &[Record]) -> Questions {
+        let mut questions = Vec::new();
+        let mut arguments = std::collections::HashMap::new();
+        let mut ran = std::collections::HashSet::new();
+        for record in records {
+            match &record.event {
+                Event::ToolCall(c) => {
+                    arguments.insert(c.call_id.clone(), c.arguments.clone());
+                }
+                Event::Asked(a) => questions.push(Question {
+                    id: a.id.clone(),
+                    call_id: a.call_id.clone(),
+                    tool_name: a.tool_name.clone(),
+                    outcome: None,
+                }),
+                Event::Decided(d) => {
+                    if let Some(q) = questions.iter_mut().rev().find(|q| q.id == d.id) {
+                        q.outcome = Some(d.outcome);
+                    }
+                }
+                Event::ToolResult(r) => {
+                    ran.insert(r.call_id.clone());
+                }
+                _ => {}
+            }
+        }
+        Questions {
+            questions,
+            arguments,
+            ran,
+        }
+    }
+
+    /// The question `ran` answers to: by call id, else the oldest question of the same tool and
+    /// arguments whose call has not run yet, one that let it run before one that refused it.
+    fn find(&self, ran: &Ran, arguments: &Value) -> Option<&Question> {
+        if let Some(id) = &ran.call_id {
+            return self
+                .questions
+                .iter()
+                .rev()
+                .find(|q| q.call_id.as_deref() == Some(id) && q.tool_name == ran.tool_name);
+        }
+        let open = |q: &&Question| {
+            q.tool_name == ran.tool_name
+                && q.call_id.as_ref().is_some_and(|c| {
+                    !self.ran.contains(c) && self.arguments.get(c) == Some(arguments)
+                })
+        };
+        let mut candidates = self.questions.iter().filter(open);
+        let first = candidates.clone().find(|q| !refused(q.outcome));
+        first.or_else(|| candidates.next())
+    }
+}
+
+/// Whether an outcome refused the call (the hook printed a block for it).
+fn refused(outcome: Option<Outcome>) -> bool {
+    matches!(outcome, Some(Outcome::Rejected | Outcome::Cancelled))
+}
+
+/// Records that the call `ran` ran in `agent`'s session: a `tool/result` for its question, or
+/// `approval/unasked` when it had none or was refused.
+///
+/// # Errors
+/// The session's log could not be read or written.
+pub async fn record(
+    service: &ApprovalService,
+    agent: &Agent,
+    ran: &Ran,
+) -> Result<Seen, ApprovalError> {
+    let session = agent.session();
+    let log = &session.log;
+    // The arguments as the session's `tool/call` records hold them (redacted alike).
+    let arguments = log.redacted(ran.arguments.clone());
+    let bytes = service.store().read(log.session())?;
+    let records = crate::audit::store::parse_lines(log.session(), &bytes)?;
+    let questions = Questions::of(&records);
+    let found = questions.find(ran, &arguments);
+    let unasked = match found {
+        Some(q) if !refused(q.outcome) => {
+            if let Some(call_id) = &q.call_id {
+                log.append(ran_event(call_id)).await?;
+            }
+            return Ok(Seen::Asked {
+                question: q.id.clone(),
+                // A question still open has not let anything run: only its decision could.
+                outcome: q.outcome.unwrap_or(Outcome::Unavailable),
+            });
+        }
+        Some(q) => {
+            // The refused call ran: its question is not matched again.
+            if let Some(call_id) = &q.call_id {
+                log.append(ran_event(call_id)).await?;
+            }
+            Unasked {
+                tool_name: ran.tool_name.clone(),
+                why: UnaskedWhy::Refused,
+                call_id: q.call_id.clone().or_else(|| ran.call_id.clone()),
+                question: Some(q.id.clone()),
+                arguments: None,
+            }
+        }
+        None => Unasked {
+            tool_name: ran.tool_name.clone(),
+            why: UnaskedWhy::NotAsked,
+            call_id: ran.call_id.clone(),
+            question: None,
+            arguments: Some(arguments),
+        },
+    };
+    tracing::warn!(
+        session = log.session(),
+        tool = %unasked.tool_name,
+        why = unasked.why.as_str(),
+        "a tool call ran that no question allowed"
+    );
+    log.append(Event::Unasked(unasked.clone())).await?;
+    Ok(Seen::Unasked(unasked))
+}
+
+/// The record that a call ran (its result is not kept).
+fn ran_event(call_id: &str) -> Event {
+    Event::ToolResult(ToolResult {
+        call_id: call_id.to_owned(),
+        is_error: false,
+        content: Value::Null,
+        failed_listener: None,
+    })
+}

@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""A scripted stand-in for the OpenAI Responses API, as Codex consumes it.
+
+Point a Codex ``model_providers`` entry with ``wire_api = "responses"`` at
+``http://127.0.0.1:<port>/v1`` and every ``POST .../responses`` is answered
+from a script, streamed as server-sent events (``response.created``,
+``response.output_item.done``, ``response.completed``).
+
+Usage::
+
+    python3 model_openai.py --script script.json --log requests.jsonl --port-file port.txt
+
+The script is shared with the other CLIs' stand-ins::
+
+    {"turns": [{"tool": {"name": "shell", "input": {"command": ["bash", "-lc", "rm -rf x"]}}},
+               {"text": "done"}]}
+
+A main-loop request (one that offers tools and is not a sub-agent's) takes the
+next turn: a function call or a final text.  Any other request takes no turn:
+Codex's approval reviewer (``--approve-for-me``; ``client_metadata`` names an
+``x-openai-subagent``, and it asks for JSON) gets the script's optional
+``"review"`` object, by default ``{"outcome": "deny", ...}``; the rest (titles,
+summaries, compaction...) get a short text.  When the turns run out the answer is
+"done".  A tool the request does not offer under the script's name is mapped
+onto the shell tool Codex does offer: ``shell`` (``command`` as an argv list),
+``shell_command`` (``command`` as a string) or ``exec_command`` (``cmd``).
+
+Every request body is appended to the log as one JSON line, so a test can read
+what the model was sent, e.g. the function output a hook's deny reason became.
+Python 3.11 standard library only.
+"""
+
+import argparse
+import os
+import json
+import shlex
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+SIDE_ANSWER = "ok"
+DEFAULT_REVIEW = {"outcome": "deny", "risk_level": "high", "user_authorization": "unknown",
+                  "rationale": "the scripted reviewer denies every action"}
+
+
+class Script:
+    """The scripted turns, handed out one per main-loop request."""
+
+    def __init__(self, path, log_path):
+        with open(path, encoding="utf-8") as f:
+            script = json.load(f)
+        self.turns = list(script.get("turns", []))
+        self.review = script.get("review", DEFAULT_REVIEW)
+        self.log_path = log_path
+        self.lock = threading.Lock()
+        self.calls = 0
+
+    def log(self, body):
+        with self.lock, open(self.log_path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(body) + "\n")
+
+    def next_turn(self):
+        with self.lock:
+            self.calls += 1
+            return self.turns.pop(0) if self.turns else {"text": "done"}, self.calls
+
+
+def shell_text(command):
+    """The shell command line of an argv list such as ["bash", "-lc", "ls"]."""
+    if isinstance(command, str):
+        return command
+    if len(command) == 3 and command[1] in ("-lc", "-c"):
+        return command[2]
+    return shlex.join(command)
+
+
+def function_item(tool, offered, call_id):
+    """The output item for a scripted tool call, fitted to the tools offered."""
+    name, args = tool["name"], dict(tool.get("input", {}))
+    if name not in offered and name == "shell":
+        command = args.pop("command", [])
+        if "shell_command" in offered:
+            name, args = "shell_command", {"command": shell_text(command), **args}
+        elif "exec_command" in offered:
+            workdir = args.pop("workdir", None)
+            name, args = "exec_command", {"cmd": shell_text(command), **args}
+            if workdir:
+                args["workdir"] = workdir
+    if offered.get(name) == "custom":
+        text = args if isinstance(args, str) else args.get("input", "")
+        return {"type": "custom_tool_call", "name": name, "input": text,
+                "call_id": call_id, "status": "completed"}
+    return {"type": "function_call", "name": name, "arguments": json.dumps(args),
+            "call_id": call_id, "status": "completed"}
+
+
+def message_item(text, n):
+    return {"type": "message", "role": "assistant", "id": f"msg_{n}", "status": "completed",
+            "content": [{"type": "output_text", "text": text, "annotations": []}]}
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    script = None  # set by main()
+
+    def log_message(self, fmt, *args):
+        sys.stderr.write("model_openai: " + (fmt % args) + "\n")
+
+    def send_json(self, status, obj):
+        data = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        if self.path.split("?")[0].endswith("/models"):
+            self.send_json(200, {"object": "list", "data": [], "models": []})
+        else:
+            self.send_json(404, {"error": {"message": f"no route {self.path}"}})
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = {"raw": raw.decode("utf-8", "replace")}
+        self.script.log(body)
+        if not self.path.split("?")[0].endswith("/responses"):
+            self.send_json(404, {"error": {"message": f"no route {self.path}"}})
+            return
+        offered = {t.get("name"): t.get("type") for t in body.get("tools") or [] if t.get("name")}
+        subagent = (body.get("client_metadata") or {}).get("x-openai-subagent")
+        wants_json = ((body.get("text") or {}).get("format") or {}).get("type") == "json_schema"
+        if offered and not subagent:
+            turn, n = self.script.next_turn()
+        elif wants_json:
+            turn, n = {"text": json.dumps(self.script.review)}, 0
+        else:
+            turn, n = {"text": SIDE_ANSWER}, 0
+        if "tool" in turn:
+            item = function_item(turn["tool"], offered, f"call_{n}")
+        else:
+            item = message_item(turn.get("text", "done"), n)
+        self.stream(f"resp_{id(item)}", item)
+
+    def stream(self, resp_id, item):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        usage = {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
+                 "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0},
+                 "total_tokens": 15}
+        events = [
+            {"type": "response.created", "response": {"id": resp_id}},
+            {"type": "response.output_item.added", "output_index": 0, "item": item},
+            {"type": "response.output_item.done", "output_index": 0, "item": item},
+            {"type": "response.completed",
+             "response": {"id": resp_id, "status": "completed", "output": [item], "usage": usage}},
+        ]
+        for event in events:
+            self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+            self.wfile.flush()
+        self.close_connection = True
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--script", required=True)
+    parser.add_argument("--log", required=True)
+    parser.add_argument("--port-file", required=True)
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args()
+    Handler.script = Script(args.script, args.log)
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    with open(args.port_file + ".tmp", "w", encoding="utf-8") as f:
+        f.write(str(server.server_address[1]))
+    os.replace(args.port_file + ".tmp", args.port_file)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

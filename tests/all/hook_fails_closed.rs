@@ -1,0 +1,251 @@
+//! A hook fails closed from its first byte: whatever step of `approval-host hook <cli>` breaks
+//! (its command line, resolving `--project-state`, the deployment, the input, the state
+//! directory, a panic before, during or after asking), the call is blocked the way that CLI
+//! honours a block: exit 2 with the reason on stderr for Claude Code, Codex and Gemini CLI (they
+//! let the call through on any other failing status), a printed `deny` for Copilot CLI. The same
+//! inputs with nothing broken are answered normally, so each case can fail.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+/// The CLIs and a benign call of each, as the CLI's hook sends it.
+fn clis() -> Vec<(&'static str, Value)> {
+    vec![
+        (
+            "claude-code",
+            json!({"session_id": "s-claude", "transcript_path": "/tmp/t.jsonl", "cwd": "/w",
+                   "permission_mode": "default", "hook_event_name": "PreToolUse",
+                   "tool_name": "Bash", "tool_input": {"command": "cargo build"},
+                   "tool_use_id": "t1"}),
+        ),
+        (
+            "codex",
+            json!({"session_id": "s-codex", "turn_id": "1", "transcript_path": null, "cwd": "/w",
+                   "model": "m", "permission_mode": "default", "hook_event_name": "PreToolUse",
+                   "tool_name": "Bash", "tool_input": {"command": "cargo build"},
+                   "tool_use_id": "c1"}),
+        ),
+        (
+            "gemini",
+            json!({"session_id": "s-gemini", "transcript_path": "/tmp/t.json", "cwd": "/w",
+                   "hook_event_name": "BeforeTool", "timestamp": "2026-12-06T00:00:00Z",
+                   "tool_name": "run_shell_command", "tool_input": {"command": "cargo build"}}),
+        ),
+        (
+            "copilot",
+            json!({"sessionId": "s-copilot", "timestamp": 1, "cwd": "/w", "toolName": "bash",
+                   "toolArgs": "{\"command\": \"cargo build\"}"}),
+        ),
+    ]
+}
+
+/// Runs `approval-host GLOBAL… hook CLI ARGS…` with `stdin`, and `fault` injected if given.
+fn hook(global: &[&str], cli: &str, args: &[&str], stdin: &str, fault: Option<&str>) -> Output {
+    use std::io::Write as _;
+    let mut command = Command::new(env!("CARGO_BIN_EXE_approval-host"));
+    command
+        .args(global)
+        .args(["hook", cli])
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env_remove("TRACEPARENT")
+        .env_remove("APPROVAL_HOST_TEST_FAULT")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(step) = fault {
+        command.env("APPROVAL_HOST_TEST_FAULT", step);
+    }
+    let mut child = command.spawn().unwrap();
+    // A hook that failed before reading its input may have closed stdin already.
+    let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+    child.wait_with_output().unwrap()
+}
+
+/// Asserts `out` blocks the call as `cli` honours a block, with a reason containing `why`.
+fn assert_blocked(cli: &str, out: &Output, why: &str, case: &str) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let what = format!(
+        "{cli}, {case}: status {:?}, stdout {stdout:?}, stderr {stderr:?}",
+        out.status
+    );
+    if cli == "copilot" {
+        assert_eq!(out.status.code(), Some(0), "{what}");
+        let printed: Value =
+            serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {what}"));
+        assert_eq!(printed["permissionDecision"], "deny", "{what}");
+        let reason = printed["permissionDecisionReason"].as_str().unwrap();
+        assert!(reason.starts_with("approval-host: "), "{what}");
+        assert!(reason.contains(why), "{what}");
+    } else {
+        assert_eq!(out.status.code(), Some(2), "{what}");
+        assert_eq!(stdout, "", "{what}");
+        assert!(stderr.starts_with("approval-host: "), "{what}");
+        assert!(stderr.contains(why), "{what}");
+    }
+}
+
+/// Asserts `out` is an ordinary answer: nothing decided this benign call, so no CLI blocks it.
+fn assert_answered(cli: &str, out: &Output) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let what = format!(
+        "{cli}: status {:?}, stdout {stdout:?}, stderr {:?}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{what}");
+    let decision =
+        match cli {
+            "claude-code" => serde_json::from_str::<Value>(&stdout).unwrap()["hookSpecificOutput"]
+                ["permissionDecision"]
+                .clone(),
+            "codex" => {
+                assert_eq!(stdout, "", "{what}");
+                return;
+            }
+            "gemini" => serde_json::from_str::<Value>(&stdout).unwrap()["decision"].clone(),
+            _ => serde_json::from_str::<Value>(&stdout).unwrap()["permissionDecision"].clone(),
+        };
+    assert_eq!(decision, "ask", "{what}");
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn every_step_that_breaks_blocks_the_call_the_way_each_cli_honours() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let state = state.to_str().unwrap();
+    let good = write(dir.path(), "good.toml", "[approval]\npolicy = \"ask\"\n");
+    let bad = write(dir.path(), "bad.toml", "[approval\npolicy = ");
+    let unknown = write(
+        dir.path(),
+        "unknown.toml",
+        "[approval]\npolicy = \"ask\"\nsurprise = 1\n",
+    );
+    let missing = dir.path().join("missing.toml").display().to_string();
+    let a_file = write(dir.path(), "a-file", "not a directory\n");
+    let renamed = dir.path().join("project-renamed").display().to_string();
+    for (cli, input) in clis() {
+        let input = input.to_string();
+        let with_state = ["--state-dir", state];
+        // Nothing broken: an ordinary answer.
+        assert_answered(
+            cli,
+            &hook(&with_state, cli, &["--config", &good], &input, None),
+        );
+        let cases: Vec<(&str, Output, &str)> = vec![
+            (
+                "an unknown option",
+                hook(
+                    &with_state,
+                    cli,
+                    &["--config", &good, "--no-such-option"],
+                    &input,
+                    None,
+                ),
+                "--no-such-option",
+            ),
+            (
+                "a project directory that is gone",
+                hook(
+                    &["--project-state", &renamed],
+                    cli,
+                    &["--config", &good],
+                    &input,
+                    None,
+                ),
+                "--project-state",
+            ),
+            (
+                "a missing deployment",
+                hook(&with_state, cli, &["--config", &missing], &input, None),
+                "missing.toml",
+            ),
+            (
+                "a deployment that does not parse",
+                hook(&with_state, cli, &["--config", &bad], &input, None),
+                "bad.toml",
+            ),
+            (
+                "a deployment with an unknown key",
+                hook(&with_state, cli, &["--config", &unknown], &input, None),
+                "surprise",
+            ),
+            (
+                "input that is not JSON",
+                hook(
+                    &with_state,
+                    cli,
+                    &["--config", &good],
+                    "{\"tool_name\": ",
+                    None,
+                ),
+                "JSON",
+            ),
+            (
+                "a state directory that is a file",
+                hook(
+                    &["--state-dir", &a_file],
+                    cli,
+                    &["--config", &good],
+                    &input,
+                    None,
+                ),
+                "a-file",
+            ),
+            (
+                "a panic before anything",
+                hook(
+                    &with_state,
+                    cli,
+                    &["--config", &good],
+                    &input,
+                    Some("start"),
+                ),
+                "injected fault at start",
+            ),
+            (
+                "a panic while asking",
+                hook(&with_state, cli, &["--config", &good], &input, Some("ask")),
+                "injected fault at ask",
+            ),
+            (
+                "a panic before printing the answer",
+                hook(
+                    &with_state,
+                    cli,
+                    &["--config", &good],
+                    &input,
+                    Some("print"),
+                ),
+                "injected fault at print",
+            ),
+        ];
+        for (case, out, why) in &cases {
+            assert_blocked(cli, out, why, case);
+        }
+    }
+}
+
+#[test]
+fn a_hook_for_a_cli_this_build_does_not_know_exits_2() {
+    let out = hook(&[], "cursor", &[], "{}", None);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cursor"));
+}
+
+#[test]
+fn help_is_still_an_answer() {
+    let out = hook(&[], "codex", &["--help"], "", None);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Codex"));
+}

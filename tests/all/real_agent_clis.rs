@@ -1,0 +1,626 @@
+//! The real agent CLIs, as a new user sets them up: Claude Code, Codex, Gemini CLI and Copilot
+//! CLI from npm (`.ci/agent-clis` installs the pinned versions into `APPROVAL_HOST_AGENT_CLIS`),
+//! each in a fresh home and a fresh git project, driven by a scripted model of our own
+//! (`tests/agent-cli/model_*.py`). Each CLI runs in a network namespace of its own with only
+//! loopback up, with its model server inside it, so nothing it does can leave the machine.
+//!
+//! For each CLI, after the README's set-up steps exactly (`init`, with its trust step): `doctor`
+//! passes; a rejected command never runs and the model reads the reason; an allowed call runs;
+//! an undecided call does what the README says; a hook that cannot answer blocks; a call whose
+//! before-tool hook was skipped is recorded by the after-tool hook as `approval/unasked`; the
+//! session's log and `verify --all` agree with what happened. Without the trust step, `doctor`
+//! fails naming it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// Where `.ci/agent-clis` installed the CLIs.
+const CLIS_ENV: &str = "APPROVAL_HOST_AGENT_CLIS";
+
+/// The model server's port inside each CLI's own network namespace (nothing else listens
+/// there).
+const PORT: u16 = 18080;
+
+/// The reason the project's reject rule gives, which the model must read.
+const REASON: &str = "deleting files is not allowed in this project";
+
+/// How long one CLI run may take before it is killed.
+const RUN_LIMIT: Duration = Duration::from_secs(150);
+
+fn clis_dir() -> PathBuf {
+    let dir = std::env::var_os(CLIS_ENV).map(PathBuf::from).unwrap_or_else(|| {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/agent-clis")
+    });
+    assert!(
+        dir.join("claude-code/.installed").is_file(),
+        "{CLIS_ENV} ({}) holds no agent CLIs: run .ci/agent-clis first (it installs them from npm)",
+        dir.display()
+    );
+    dir
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cli {
+    ClaudeCode,
+    Codex,
+    Gemini,
+    Copilot,
+}
+
+impl Cli {
+    fn name(self) -> &'static str {
+        match self {
+            Cli::ClaudeCode => "claude-code",
+            Cli::Codex => "codex",
+            Cli::Gemini => "gemini",
+            Cli::Copilot => "copilot",
+        }
+    }
+
+    fn program(self) -> &'static str {
+        match self {
+            Cli::ClaudeCode => "claude",
+            other => other.name(),
+        }
+    }
+
+    fn bin_dir(self) -> PathBuf {
+        clis_dir().join(self.name()).join("node_modules/.bin")
+    }
+
+    fn model(self) -> &'static str {
+        match self {
+            Cli::ClaudeCode | Cli::Copilot => "model_anthropic.py",
+            Cli::Codex => "model_openai.py",
+            Cli::Gemini => "model_gemini.py",
+        }
+    }
+
+    /// The script turn that runs `command` in this CLI's shell tool.
+    fn shell_turn(self, command: &str) -> Value {
+        match self {
+            Cli::ClaudeCode => {
+                json!({"tool": {"name": "Bash", "input": {"command": command, "description": "run it"}}})
+            }
+            Cli::Copilot => {
+                json!({"tool": {"name": "bash", "input": {"command": command, "description": "run it"}}})
+            }
+            Cli::Codex | Cli::Gemini => {
+                json!({"tool": {"name": "shell", "input": {"command": ["bash", "-lc", command]}}})
+            }
+        }
+    }
+
+    /// The agent id its questions are recorded under.
+    fn agent(self) -> &'static str {
+        match self {
+            Cli::ClaudeCode => "claude-code",
+            Cli::Codex => "codex",
+            Cli::Gemini => "gemini-cli",
+            Cli::Copilot => "copilot-cli",
+        }
+    }
+}
+
+/// A fresh home and project for one CLI.
+struct Scene {
+    cli: Cli,
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    home: PathBuf,
+    project: PathBuf,
+    runs: usize,
+}
+
+impl Scene {
+    fn new(cli: Cli) -> Scene {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        let home = root.join("home");
+        let project = root.join("project");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(&project).unwrap();
+        let git = Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(&project)
+            .status()
+            .unwrap();
+        assert!(git.success());
+        let scene = Scene {
+            cli,
+            _dir: dir,
+            root,
+            home,
+            project,
+            runs: 0,
+        };
+        scene.configure();
+        scene
+    }
+
+    /// The CLI's own settings for running offline against the scripted model: its model
+    /// endpoint, and its telemetry and update checks off.
+    fn configure(&self) {
+        let write = |path: PathBuf, text: String| {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        };
+        match self.cli {
+            Cli::ClaudeCode | Cli::Copilot => {}
+            Cli::Codex => write(
+                self.home.join(".codex/config.toml"),
+                format!(
+                    "model = \"scripted\"\nmodel_provider = \"scripted\"\n\
+                     check_for_update_on_startup = false\n\n\
+                     [model_providers.scripted]\nname = \"scripted\"\n\
+                     base_url = \"http://127.0.0.1:{PORT}/v1\"\nenv_key = \"SCRIPTED_API_KEY\"\n\
+                     wire_api = \"responses\"\nrequest_max_retries = 0\nstream_max_retries = 0\n\
+                     supports_websockets = false\n\n\
+                     [analytics]\nenabled = false\n\n[feedback]\nenabled = false\n\n\
+                     [otel]\nexporter = \"none\"\n"
+                ),
+            ),
+            Cli::Gemini => write(
+                self.home.join(".gemini/settings.json"),
+                json!({
+                    "security": {"auth": {"selectedType": "gemini-api-key"}},
+                    "general": {"enableAutoUpdate": false, "enableAutoUpdateNotification": false},
+                    "privacy": {"usageStatisticsEnabled": false},
+                    "telemetry": {"enabled": false}
+                })
+                .to_string(),
+            ),
+        }
+    }
+
+    /// PATH with the CLI first (init --trust and doctor ask Codex itself).
+    fn path(&self) -> std::ffi::OsString {
+        let mut dirs = vec![self.cli.bin_dir()];
+        dirs.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
+        std::env::join_paths(dirs).unwrap()
+    }
+
+    /// The environment every command of this scene runs with.
+    fn env(&self, command: &mut Command) {
+        command
+            .env_clear()
+            .env("PATH", self.path())
+            .env("HOME", &self.home)
+            .env("CODEX_HOME", self.home.join(".codex"))
+            .env("LANG", "C.UTF-8")
+            .env("TERM", "dumb")
+            .current_dir(&self.project);
+        // Copilot unpacks its runtime once per cache: one cache for every scene.
+        command.env(
+            "COPILOT_CACHE_HOME",
+            clis_dir().join("copilot-cache"),
+        );
+    }
+
+    /// `approval-host ARGS…` in the project, as the person types it.
+    fn host(&self, args: &[&str], extra_env: &[(&str, &str)]) -> Output {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_approval-host"));
+        self.env(&mut command);
+        command.args(args);
+        for (k, v) in extra_env {
+            command.env(k, v);
+        }
+        command.output().unwrap()
+    }
+
+    fn host_ok(&self, args: &[&str], extra_env: &[(&str, &str)]) -> String {
+        let out = self.host(args, extra_env);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The README's set-up: `init` (with the CLI's trust step where one exists as a command), a
+    /// reject rule and an allow rule added in the project.
+    fn set_up(&self) {
+        match self.cli {
+            Cli::Codex => self.host_ok(&["init", "codex", "--project", ".", "--trust"], &[]),
+            // Copilot CLI runs the user's hooks in every folder, trusted or not.
+            Cli::Copilot => self.host_ok(&["init", "copilot", "--user"], &[]),
+            cli => self.host_ok(&["init", cli.name(), "--project", "."], &[]),
+        };
+        self.host_ok(
+            &["rules", "add", "Bash(rm:*)", "--effect", "reject", "--reason", REASON],
+            &[],
+        );
+        self.host_ok(&["rules", "add", "Bash(touch allowed.txt)"], &[]);
+    }
+
+    /// The environment a person running this CLI headless gives it (beyond the model's).
+    fn run_env(&self) -> Vec<(&'static str, String)> {
+        let url = format!("http://127.0.0.1:{PORT}");
+        match self.cli {
+            Cli::ClaudeCode => vec![
+                ("ANTHROPIC_BASE_URL", url),
+                ("ANTHROPIC_API_KEY", "sk-ant-scripted".to_owned()),
+                ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_owned()),
+                ("DISABLE_AUTOUPDATER", "1".to_owned()),
+                ("DISABLE_TELEMETRY", "1".to_owned()),
+                ("DISABLE_ERROR_REPORTING", "1".to_owned()),
+            ],
+            Cli::Codex => vec![("SCRIPTED_API_KEY", "scripted".to_owned())],
+            Cli::Gemini => vec![
+                ("GEMINI_API_KEY", "scripted".to_owned()),
+                ("GOOGLE_GEMINI_BASE_URL", url),
+                // The README's trust step for headless runs.
+                ("GEMINI_CLI_TRUST_WORKSPACE", "true".to_owned()),
+            ],
+            Cli::Copilot => vec![
+                ("COPILOT_PROVIDER_BASE_URL", url),
+                ("COPILOT_PROVIDER_TYPE", "anthropic".to_owned()),
+                ("COPILOT_PROVIDER_API_KEY", "sk-ant-scripted".to_owned()),
+                ("COPILOT_MODEL", "claude-sonnet-4.5".to_owned()),
+                ("COPILOT_OFFLINE", "true".to_owned()),
+                ("COPILOT_AUTO_UPDATE", "false".to_owned()),
+            ],
+        }
+    }
+
+    /// The CLI's headless command line.
+    fn run_args(&self, logs: &Path) -> Vec<String> {
+        let prompt = "do the task".to_owned();
+        match self.cli {
+            Cli::ClaudeCode => vec![
+                "-p".into(),
+                prompt,
+                "--output-format".into(),
+                "json".into(),
+                "--model".into(),
+                "claude-sonnet-4-5".into(),
+                "--allowedTools".into(),
+                "Bash".into(),
+            ],
+            Cli::Codex => vec!["exec".into(), "-s".into(), "workspace-write".into(), prompt],
+            Cli::Gemini => vec!["--yolo".into(), "-p".into(), prompt],
+            Cli::Copilot => vec![
+                "-p".into(),
+                prompt,
+                "--allow-all-tools".into(),
+                "--no-auto-update".into(),
+                "--disable-client-telemetry".into(),
+                "--output-format".into(),
+                "json".into(),
+                "--log-dir".into(),
+                logs.display().to_string(),
+            ],
+        }
+    }
+
+    /// Runs the CLI once, its model answering with `turns` then "done", in a network namespace
+    /// with only loopback; returns the CLI's output and every request the model saw.
+    fn run(&mut self, turns: Vec<Value>, limit: Duration) -> Run {
+        self.runs += 1;
+        let dir = self.root.join(format!("run-{}", self.runs));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut turns = turns;
+        turns.push(json!({"text": "done"}));
+        std::fs::write(dir.join("script.json"), json!({"turns": turns}).to_string()).unwrap();
+        let model = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/agent-cli")
+            .join(self.cli.model());
+        let inner = r#"
+set -u
+ip link set lo up
+python3 "$MODEL_PY" --script "$RUN_DIR/script.json" --log "$RUN_DIR/requests.jsonl" \
+  --port-file "$RUN_DIR/port" --port "$MODEL_PORT" 2>"$RUN_DIR/model.err" &
+model=$!
+i=0
+while [ ! -s "$RUN_DIR/port" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
+timeout -k 5 "$RUN_LIMIT" "$@" </dev/null >"$RUN_DIR/stdout" 2>"$RUN_DIR/stderr"
+status=$?
+kill $model 2>/dev/null
+# The namespace's interfaces: only loopback, so nothing the CLI did could leave the machine.
+ip -o link show >"$RUN_DIR/links"
+exit $status
+"#;
+        let mut command = Command::new("unshare");
+        self.env(&mut command);
+        command
+            .args(["-n", "sh", "-c", inner, "sh", self.cli.program()])
+            .args(self.run_args(&dir.join("logs")))
+            .env("MODEL_PY", model)
+            .env("RUN_DIR", &dir)
+            .env("MODEL_PORT", PORT.to_string())
+            .env("RUN_LIMIT", limit.as_secs().to_string())
+            .stdin(Stdio::null());
+        for (k, v) in self.run_env() {
+            command.env(k, v);
+        }
+        let status = command.status().unwrap();
+        let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+        Run {
+            status: status.code(),
+            stdout: read("stdout"),
+            stderr: read("stderr"),
+            requests: read("requests.jsonl"),
+            links: read("links"),
+        }
+    }
+
+    /// Every record of every session of this project, as `export` prints them.
+    fn records(&self) -> Vec<(String, String, Value)> {
+        // No state flag: in a project `init` set up, the hooks' own state is read.
+        let out = self.host_ok(&["export"], &[]);
+        out.lines()
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                let record = &v["record"];
+                (
+                    v["session"].as_str().unwrap().to_owned(),
+                    record["type"].as_str().unwrap().to_owned(),
+                    record["data"].clone(),
+                )
+            })
+            .filter(|(session, _, _)| !session.starts_with("rules-"))
+            .collect()
+    }
+
+    /// The outcome of the question about a shell `command`, if one was asked.
+    fn outcome_of(&self, command: &str) -> Option<String> {
+        let records = self.records();
+        let call = records.iter().find(|(_, t, d)| {
+            t == "tool/call" && d["name"] == "Bash" && d["arguments"]["command"] == command
+        })?;
+        let call_id = call.2["callId"].clone();
+        let asked = records
+            .iter()
+            .find(|(_, t, d)| t == "approval/asked" && d["callId"] == call_id)?;
+        assert_eq!(asked.2["agent"], self.cli.agent());
+        let id = asked.2["id"].clone();
+        records
+            .iter()
+            .find(|(_, t, d)| t == "approval/decided" && d["id"] == id)
+            .map(|(_, _, d)| d["outcome"].as_str().unwrap().to_owned())
+    }
+
+    fn verify_all(&self) -> Output {
+        self.host(&["verify", "--all"], &[])
+    }
+
+    /// The CLI's settings file `init` wrote the hooks into.
+    fn hook_file(&self) -> PathBuf {
+        match self.cli {
+            Cli::ClaudeCode => self.project.join(".claude/settings.json"),
+            Cli::Codex => self.project.join(".codex/hooks.json"),
+            Cli::Gemini => self.project.join(".gemini/settings.json"),
+            Cli::Copilot => self.home.join(".copilot/hooks/approval-host.json"),
+        }
+    }
+
+    /// The deployment `init` wrote.
+    fn deployment(&self) -> PathBuf {
+        let base = match self.cli {
+            Cli::Copilot => self.home.clone(),
+            _ => self.project.clone(),
+        };
+        base.join(".approval-host").join(format!("{}.toml", self.cli.name()))
+    }
+}
+
+struct Run {
+    status: Option<i32>,
+    stdout: String,
+    stderr: String,
+    requests: String,
+    links: String,
+}
+
+impl Run {
+    fn show(&self) -> String {
+        format!(
+            "status {:?}\nstdout: {}\nstderr: {}",
+            self.status,
+            tail(&self.stdout),
+            tail(&self.stderr)
+        )
+    }
+
+    /// The CLI ran where only loopback exists.
+    fn assert_stayed_local(&self) {
+        let links: Vec<&str> = self.links.lines().collect();
+        assert_eq!(links.len(), 1, "{links:?}");
+        assert!(links[0].contains(": lo:"), "{links:?}");
+    }
+}
+
+fn tail(s: &str) -> &str {
+    let start = s.len().saturating_sub(3000);
+    let mut start = start;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    &s[start..]
+}
+
+/// The whole README path for one CLI.
+fn guards(cli: Cli) {
+    let mut scene = Scene::new(cli);
+    scene.set_up();
+    let trust: &[(&str, &str)] = if cli == Cli::Gemini {
+        &[("GEMINI_CLI_TRUST_WORKSPACE", "true")]
+    } else {
+        &[]
+    };
+    let doctor = scene.host(&["doctor", "--cli", cli.name(), "--project", "."], trust);
+    assert_eq!(
+        doctor.status.code(),
+        Some(0),
+        "{cli:?} doctor: {}",
+        String::from_utf8_lossy(&doctor.stdout)
+    );
+
+    // A rejected command never runs, and the model reads the reason; an allowed one runs.
+    std::fs::write(scene.project.join("x"), "keep\n").unwrap();
+    let run = scene.run(
+        vec![cli.shell_turn("rm -r x"), cli.shell_turn("touch allowed.txt")],
+        RUN_LIMIT,
+    );
+    run.assert_stayed_local();
+    assert!(scene.project.join("x").exists(), "{cli:?}: x was removed\n{}", run.show());
+    assert!(
+        run.requests.contains(REASON),
+        "{cli:?}: the model never read the reason\n{}",
+        run.show()
+    );
+    assert!(
+        scene.project.join("allowed.txt").exists(),
+        "{cli:?}: the allowed call did not run\n{}",
+        run.show()
+    );
+    assert_eq!(scene.outcome_of("rm -r x").as_deref(), Some("rejected"), "{cli:?}");
+    // Codex's PreToolUse cannot grant: the rule's allow leaves the call to Codex's own flow.
+    assert_eq!(
+        scene.outcome_of("touch allowed.txt").as_deref(),
+        Some("allowed-once"),
+        "{cli:?}"
+    );
+    let verify = scene.verify_all();
+    assert_eq!(
+        verify.status.code(),
+        Some(0),
+        "{cli:?}: {}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
+
+    // An undecided call does what the README says.
+    let run = scene.run(
+        vec![cli.shell_turn("touch undecided.txt")],
+        match cli {
+            // Gemini CLI asks for a confirmation a headless run cannot give, and waits.
+            Cli::Gemini => Duration::from_secs(30),
+            _ => RUN_LIMIT,
+        },
+    );
+    let ran = scene.project.join("undecided.txt").exists();
+    match cli {
+        // `-p`: Claude Code and Copilot CLI cannot ask anyone, so an `ask` refuses the call.
+        Cli::ClaudeCode | Cli::Copilot => assert!(!ran, "{cli:?}\n{}", run.show()),
+        // `codex exec` runs with approval "never": nobody is asked, the call runs.
+        Cli::Codex => assert!(ran, "{cli:?}\n{}", run.show()),
+        Cli::Gemini => {
+            assert!(!ran, "{cli:?}\n{}", run.show());
+            assert_eq!(run.status, Some(124), "{cli:?}: waited until killed\n{}", run.show());
+        }
+    }
+    assert_eq!(
+        scene.outcome_of("touch undecided.txt").as_deref(),
+        Some("unavailable"),
+        "{cli:?}"
+    );
+
+    // A hook that cannot answer blocks: the deployment no longer parses.
+    let deployment = scene.deployment();
+    let good = std::fs::read_to_string(&deployment).unwrap();
+    std::fs::write(&deployment, format!("{good}\n[broken\n")).unwrap();
+    let run = scene.run(vec![cli.shell_turn("touch broken.txt")], RUN_LIMIT);
+    assert!(
+        !scene.project.join("broken.txt").exists(),
+        "{cli:?}: a hook that cannot answer let the call run\n{}",
+        run.show()
+    );
+    std::fs::write(&deployment, good).unwrap();
+
+    // The before-tool hook skipped (taken out of the settings), the after-tool hook still
+    // there: the call runs, and the log says it ran unasked; verify reports it (exit 3).
+    let file = scene.hook_file();
+    let mut settings: Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let before = match cli {
+        Cli::ClaudeCode | Cli::Codex => "PreToolUse",
+        Cli::Gemini => "BeforeTool",
+        Cli::Copilot => "preToolUse",
+    };
+    settings["hooks"].as_object_mut().unwrap().remove(before);
+    std::fs::write(&file, settings.to_string()).unwrap();
+    let run = scene.run(vec![cli.shell_turn("touch skipped.txt")], RUN_LIMIT);
+    assert!(scene.project.join("skipped.txt").exists(), "{cli:?}\n{}", run.show());
+    let unasked: Vec<Value> = scene
+        .records()
+        .into_iter()
+        .filter(|(_, t, _)| t == "approval/unasked")
+        .map(|(_, _, d)| d)
+        .collect();
+    assert_eq!(unasked.len(), 1, "{cli:?}: {unasked:?}\n{}", run.show());
+    assert_eq!(unasked[0]["why"], "not-asked");
+    assert_eq!(unasked[0]["arguments"]["command"], "touch skipped.txt");
+    let verify = scene.verify_all();
+    let text = String::from_utf8_lossy(&verify.stdout);
+    assert_eq!(verify.status.code(), Some(3), "{cli:?}: {text}");
+    assert!(text.contains("UNASKED: "), "{cli:?}: {text}");
+}
+
+#[test]
+fn claude_code_is_guarded_after_the_readme_set_up() {
+    guards(Cli::ClaudeCode);
+}
+
+#[test]
+fn codex_is_guarded_after_the_readme_set_up() {
+    guards(Cli::Codex);
+}
+
+#[test]
+fn gemini_cli_is_guarded_after_the_readme_set_up() {
+    guards(Cli::Gemini);
+}
+
+#[test]
+fn copilot_cli_is_guarded_after_the_readme_set_up() {
+    guards(Cli::Copilot);
+}
+
+#[test]
+fn doctor_fails_on_a_set_up_missing_its_trust_step() {
+    // Codex: set up without --trust. Codex itself says the hooks are not loaded or reviewed.
+    let scene = Scene::new(Cli::Codex);
+    scene.host_ok(&["init", "codex", "--project", "."], &[]);
+    let out = scene.host(&["doctor", "--cli", "codex", "--project", "."], &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("FAIL  Codex does not load"), "{text}");
+    assert!(text.contains("--trust"), "{text}");
+    assert!(text.contains("NOT GATING"), "{text}");
+    // Then trusted through Codex's own app-server: passes.
+    scene.host_ok(&["init", "codex", "--project", ".", "--trust"], &[]);
+    scene.host_ok(&["doctor", "--cli", "codex", "--project", "."], &[]);
+
+    // Gemini CLI: a project's hooks in a folder nobody trusted.
+    let scene = Scene::new(Cli::Gemini);
+    scene.host_ok(&["init", "gemini", "--project", "."], &[]);
+    let out = scene.host(&["doctor", "--project", "."], &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("is not a trusted folder"), "{text}");
+    assert!(text.contains("GEMINI_CLI_TRUST_WORKSPACE=true"), "{text}");
+
+    // Copilot CLI: the repository's hooks in a folder nobody trusted.
+    let scene = Scene::new(Cli::Copilot);
+    scene.host_ok(&["init", "copilot", "--project", "."], &[]);
+    let out = scene.host(&["doctor", "--project", "."], &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("does not load .github/hooks/"), "{text}");
+
+    // Claude Code: a project setting that turns every hook off.
+    let scene = Scene::new(Cli::ClaudeCode);
+    scene.host_ok(&["init", "claude-code", "--project", "."], &[]);
+    scene.host_ok(&["doctor", "--project", "."], &[]);
+    let settings = scene.project.join(".claude/settings.local.json");
+    std::fs::write(&settings, "{\"disableAllHooks\": true}").unwrap();
+    let out = scene.host(&["doctor", "--project", "."], &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("sets disableAllHooks"), "{text}");
+}

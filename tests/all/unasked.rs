@@ -1,0 +1,190 @@
+//! The alarm when a guard stops gating: each CLI's after-tool hook (`hook <cli> --after-tool`,
+//! which `init` installs beside the before-tool hook) records that a call ran. A call whose
+//! question allowed it is marked as run; one that was never asked (its before-tool hook failed,
+//! timed out or was skipped) or that ran although it was refused is an `approval/unasked` record,
+//! which `log` and `verify` report (exit 3). The after-tool hook never blocks.
+
+use std::path::Path;
+use std::process::Output;
+
+use serde_json::{Value, json};
+
+use crate::support::{events_at, log_path, spawn_hook};
+
+const RULES: &str = "[[rule]]\nrule = \"Bash(git status)\"\n\n\
+    [[rule]]\nrule = \"Bash(rm:*)\"\neffect = \"reject\"\nreason = \"no deleting\"\n";
+
+fn hook(state: &Path, cli: &str, args: &[&str], input: &Value) -> Output {
+    spawn_hook(state, cli, args, &input.to_string())
+        .wait_with_output()
+        .unwrap()
+}
+
+/// A CLI's before- and after-tool inputs for a shell command, with `id` as its call id where
+/// the CLI gives one.
+fn inputs(cli: &str, session: &str, command: &str, id: &str) -> (Value, Value) {
+    match cli {
+        "claude-code" => {
+            let before = json!({"session_id": session, "transcript_path": "/t", "cwd": "/w",
+                "permission_mode": "default", "hook_event_name": "PreToolUse", "tool_name": "Bash",
+                "tool_input": {"command": command}, "tool_use_id": id});
+            let mut after = before.clone();
+            after["hook_event_name"] = json!("PostToolUse");
+            after["tool_response"] = json!({"stdout": "", "stderr": "", "interrupted": false});
+            (before, after)
+        }
+        "codex" => {
+            let before = json!({"session_id": session, "turn_id": "1", "transcript_path": null,
+                "cwd": "/w", "model": "m", "permission_mode": "default",
+                "hook_event_name": "PreToolUse", "tool_name": "Bash",
+                "tool_input": {"command": command}, "tool_use_id": id});
+            let mut after = before.clone();
+            after["hook_event_name"] = json!("PostToolUse");
+            after["tool_response"] = json!("ok");
+            (before, after)
+        }
+        "gemini" => {
+            let before = json!({"session_id": session, "transcript_path": "/t", "cwd": "/w",
+                "hook_event_name": "BeforeTool", "timestamp": "2026-12-06T00:00:00Z",
+                "tool_name": "run_shell_command", "tool_input": {"command": command}});
+            let mut after = before.clone();
+            after["hook_event_name"] = json!("AfterTool");
+            after["tool_response"] = json!({"llmContent": "ok"});
+            (before, after)
+        }
+        _ => {
+            let before = json!({"sessionId": session, "timestamp": 1, "cwd": "/w",
+                "toolName": "bash", "toolArgs": json!({"command": command}).to_string()});
+            let mut after = before.clone();
+            after["toolResult"] = json!({"resultType": "success", "textResultForLlm": "ok"});
+            (before, after)
+        }
+    }
+}
+
+fn unasked(state: &Path, session: &str) -> Vec<Value> {
+    events_at(&log_path(state, session))
+        .into_iter()
+        .filter(|(t, _)| t == "approval/unasked")
+        .map(|(_, d)| d)
+        .collect()
+}
+
+fn cmd(state: &Path, args: &[&str]) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_approval-host"))
+        .arg("--state-dir")
+        .arg(state)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_call_that_ran_unasked_or_refused_is_an_alarm_in_the_log_for_every_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("deploy.toml");
+    std::fs::write(&config, RULES).unwrap();
+    let config = config.to_str().unwrap();
+    let state = dir.path().join("state");
+    for cli in ["claude-code", "codex", "gemini", "copilot"] {
+        let session = format!("{cli}-s");
+        let run = |args: &[&str], input: &Value| {
+            let mut all = vec!["--config", config];
+            all.extend_from_slice(args);
+            let out = hook(&state, cli, &all, input);
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{cli}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            out
+        };
+        // Asked and allowed, then ran: marked as run, no alarm; the after-tool hook prints
+        // nothing.
+        let (before, after) = inputs(cli, &session, "git status", "t1");
+        run(&[], &before);
+        let out = run(&["--after-tool"], &after);
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "", "{cli}");
+        assert!(unasked(&state, &session).is_empty(), "{cli}");
+        let results: Vec<Value> = events_at(&log_path(&state, &session))
+            .into_iter()
+            .filter(|(t, _)| t == "tool/result")
+            .map(|(_, d)| d)
+            .collect();
+        assert_eq!(results.len(), 1, "{cli}: {results:?}");
+        assert_eq!(results[0]["isError"], false);
+        assert_eq!(results[0]["content"], Value::Null);
+
+        // Ran again with nothing asked (the before-tool hook was skipped): not asked. For the
+        // CLIs with no call id, the first run already used up its question.
+        let (_, again) = inputs(cli, &session, "git status", "t2");
+        let out = run(&["--after-tool"], &again);
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("ran although it was never asked"),
+            "{cli}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let alarms = unasked(&state, &session);
+        assert_eq!(alarms.len(), 1, "{cli}: {alarms:?}");
+        assert_eq!(alarms[0]["why"], "not-asked", "{cli}");
+        assert_eq!(alarms[0]["toolName"], "Bash", "{cli}");
+        assert_eq!(alarms[0]["arguments"]["command"], "git status", "{cli}");
+        let with_id = matches!(cli, "claude-code" | "codex");
+        assert_eq!(alarms[0].get("callId").is_some(), with_id, "{cli}");
+
+        // Refused, and ran anyway: refused, naming its question.
+        let (before, after) = inputs(cli, &session, "rm -rf build", "t3");
+        run(&[], &before);
+        run(&["--after-tool"], &after);
+        let alarms = unasked(&state, &session);
+        assert_eq!(alarms.len(), 2, "{cli}: {alarms:?}");
+        assert_eq!(alarms[1]["why"], "refused", "{cli}");
+        let asked: Vec<Value> = events_at(&log_path(&state, &session))
+            .into_iter()
+            .filter(|(t, _)| t == "approval/asked")
+            .map(|(_, d)| d)
+            .collect();
+        assert_eq!(alarms[1]["question"], asked[1]["id"], "{cli}");
+
+        // `log` and `verify` report both, exit 3; the log is otherwise intact.
+        let out = cmd(&state, &["log", &session]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(3), "{cli}: {text}");
+        assert_eq!(text.matches("UNASKED: ").count(), 2, "{cli}: {text}");
+        assert!(text.contains("ran without being asked"), "{text}");
+        assert!(text.contains("ran although question"), "{text}");
+        let out = cmd(&state, &["verify", &session]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(3), "{cli}: {text}");
+        assert!(text.contains(&format!("{session}: intact")), "{text}");
+        assert_eq!(text.matches(": UNASKED: ").count(), 2, "{cli}: {text}");
+    }
+}
+
+#[test]
+fn the_after_tool_hook_never_blocks_even_when_it_cannot_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[approval\n").unwrap();
+    for cli in ["claude-code", "codex", "gemini", "copilot"] {
+        let (_, after) = inputs(cli, "s", "git status", "t1");
+        for (args, input) in [
+            (
+                vec!["--config", bad.to_str().unwrap(), "--after-tool"],
+                after.clone(),
+            ),
+            (vec!["--after-tool"], json!({"not": "a hook input"})),
+        ] {
+            let out = hook(dir.path(), cli, &args, &input);
+            assert_eq!(out.status.code(), Some(0), "{cli} {args:?}");
+            assert_eq!(String::from_utf8_lossy(&out.stdout), "", "{cli} {args:?}");
+            assert!(
+                String::from_utf8_lossy(&out.stderr).starts_with("approval-host: "),
+                "{cli} {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
