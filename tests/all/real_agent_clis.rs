@@ -373,15 +373,17 @@ exit $status
         let call = records.iter().find(|(_, t, d)| {
             t == "tool/call" && d["name"] == "Bash" && d["arguments"]["command"] == command
         })?;
-        let call_id = call.2["callId"].clone();
-        let asked = records
-            .iter()
-            .find(|(_, t, d)| t == "approval/asked" && d["callId"] == call_id)?;
+        // Call ids repeat across runs (each run's model numbers its calls from 1): a call is
+        // its session's.
+        let (session, call_id) = (&call.0, call.2["callId"].clone());
+        let asked = records.iter().find(|(s, t, d)| {
+            s == session && t == "approval/asked" && d["callId"] == call_id
+        })?;
         assert_eq!(asked.2["agent"], self.cli.agent());
         let id = asked.2["id"].clone();
         records
             .iter()
-            .find(|(_, t, d)| t == "approval/decided" && d["id"] == id)
+            .find(|(s, t, d)| s == session && t == "approval/decided" && d["id"] == id)
             .map(|(_, _, d)| d["outcome"].as_str().unwrap().to_owned())
     }
 
