@@ -90,10 +90,17 @@ async fn kill_nine_mid_burst_leaves_every_line_complete_and_every_decided_paired
         report.warnings
     );
     let checked = approval_host::check::check_bytes(&raw);
-    // Every line is complete and valid; the only thing a kill may leave is questions in flight.
+    // Every complete line is valid; a kill may leave questions in flight, and a last line torn
+    // mid-write (a large write cut short by the signal; never acknowledged, and truncated on the
+    // next open), which verify above reports as a warning.
     if let Some(problem) = &checked.problem {
+        let torn = problem.message.starts_with("incomplete line")
+            && report
+                .warnings
+                .iter()
+                .any(|w| w == approval_host::audit::verify::TORN_TAIL);
         assert!(
-            problem.message.ends_with("has no approval/decided"),
+            torn || problem.message.ends_with("has no approval/decided"),
             "{problem}"
         );
     }

@@ -13,6 +13,7 @@ const LAYERS: &[&[&str]] = &[
     &["config"],
     &[
         "acp",
+        "after_tool",
         "claude_code",
         "cli_hooks",
         "mcp",

@@ -31,9 +31,9 @@ const REASON: &str = "deleting files is not allowed in this project";
 const RUN_LIMIT: Duration = Duration::from_secs(150);
 
 fn clis_dir() -> PathBuf {
-    let dir = std::env::var_os(CLIS_ENV).map(PathBuf::from).unwrap_or_else(|| {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/agent-clis")
-    });
+    let dir = std::env::var_os(CLIS_ENV)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/agent-clis"));
     assert!(
         dir.join("claude-code/.installed").is_file(),
         "{CLIS_ENV} ({}) holds no agent CLIs: run .ci/agent-clis first (it installs them from npm)",
@@ -179,7 +179,9 @@ impl Scene {
     /// PATH with the CLI first (init --trust and doctor ask Codex itself).
     fn path(&self) -> std::ffi::OsString {
         let mut dirs = vec![self.cli.bin_dir()];
-        dirs.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
+        dirs.extend(std::env::split_paths(
+            &std::env::var_os("PATH").unwrap_or_default(),
+        ));
         std::env::join_paths(dirs).unwrap()
     }
 
@@ -194,10 +196,7 @@ impl Scene {
             .env("TERM", "dumb")
             .current_dir(&self.project);
         // Copilot unpacks its runtime once per cache: one cache for every scene.
-        command.env(
-            "COPILOT_CACHE_HOME",
-            clis_dir().join("copilot-cache"),
-        );
+        command.env("COPILOT_CACHE_HOME", clis_dir().join("copilot-cache"));
     }
 
     /// `approval-host ARGS…` in the project, as the person types it.
@@ -232,7 +231,15 @@ impl Scene {
             cli => self.host_ok(&["init", cli.name(), "--project", "."], &[]),
         };
         self.host_ok(
-            &["rules", "add", "Bash(rm:*)", "--effect", "reject", "--reason", REASON],
+            &[
+                "rules",
+                "add",
+                "Bash(rm:*)",
+                "--effect",
+                "reject",
+                "--reason",
+                REASON,
+            ],
             &[],
         );
         self.host_ok(&["rules", "add", "Bash(touch allowed.txt)"], &[]);
@@ -376,9 +383,9 @@ exit $status
         // Call ids repeat across runs (each run's model numbers its calls from 1): a call is
         // its session's.
         let (session, call_id) = (&call.0, call.2["callId"].clone());
-        let asked = records.iter().find(|(s, t, d)| {
-            s == session && t == "approval/asked" && d["callId"] == call_id
-        })?;
+        let asked = records
+            .iter()
+            .find(|(s, t, d)| s == session && t == "approval/asked" && d["callId"] == call_id)?;
         assert_eq!(asked.2["agent"], self.cli.agent());
         let id = asked.2["id"].clone();
         records
@@ -407,7 +414,8 @@ exit $status
             Cli::Copilot => self.home.clone(),
             _ => self.project.clone(),
         };
-        base.join(".approval-host").join(format!("{}.toml", self.cli.name()))
+        base.join(".approval-host")
+            .join(format!("{}.toml", self.cli.name()))
     }
 }
 
@@ -466,11 +474,18 @@ fn guards(cli: Cli) {
     // A rejected command never runs, and the model reads the reason; an allowed one runs.
     std::fs::write(scene.project.join("x"), "keep\n").unwrap();
     let run = scene.run(
-        vec![cli.shell_turn("rm -r x"), cli.shell_turn("touch allowed.txt")],
+        vec![
+            cli.shell_turn("rm -r x"),
+            cli.shell_turn("touch allowed.txt"),
+        ],
         RUN_LIMIT,
     );
     run.assert_stayed_local();
-    assert!(scene.project.join("x").exists(), "{cli:?}: x was removed\n{}", run.show());
+    assert!(
+        scene.project.join("x").exists(),
+        "{cli:?}: x was removed\n{}",
+        run.show()
+    );
     assert!(
         run.requests.contains(REASON),
         "{cli:?}: the model never read the reason\n{}",
@@ -481,7 +496,11 @@ fn guards(cli: Cli) {
         "{cli:?}: the allowed call did not run\n{}",
         run.show()
     );
-    assert_eq!(scene.outcome_of("rm -r x").as_deref(), Some("rejected"), "{cli:?}");
+    assert_eq!(
+        scene.outcome_of("rm -r x").as_deref(),
+        Some("rejected"),
+        "{cli:?}"
+    );
     // Codex's PreToolUse cannot grant: the rule's allow leaves the call to Codex's own flow.
     assert_eq!(
         scene.outcome_of("touch allowed.txt").as_deref(),
@@ -513,7 +532,12 @@ fn guards(cli: Cli) {
         Cli::Codex => assert!(ran, "{cli:?}\n{}", run.show()),
         Cli::Gemini => {
             assert!(!ran, "{cli:?}\n{}", run.show());
-            assert_eq!(run.status, Some(124), "{cli:?}: waited until killed\n{}", run.show());
+            assert_eq!(
+                run.status,
+                Some(124),
+                "{cli:?}: waited until killed\n{}",
+                run.show()
+            );
         }
     }
     assert_eq!(
@@ -534,6 +558,14 @@ fn guards(cli: Cli) {
     );
     std::fs::write(&deployment, good).unwrap();
 
+    // The warm path, as the README gives it (state where --project-state reads it, the socket
+    // outside the project): a running serve answers, the in-process fallback when it is gone,
+    // saying so in the reason. Codex reviews the exact hook command, so editing it needs a new
+    // review: its warm path is not exercised here.
+    if cli != Cli::Codex {
+        warm_path(&mut scene);
+    }
+
     // The before-tool hook skipped (taken out of the settings), the after-tool hook still
     // there: the call runs, and the log says it ran unasked; verify reports it (exit 3).
     let file = scene.hook_file();
@@ -547,7 +579,11 @@ fn guards(cli: Cli) {
     settings["hooks"].as_object_mut().unwrap().remove(before);
     std::fs::write(&file, settings.to_string()).unwrap();
     let run = scene.run(vec![cli.shell_turn("touch skipped.txt")], RUN_LIMIT);
-    assert!(scene.project.join("skipped.txt").exists(), "{cli:?}\n{}", run.show());
+    assert!(
+        scene.project.join("skipped.txt").exists(),
+        "{cli:?}\n{}",
+        run.show()
+    );
     let unasked: Vec<Value> = scene
         .records()
         .into_iter()
@@ -561,6 +597,96 @@ fn guards(cli: Cli) {
     let text = String::from_utf8_lossy(&verify.stdout);
     assert_eq!(verify.status.code(), Some(3), "{cli:?}: {text}");
     assert!(text.contains("UNASKED: "), "{cli:?}: {text}");
+}
+
+/// A running `serve` stopped when dropped.
+struct Serve(std::process::Child);
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The hook commands rewritten for the warm path (`--socket S --fallback in-process`), a server
+/// started, a rejected call answered by it; then the server gone, the same call answered in
+/// process, the reason saying why.
+fn warm_path(scene: &mut Scene) {
+    let cli = scene.cli;
+    let socket = scene.root.join("serve.sock");
+    let file = scene.hook_file();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let flag = format!(" hook {} --config ", cli.name());
+    let warm = format!(
+        " hook {} --socket {} --fallback in-process --config ",
+        cli.name(),
+        socket.display()
+    );
+    assert!(text.contains(&flag), "{text}");
+    std::fs::write(&file, text.replace(&flag, &warm)).unwrap();
+    let state: Vec<String> = match cli {
+        Cli::Copilot => vec![
+            "--state-dir".into(),
+            scene.home.join(".approval-host").display().to_string(),
+        ],
+        _ => vec!["--project-state".into(), ".".into()],
+    };
+    let mut command = Command::new(env!("CARGO_BIN_EXE_approval-host"));
+    scene.env(&mut command);
+    command
+        .args(&state)
+        .args(["serve", "--config"])
+        .arg(scene.deployment())
+        .arg("--socket")
+        .arg(&socket)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let server = Serve(command.spawn().unwrap());
+    let started = std::time::Instant::now();
+    while !socket.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "serve did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::write(scene.project.join("warm"), "keep\n").unwrap();
+    let run = scene.run(vec![cli.shell_turn("rm -r warm")], RUN_LIMIT);
+    assert!(
+        scene.project.join("warm").exists(),
+        "{cli:?}\n{}",
+        run.show()
+    );
+    assert!(run.requests.contains(REASON), "{cli:?}\n{}", run.show());
+    assert!(
+        !run.requests.contains("answered in process"),
+        "{cli:?}\n{}",
+        run.show()
+    );
+    assert_eq!(scene.outcome_of("rm -r warm").as_deref(), Some("rejected"));
+    drop(server);
+    let _ = std::fs::remove_file(&socket);
+    let run = scene.run(vec![cli.shell_turn("rm -r warm ")], RUN_LIMIT);
+    assert!(
+        scene.project.join("warm").exists(),
+        "{cli:?}\n{}",
+        run.show()
+    );
+    assert!(
+        run.requests
+            .contains("answered in process: approval-host serve at"),
+        "{cli:?}: the fallback is said in the reason\n{}",
+        run.show()
+    );
+    std::fs::write(
+        &file,
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .replace(&warm, &flag),
+    )
+    .unwrap();
 }
 
 #[test]

@@ -137,21 +137,28 @@ pub(crate) fn list_hooks(project: &Path) -> Result<Vec<ListedHook>, String> {
     Ok(listed(&result))
 }
 
-/// Records, through Codex's app-server, that the person reviewed the hooks of `project` whose
-/// command is one of `commands` (and only those): first the project's trust, then each hook's
-/// current definition. Returns the keys reviewed.
-pub(crate) fn trust_hooks(project: &Path, commands: &[String]) -> Result<Vec<String>, String> {
+/// Records, through Codex's app-server, that the person reviewed the hooks Codex loads in
+/// `project` whose command is one of `commands` (and only those): first the project's trust
+/// (when `trust_project`: a project's hooks), then each hook's current definition. Returns the
+/// keys reviewed.
+pub(crate) fn trust_hooks(
+    project: &Path,
+    commands: &[String],
+    trust_project: bool,
+) -> Result<Vec<String>, String> {
     let project = std::path::absolute(project).map_err(|e| e.to_string())?;
     let mut server = AppServer::start(&project)?;
     // The project's hooks are listed only once Codex trusts the project.
-    server.call(
-        "config/batchWrite",
-        json!({"edits": [{
-            "keyPath": "projects",
-            "value": {project.display().to_string(): {"trust_level": "trusted"}},
-            "mergeStrategy": "upsert",
-        }]}),
-    )?;
+    if trust_project {
+        server.call(
+            "config/batchWrite",
+            json!({"edits": [{
+                "keyPath": "projects",
+                "value": {project.display().to_string(): {"trust_level": "trusted"}},
+                "mergeStrategy": "upsert",
+            }]}),
+        )?;
+    }
     let hooks = listed(&server.call("hooks/list", json!({"cwds": [&project]}))?);
     let ours: Vec<&ListedHook> = hooks
         .iter()

@@ -474,7 +474,12 @@ pub fn run(
         Target::User(_) => std::env::current_dir()?,
     };
     if trust {
-        record_trust(harness, &project, &plan.command)?;
+        record_trust(
+            harness,
+            &project,
+            &plan.command,
+            matches!(target, Target::Project(_)),
+        )?;
     }
     // Set up means gating: say now whether the CLI will run the hooks, and what is missing.
     let home = std::env::var_os("HOME")
@@ -495,11 +500,11 @@ pub fn run(
 
 /// `--trust`: records the trust the CLI needs through the CLI's own interface, where it has one
 /// (Codex's app-server); for the others, says that the step is the person's.
-fn record_trust(harness: Harness, project: &Path, command: &str) -> Result<()> {
+fn record_trust(harness: Harness, project: &Path, command: &str, in_project: bool) -> Result<()> {
     match harness {
         Harness::Other(Cli::Codex) => {
             let commands = [command.to_owned(), format!("{command} --after-tool")];
-            let keys = crate::codex_app::trust_hooks(project, &commands)
+            let keys = crate::codex_app::trust_hooks(project, &commands, in_project)
                 .map_err(|e| anyhow::anyhow!("--trust: {e}"))?;
             println!(
                 "reviewed   {} hooks through Codex's app-server (as Codex's own review records them)",
