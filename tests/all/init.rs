@@ -350,3 +350,78 @@ fn init_for_codex_gemini_and_copilot_merges_the_hook_is_idempotent_and_the_hook_
     let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(printed["permissionDecision"], "deny", "{printed}");
 }
+
+/// `approval-host ARGS…` run by a person in `dir` (no state flag).
+fn in_project(dir: &Path, home: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_approval-host"))
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", home)
+        .env_remove("XDG_STATE_HOME")
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn inside_a_project_rules_log_and_verify_use_the_deployment_and_state_its_hooks_use() {
+    let project = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let (p, h) = (project.path(), home.path());
+    ok(&init(p, h, &["--project", "."]));
+    let sub = p.join("src/deep");
+    std::fs::create_dir_all(&sub).unwrap();
+
+    // A reject rule added from anywhere in the project, with no flag: the hook reads it.
+    let out = in_project(
+        &sub,
+        h,
+        &["rules", "add", "Bash(rm:*)", "--effect", "reject", "--reason", "no deleting here"],
+    );
+    ok(&out);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("reading the state of the hooks set up in"), "{said}");
+    let settings: Value =
+        serde_json::from_str(&std::fs::read_to_string(p.join(".claude/settings.json")).unwrap())
+            .unwrap();
+    let command = settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let printed = run_installed(p, h, &command, "Bash", json!({"command": "rm -r build"}));
+    assert_eq!(printed["hookSpecificOutput"]["permissionDecision"], "deny");
+    assert!(
+        printed["hookSpecificOutput"]["permissionDecisionReason"]
+            .as_str()
+            .unwrap()
+            .ends_with("no deleting here"),
+        "{printed}"
+    );
+    // Nothing was written into the project's own .approval-host but the deployment and plugins.
+    assert!(!p.join(".approval-host/sessions").exists());
+    assert!(!p.join(".approval-host/rules").exists());
+    // `explain` reads the same deployment and rules; `log` and `verify` the hook's sessions.
+    let out = ok(&in_project(
+        &sub,
+        h,
+        &["rules", "explain", "--tool", "Bash", "--arguments", "{\"command\": \"rm -r build\"}"],
+    ));
+    assert!(out.contains("Bash(rm:*)"), "{out}");
+    let out = ok(&in_project(p, h, &["log"]));
+    assert!(out.contains("cc-init"), "{out}");
+    ok(&in_project(p, h, &["verify", "--all"]));
+
+    // Set up for two CLIs: the rules commands ask which deployment, naming both.
+    ok(&init_cli("codex", p, h, &["--project", "."]));
+    let out = in_project(p, h, &["rules", "list"]);
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("say which deployment with --config"), "{said}");
+    assert!(said.contains("claude-code.toml") && said.contains("codex.toml"), "{said}");
+    let out = ok(&in_project(
+        p,
+        h,
+        &["rules", "list", "--config", ".approval-host/claude-code.toml"],
+    ));
+    assert!(out.contains("Bash(rm:*)"), "{out}");
+}
