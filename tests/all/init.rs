@@ -376,11 +376,22 @@ fn inside_a_project_rules_log_and_verify_use_the_deployment_and_state_its_hooks_
     let out = in_project(
         &sub,
         h,
-        &["rules", "add", "Bash(rm:*)", "--effect", "reject", "--reason", "no deleting here"],
+        &[
+            "rules",
+            "add",
+            "Bash(rm:*)",
+            "--effect",
+            "reject",
+            "--reason",
+            "no deleting here",
+        ],
     );
     ok(&out);
     let said = String::from_utf8_lossy(&out.stderr);
-    assert!(said.contains("reading the state of the hooks set up in"), "{said}");
+    assert!(
+        said.contains("reading the state of the hooks set up in"),
+        "{said}"
+    );
     let settings: Value =
         serde_json::from_str(&std::fs::read_to_string(p.join(".claude/settings.json")).unwrap())
             .unwrap();
@@ -404,7 +415,14 @@ fn inside_a_project_rules_log_and_verify_use_the_deployment_and_state_its_hooks_
     let out = ok(&in_project(
         &sub,
         h,
-        &["rules", "explain", "--tool", "Bash", "--arguments", "{\"command\": \"rm -r build\"}"],
+        &[
+            "rules",
+            "explain",
+            "--tool",
+            "Bash",
+            "--arguments",
+            "{\"command\": \"rm -r build\"}",
+        ],
     ));
     assert!(out.contains("Bash(rm:*)"), "{out}");
     let out = ok(&in_project(p, h, &["log"]));
@@ -416,12 +434,23 @@ fn inside_a_project_rules_log_and_verify_use_the_deployment_and_state_its_hooks_
     let out = in_project(p, h, &["rules", "list"]);
     assert_eq!(out.status.code(), Some(2));
     let said = String::from_utf8_lossy(&out.stderr);
-    assert!(said.contains("say which deployment with --config"), "{said}");
-    assert!(said.contains("claude-code.toml") && said.contains("codex.toml"), "{said}");
+    assert!(
+        said.contains("say which deployment with --config"),
+        "{said}"
+    );
+    assert!(
+        said.contains("claude-code.toml") && said.contains("codex.toml"),
+        "{said}"
+    );
     let out = ok(&in_project(
         p,
         h,
-        &["rules", "list", "--config", ".approval-host/claude-code.toml"],
+        &[
+            "rules",
+            "list",
+            "--config",
+            ".approval-host/claude-code.toml",
+        ],
     ));
     assert!(out.contains("Bash(rm:*)"), "{out}");
 }

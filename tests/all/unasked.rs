@@ -188,3 +188,55 @@ fn the_after_tool_hook_never_blocks_even_when_it_cannot_record() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn where_serve_runs_an_unasked_call_is_a_console_alert_and_a_metric() {
+    use approval_host::after_tool::{Ran, Seen, record};
+    use approval_host::serve::console::sessions::UNASKED_ALARM;
+    let dir = tempfile::tempdir().unwrap();
+    let (server, console) = crate::console::server(dir.path(), 60).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let metrics = listener.local_addr().unwrap();
+    let s = server.clone();
+    tokio::spawn(async move { s.serve_metrics(listener).await });
+    let alive = crate::console::http(metrics, "GET", "/healthz", None, None).await;
+    assert_eq!(alive.status, 200);
+
+    // An after-tool hook answered by this server: a call that was never asked.
+    let service = server.service().clone();
+    let agent = service.agent("s-alarm", "claude-code").await.unwrap();
+    let ran = Ran {
+        tool_name: "Bash".to_owned(),
+        arguments: json!({"command": "touch skipped"}),
+        call_id: Some("toolu_9".to_owned()),
+    };
+    let Seen::Unasked(unasked) = record(&service, &agent, &ran).await.unwrap() else {
+        panic!("recorded as asked");
+    };
+    assert_eq!(unasked.why.as_str(), "not-asked");
+
+    let (cookie, _) = crate::console::log_in_as(console, crate::console::ANSWERER).await;
+    let list = crate::console::http(console, "GET", "/sessions", Some(&cookie), None).await;
+    assert_eq!(list.status, 200);
+    assert!(list.body.contains(UNASKED_ALARM), "{}", list.body);
+    assert!(list.body.contains("1 ran unasked"), "{}", list.body);
+    assert!(
+        list.body.contains("href=\"/sessions/s-alarm\""),
+        "{}",
+        list.body
+    );
+    let page = crate::console::http(console, "GET", "/sessions/s-alarm", Some(&cookie), None).await;
+    assert!(page.body.contains("ran unasked"), "{}", page.body);
+    assert!(page.body.contains("with no question"), "{}", page.body);
+    assert!(page.body.contains("touch skipped"), "{}", page.body);
+
+    let scraped = crate::console::http(metrics, "GET", "/metrics", None, None).await;
+    assert!(
+        scraped
+            .body
+            .lines()
+            .any(|l| l == "approval_unasked_calls_total 1"),
+        "{}",
+        scraped.body
+    );
+}

@@ -19,13 +19,17 @@ use super::pages::{self, Tab};
 use super::visible::visible;
 use super::{Console, Viewer};
 use crate::audit::check::check_bytes;
-use crate::audit::event::{Event, Record};
+use crate::audit::event::{Event, Record, UnaskedWhy};
 use crate::audit::store::{Store, validate_session_id};
 use crate::outcome::Outcome;
 use crate::policy::Policy;
 
 /// The most sessions the list shows unless asked for all (most recent first).
 pub const LIST_LIMIT: usize = 200;
+
+/// The alarm over the sessions list when a call ran that no question allowed.
+pub const UNASKED_ALARM: &str =
+    "Tool calls ran unasked (a before-tool hook failed, was skipped, or its refusal was ignored):";
 
 /// The most timeline entries a session's page shows unless asked for all (the latest).
 pub const TIMELINE_LIMIT: usize = 500;
@@ -54,6 +58,8 @@ pub struct Summary {
     /// That problem is only a question waiting for its decision (normal while the session is
     /// open).
     pub undecided: bool,
+    /// Calls its log records as run without a question that allowed them (`approval/unasked`).
+    pub unasked: usize,
 }
 
 fn outcome_index(o: Outcome) -> usize {
@@ -77,6 +83,7 @@ fn summarise(id: &str, bytes: &[u8]) -> Summary {
         tools: BTreeSet::new(),
         problem: checked.problem.as_ref().map(ToString::to_string),
         undecided: checked.undecided,
+        unasked: 0,
     };
     let mut fold = crate::audit::fold::SessionFold::new();
     for r in &checked.records {
@@ -86,6 +93,7 @@ fn summarise(id: &str, bytes: &[u8]) -> Summary {
                 s.tools.insert(a.tool_name.clone());
             }
             Event::Decided(d) => s.outcomes[outcome_index(d.outcome)] += 1,
+            Event::Unasked(_) => s.unasked += 1,
             _ => {}
         }
     }
@@ -223,12 +231,23 @@ pub async fn list(
         .filter(|s| filters.tool().is_none_or(|t| s.tools.contains(t)))
         .collect();
     let default = console.server.service().default_policy();
+    let alarms: Vec<&Arc<Summary>> = shown.iter().filter(|s| s.unasked > 0).collect();
+    let unasked: usize = alarms.iter().map(|s| s.unasked).sum();
     pages::page(
         "Sessions",
         Some(&viewer),
         Tab::Sessions,
         html! {
             h1 { "Sessions (" (shown.len()) ")" }
+            @if !alarms.is_empty() {
+                p.error.alarm {
+                    (UNASKED_ALARM) " " (unasked) " in "
+                    @for (i, s) in alarms.iter().enumerate() {
+                        @if i > 0 { ", " }
+                        a href=(format!("/sessions/{}", s.id)) { (s.id) }
+                    }
+                }
+            }
             (filter_form("/sessions", &filters, &tools))
             @if shown.is_empty() { p.empty { "No session matches." } }
             @else {
@@ -248,7 +267,8 @@ pub async fn list(
                                     @if s.delegated { " (subagent)" }
                                     @if let Some(p) = s.problem.as_ref().filter(|_| !(s.undecided && agents.contains_key(&s.id))) {
                                         br; span.error { "fails its check: " (p) }
-                                    } }
+                                    }
+                                    @if s.unasked > 0 { br; span.error { (s.unasked) " ran unasked" } } }
                                 td { (agents.get(&s.id).filter(|a| !a.is_empty()).map_or_else(|| "-".to_owned(), |a| a.join(", "))) }
                                 td { (s.policy.unwrap_or(default).as_str()) @if s.policy.is_none() { " (default)" } }
                                 td { @if s.turn_open { "open" } @else { "-" } }
@@ -501,6 +521,17 @@ impl Item<'_> {
                             Event::TurnEndBy(_) => "turn ended by the host that took the session over",
                             Event::Policy(p) => { "policy " b { (p.policy.as_str()) }
                                 @if let Some(s) = &p.source { " (" (s) ")" } }
+                            Event::Unasked(u) => { b.outcome-rejected { "ran unasked" } " "
+                                code { (visible(&u.tool_name)) }
+                                @if let Some(c) = &u.call_id { " (call " (visible(c)) ")" }
+                                @match u.why {
+                                    UnaskedWhy::NotAsked => " with no question: its before-tool hook failed, timed out or was skipped",
+                                    UnaskedWhy::Refused => " although its question refused it",
+                                }
+                                @if let Some(q) = &u.question { " " a href=(format!("#q-{q}")) { "(the question)" } }
+                                @if let Some(args) = &u.arguments {
+                                    details { summary { "arguments" } pre { (visible(&serde_json::to_string_pretty(args).unwrap_or_default())) } }
+                                } }
                             _ => { code { (kind) } " " (data.to_string()) }
                         }
                     }

@@ -181,6 +181,8 @@ pub struct Metrics {
     traces_dropped: Gauge,
     logs_refused: Counter,
     seen_logs_refused: std::sync::atomic::AtomicU64,
+    unasked: Counter,
+    seen_unasked: std::sync::atomic::AtomicU64,
     rules_untrusted: Gauge,
     commits: Counter,
     committed_records: Counter,
@@ -385,6 +387,12 @@ impl Metrics {
             "Session logs refused when opened: a record that does not parse, is out of sequence or breaks the log's rules (run approval-host log verify)",
             logs_refused.clone(),
         );
+        let unasked = Counter::default();
+        registry.register(
+            "approval_unasked_calls",
+            "Tool calls an agent CLI ran that no question allowed (approval/unasked), as its after-tool hook reported them to this server: a guard that stopped gating",
+            unasked.clone(),
+        );
         let rules_untrusted = Gauge::default();
         registry.register(
             "approval_rules_logs_untrusted",
@@ -490,6 +498,8 @@ impl Metrics {
             traces,
             traces_dropped,
             logs_refused,
+            unasked,
+            seen_unasked: std::sync::atomic::AtomicU64::new(crate::audit::stats::unasked()),
             seen_logs_refused: std::sync::atomic::AtomicU64::new(
                 crate::audit::stats::logs_refused(),
             ),
@@ -639,6 +649,9 @@ impl Metrics {
         let refused_now = crate::audit::stats::logs_refused();
         let before = self.seen_logs_refused.swap(refused_now, Ordering::Relaxed);
         self.logs_refused.inc_by(refused_now.saturating_sub(before));
+        let unasked_now = crate::audit::stats::unasked();
+        let before = self.seen_unasked.swap(unasked_now, Ordering::Relaxed);
+        self.unasked.inc_by(unasked_now.saturating_sub(before));
         self.rules_untrusted.set(
             server
                 .service()
