@@ -10,7 +10,8 @@
 //! - when a question allowed it, or nobody decided and the CLI asked its own user, writes
 //!   `tool/result {callId, isError: false, content: null}` (the result itself is not kept): the
 //!   call ran, and its question is not matched again;
-//! - when no question is about it, or its question was rejected or cancelled, writes
+//! - when no question is about it, its question was rejected or cancelled, or its question was
+//!   never answered (still open, or settled only because the hook died), writes
 //!   `approval/unasked` ([`Unasked`]), which `log` and `verify` report.
 //!
 //! It never blocks: the call has run.
@@ -55,6 +56,31 @@ struct Question {
     call_id: Option<String>,
     tool_name: String,
     outcome: Option<Outcome>,
+    /// Settled only because the process asking it died (`failure.kind = interrupted`): the hook
+    /// printed nothing.
+    interrupted: bool,
+}
+
+/// What a question's record says the hook printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Printed {
+    /// An answer that let the call run: allowed once, or nobody decided and the CLI asked.
+    LetRun,
+    /// A refusal: rejected or cancelled.
+    Refused,
+    /// Nothing: the question is open, or was settled only because its asker died.
+    Nothing,
+}
+
+impl Question {
+    fn printed(&self) -> Printed {
+        match self.outcome {
+            None => Printed::Nothing,
+            Some(_) if self.interrupted => Printed::Nothing,
+            Some(Outcome::Rejected | Outcome::Cancelled) => Printed::Refused,
+            Some(Outcome::AllowedOnce | Outcome::Unavailable) => Printed::LetRun,
+        }
+    }
 }
 
 /// A session's questions, their calls' arguments and the calls seen to run, from its records.
@@ -79,10 +105,15 @@ impl Questions {
                     call_id: a.call_id.clone(),
                     tool_name: a.tool_name.clone(),
                     outcome: None,
+                    interrupted: false,
                 }),
                 Event::Decided(d) => {
                     if let Some(q) = questions.iter_mut().rev().find(|q| q.id == d.id) {
                         q.outcome = Some(d.outcome);
+                        q.interrupted = d
+                            .failure
+                            .as_ref()
+                            .is_some_and(|f| f.kind == crate::outcome::FailureKind::Interrupted);
                     }
                 }
                 Event::ToolResult(r) => {
@@ -115,14 +146,9 @@ impl Questions {
                 })
         };
         let mut candidates = self.questions.iter().filter(open);
-        let first = candidates.clone().find(|q| !refused(q.outcome));
+        let first = candidates.clone().find(|q| q.printed() == Printed::LetRun);
         first.or_else(|| candidates.next())
     }
-}
-
-/// Whether an outcome refused the call (the hook printed a block for it).
-fn refused(outcome: Option<Outcome>) -> bool {
-    matches!(outcome, Some(Outcome::Rejected | Outcome::Cancelled))
 }
 
 /// Records that the call `ran` ran in `agent`'s session: a `tool/result` for its question, or
@@ -143,25 +169,28 @@ pub async fn record(
     let records = crate::audit::store::parse_lines(log.session(), &bytes)?;
     let questions = Questions::of(&records);
     let found = questions.find(ran, &arguments);
-    let unasked = match found {
-        Some(q) if !refused(q.outcome) => {
+    let unasked = match found.map(|q| (q, q.printed())) {
+        Some((q, Printed::LetRun)) => {
             if let Some(call_id) = &q.call_id {
                 log.append(ran_event(call_id)).await?;
             }
             return Ok(Seen::Asked {
                 question: q.id.clone(),
-                // A question still open has not let anything run: only its decision could.
                 outcome: q.outcome.unwrap_or(Outcome::Unavailable),
             });
         }
-        Some(q) => {
-            // The refused call ran: its question is not matched again.
+        Some((q, printed)) => {
+            // The call ran all the same: its question is not matched again.
             if let Some(call_id) = &q.call_id {
                 log.append(ran_event(call_id)).await?;
             }
             Unasked {
                 tool_name: ran.tool_name.clone(),
-                why: UnaskedWhy::Refused,
+                why: if printed == Printed::Refused {
+                    UnaskedWhy::Refused
+                } else {
+                    UnaskedWhy::NotAnswered
+                },
                 call_id: q.call_id.clone().or_else(|| ran.call_id.clone()),
                 question: Some(q.id.clone()),
                 arguments: None,

@@ -52,6 +52,7 @@ fn hook(global: &[&str], cli: &str, args: &[&str], stdin: &str, fault: Option<&s
         .env_remove("RUST_LOG")
         .env_remove("TRACEPARENT")
         .env_remove("APPROVAL_HOST_TEST_FAULT")
+        .env_remove("APPROVAL_HOST_HOOK_CHILD")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -228,6 +229,19 @@ fn every_step_that_breaks_blocks_the_call_the_way_each_cli_honours() {
                 ),
                 "injected fault at print",
             ),
+            // What no code inside the process can catch (a stack overflow, an allocation
+            // failure): the supervising process answers.
+            (
+                "an abort while asking",
+                hook(
+                    &with_state,
+                    cli,
+                    &["--config", &good],
+                    &input,
+                    Some("abort-ask"),
+                ),
+                "the hook stopped abnormally",
+            ),
         ];
         for (case, out, why) in &cases {
             assert_blocked(cli, out, why, case);
@@ -248,4 +262,40 @@ fn help_is_still_an_answer() {
     let out = hook(&[], "codex", &["--help"], "", None);
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stdout).contains("Codex"));
+}
+
+#[test]
+fn a_command_nested_deeper_than_any_reader_follows_is_answered_not_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "good.toml",
+        "[approval]\npolicy = \"ask\"\n\n[[rule]]\nrule = \"Bash\"\n",
+    );
+    let state = dir.path().join("state");
+    let state = state.to_str().unwrap();
+    for (open, close) in [("if true; then ", "; fi"), ("$(", ")"), ("{ ", "; }")] {
+        let command = format!("{}touch pwned{}", open.repeat(3000), close.repeat(3000));
+        for (cli, mut input) in clis() {
+            if cli == "copilot" {
+                input["toolArgs"] = json!(json!({"command": command}).to_string());
+            } else {
+                input["tool_input"] = json!({"command": command});
+            }
+            let out = hook(
+                &["--state-dir", state],
+                cli,
+                &["--config", &config],
+                &input.to_string(),
+                None,
+            );
+            // Read as opaque: answered (here by the whole-tool rule), never a crash.
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{cli} {open}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
 }

@@ -240,3 +240,103 @@ async fn where_serve_runs_an_unasked_call_is_a_console_alert_and_a_metric() {
         scraped.body
     );
 }
+
+/// A listener that never answers.
+struct Never;
+
+impl approval_host::Listener for Never {
+    fn decide(
+        &self,
+        _question: approval_host::Question,
+    ) -> approval_host::waterfall::ListenerFuture {
+        Box::pin(std::future::pending())
+    }
+}
+
+const DIED_ENV: &str = "APPROVAL_HOST_TEST_DIED_DIR";
+
+#[test]
+#[ignore = "the child process of a_call_whose_question_was_never_answered_is_an_alarm_not_a_run"]
+fn asking_child() {
+    use approval_host::{ApprovalRequest, ApprovalService, Policy, Position, Scope};
+    let Ok(dir) = std::env::var(DIED_ENV) else {
+        return;
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async move {
+        let service = ApprovalService::open_dir(&dir, Policy::Ask);
+        let _r = service.register("never", Scope::Global, Position::Back, Never);
+        let agent = service.agent("s-died", "claude-code").await.unwrap();
+        service.start_turn("s-died").await.unwrap();
+        service
+            .record_tool_call(&agent, "toolu_1", "Bash", json!({"command": "touch x"}))
+            .await
+            .unwrap();
+        let asking = service.ask(ApprovalRequest::new(&agent, "Bash").call_id("toolu_1"));
+        tokio::pin!(asking);
+        let log = log_path(std::path::Path::new(&dir), "s-died");
+        loop {
+            tokio::select! {
+                _ = &mut asking => panic!("answered"),
+                () = tokio::time::sleep(std::time::Duration::from_millis(5)) => {}
+            }
+            if crate::support::events_so_far(&log)
+                .iter()
+                .any(|(t, _)| t == "approval/asked")
+            {
+                println!("asked");
+            }
+        }
+    });
+}
+
+#[test]
+fn a_call_whose_question_was_never_answered_is_an_alarm_not_a_run() {
+    use approval_host::after_tool::{Ran, Seen, record};
+    use approval_host::{ApprovalService, Policy};
+    use std::io::BufRead as _;
+    let dir = tempfile::tempdir().unwrap();
+    // A hook process asks, then dies (kill -9) before anything answers.
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "unasked::asking_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(DIED_ENV, dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    while lines.next().expect("the child stopped early").unwrap() != "asked" {}
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The CLI went on and ran the call; its after-tool hook opens the log (which settles the
+    // question unavailable, as interrupted) and finds nothing answered it.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let unasked = runtime.block_on(async {
+        let service = ApprovalService::open_dir(dir.path(), Policy::Ask);
+        let agent = service.agent("s-died", "claude-code").await.unwrap();
+        let ran = Ran {
+            tool_name: "Bash".to_owned(),
+            arguments: json!({"command": "touch x"}),
+            call_id: Some("toolu_1".to_owned()),
+        };
+        match record(&service, &agent, &ran).await.unwrap() {
+            Seen::Unasked(unasked) => unasked,
+            Seen::Asked { .. } => panic!(
+                "a question nobody answered let the call run: {:?}",
+                events_at(&log_path(dir.path(), "s-died"))
+            ),
+        }
+    });
+    assert_eq!(unasked.why.as_str(), "not-answered");
+    let decided: Vec<Value> = events_at(&log_path(dir.path(), "s-died"))
+        .into_iter()
+        .filter(|(t, _)| t == "approval/decided")
+        .map(|(_, d)| d)
+        .collect();
+    assert_eq!(decided[0]["failure"]["kind"], "interrupted");
+}

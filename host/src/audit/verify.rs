@@ -175,6 +175,11 @@ pub fn unasked_alarm(seq: u64, unasked: &crate::audit::event::Unasked) -> String
             unasked.tool_name,
             unasked.question.as_deref().unwrap_or("?")
         ),
+        UnaskedWhy::NotAnswered => format!(
+            "seq {seq}: {}{call} ran although question {} was never answered: its hook stopped before it could",
+            unasked.tool_name,
+            unasked.question.as_deref().unwrap_or("?")
+        ),
     }
 }
 

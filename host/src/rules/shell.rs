@@ -63,6 +63,11 @@ pub fn parse(command: &str) -> Result<Vec<Simple>, Opaque> {
     if let Some(why) = unsafe_character(command) {
         return Err(Opaque(why));
     }
+    // The parser and the walk below recurse once per nesting level: a command nested deeper than
+    // any person writes would exhaust the stack, which no caller can catch.
+    if openers(command) > MAX_OPENERS {
+        return Err(Opaque("more nesting than this reader follows"));
+    }
     let options = parser_options();
     let mut parser = brush_parser::Parser::new(std::io::Cursor::new(command.as_bytes()), &options);
     let program = parser
@@ -73,6 +78,26 @@ pub fn parse(command: &str) -> Result<Vec<Simple>, Opaque> {
         list(complete, &mut out)?;
     }
     Ok(out)
+}
+
+/// The most places a command may open a nested construct. Every level of nesting opens at
+/// least one, so this bounds the recursion far below what a 2 MiB thread holds.
+pub const MAX_OPENERS: usize = 256;
+
+/// How many places `command` may open a nested construct: each `(`, `{`, `[` and backquote, and
+/// each word that begins a compound command. Counted generously: more only makes a command
+/// opaque.
+fn openers(command: &str) -> usize {
+    const KEYWORDS: [&str; 7] = ["if", "case", "while", "until", "for", "select", "function"];
+    let brackets = command
+        .bytes()
+        .filter(|b| matches!(b, b'(' | b'{' | b'[' | b'`'))
+        .count();
+    let keywords = command
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| KEYWORDS.contains(w))
+        .count();
+    brackets + keywords
 }
 
 fn parser_options() -> brush_parser::ParserOptions {
@@ -386,6 +411,27 @@ mod tests {
             .iter()
             .map(|p| p.iter().map(|w| (*w).to_owned()).collect())
             .collect()
+    }
+
+    #[test]
+    fn nesting_deeper_than_the_reader_follows_is_opaque_not_a_crash() {
+        // Deep enough to overflow a thread's stack in the parser, were it let through.
+        for (open, close) in [
+            ("if true; then ", "; fi"),
+            ("$(", ")"),
+            ("{ ", "; }"),
+            ("(", ")"),
+        ] {
+            let deep = format!("{}echo x{}", open.repeat(5000), close.repeat(5000));
+            assert_eq!(
+                parse(&deep),
+                Err(Opaque("more nesting than this reader follows")),
+                "{open}"
+            );
+        }
+        // Ordinary commands, brackets and all, are read.
+        assert!(parse("cargo test -- --nocapture 2>&1 | tee out.log").is_ok());
+        assert_eq!(openers("if [ -f a ]; then (cd b && make); fi"), 3);
     }
 
     #[test]

@@ -405,6 +405,10 @@ pub enum UnaskedWhy {
     NotAsked,
     /// Its question was rejected (or cancelled) and the call ran anyway.
     Refused,
+    /// Its question was asked but never answered: the hook stopped before it could (the
+    /// question is still open, or was settled `unavailable` as interrupted when the log was
+    /// next opened), so the CLI went on without an answer.
+    NotAnswered,
 }
 
 impl UnaskedWhy {
@@ -413,6 +417,7 @@ impl UnaskedWhy {
         match self {
             UnaskedWhy::NotAsked => "not-asked",
             UnaskedWhy::Refused => "refused",
+            UnaskedWhy::NotAnswered => "not-answered",
         }
     }
 }

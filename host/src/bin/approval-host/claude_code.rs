@@ -263,6 +263,7 @@ pub(crate) fn record_ran(
                 match unasked.why {
                     approval_host::event::UnaskedWhy::NotAsked => "it was never asked",
                     approval_host::event::UnaskedWhy::Refused => "it was refused",
+                    approval_host::event::UnaskedWhy::NotAnswered => "its question was never answered",
                 }
             );
         }

@@ -3,6 +3,12 @@
 //! inside the hook process (its command line, resolving `--project-state`, the deployment, the
 //! log, a panic) must end in the answer that CLI honours as a block, never in an exit status it
 //! reads as "no opinion". This wraps the whole command, from argument parsing on.
+//!
+//! Some failures end a process where nothing inside it can answer: a stack overflow or an
+//! allocation failure aborts, and the kernel may kill it. So the hook process is a supervisor: it
+//! runs the hook again as its child ([`CHILD_ENV`]), passes the child's answer on when the child
+//! ended the way a hook answers (exit 0, or exit 2 with its reason), and blocks the call itself
+//! when the child ended any other way.
 
 use std::ffi::OsString;
 use std::io::Write as _;
@@ -95,6 +101,77 @@ impl Target {
     }
 }
 
+/// Set in the supervised child's environment: this process answers; its parent supervises.
+pub(crate) const CHILD_ENV: &str = "APPROVAL_HOST_HOOK_CHILD";
+
+/// Runs the hook as a child of this process and answers from how it ended: its own answer when
+/// it exited 0 or 2, the CLI's block otherwise.
+pub(crate) fn supervise(target: Target) -> ExitCode {
+    use std::io::Read as _;
+    use std::process::{Command, Stdio};
+    let mut input = Vec::new();
+    if let Err(e) = std::io::stdin().lock().read_to_end(&mut input) {
+        return target.block(&format!("approval-host: reading the hook input: {e}"));
+    }
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => return target.block(&format!("approval-host: finding this program: {e}")),
+    };
+    let child = Command::new(exe)
+        .args(std::env::args_os().skip(1))
+        .env(CHILD_ENV, "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(child) => child,
+        Err(e) => return target.block(&format!("approval-host: starting the hook: {e}")),
+    };
+    // Written beside the wait, so a child that stops reading early cannot stall this one.
+    let writer = child.stdin.take().map(|mut stdin| {
+        std::thread::spawn(move || {
+            let _ = stdin.write_all(&input);
+        })
+    });
+    let out = match child.wait_with_output() {
+        Ok(out) => out,
+        Err(e) => return target.block(&format!("approval-host: waiting for the hook: {e}")),
+    };
+    if let Some(writer) = writer {
+        let _ = writer.join();
+    }
+    let passed_on = |code: u8| {
+        let _ = std::io::stderr().lock().write_all(&out.stderr);
+        let mut stdout = std::io::stdout().lock();
+        match stdout.write_all(&out.stdout).and_then(|()| stdout.flush()) {
+            Ok(()) => ExitCode::from(code),
+            Err(_) => ExitCode::from(BLOCKING_EXIT),
+        }
+    };
+    match out.status.code() {
+        Some(0) => passed_on(0),
+        Some(code) if code == i32::from(BLOCKING_EXIT) => passed_on(BLOCKING_EXIT),
+        _ => {
+            let said = String::from_utf8_lossy(&out.stderr);
+            let last = said
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("");
+            target.block(&format!(
+                "approval-host: the hook stopped abnormally ({}){}; the call is blocked",
+                out.status,
+                if last.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {last}")
+                }
+            ))
+        }
+    }
+}
+
 /// The last panic's message, kept by the panic hook for the blocking answer.
 static PANIC_MESSAGE: Mutex<Option<String>> = Mutex::new(None);
 
@@ -141,10 +218,16 @@ pub(crate) fn run(target: Target, run: impl FnOnce() -> Result<ExitCode>) -> Exi
 /// `ask`, `print`), so the tests can watch a panic block the call. Release builds never read it.
 pub(crate) const FAULT_ENV: &str = "APPROVAL_HOST_TEST_FAULT";
 
-/// Panics here when a debug build's [`FAULT_ENV`] names `step`.
+/// Panics here when a debug build's [`FAULT_ENV`] names `step`; aborts the process (as a stack
+/// overflow does) when it names `abort-<step>`.
 pub(crate) fn fault_point(step: &str) {
-    if cfg!(debug_assertions) && std::env::var(FAULT_ENV).is_ok_and(|v| v == step) {
-        panic!("injected fault at {step}");
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    match std::env::var(FAULT_ENV) {
+        Ok(v) if v == step => panic!("injected fault at {step}"),
+        Ok(v) if v.strip_prefix("abort-") == Some(step) => std::process::abort(),
+        _ => {}
     }
 }
 

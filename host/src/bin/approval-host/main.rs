@@ -274,6 +274,11 @@ fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     // A hook blocks its call whatever goes wrong, from reading its own command line on.
     if let Some(target) = hook_guard::Target::of_args(&args) {
+        // The after-tool hook never blocks, so nothing needs to watch it end.
+        if target != hook_guard::Target::After && std::env::var_os(hook_guard::CHILD_ENV).is_none()
+        {
+            return hook_guard::supervise(target);
+        }
         return hook_guard::run(target, || start(args));
     }
     match start(args) {

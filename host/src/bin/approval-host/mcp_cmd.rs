@@ -123,7 +123,7 @@ pub(crate) fn run(ctx: &Context, args: McpArgs) -> Result<ExitCode> {
         migrate: false,
         quarantine: QuarantinePolicy::default(),
     };
-    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    let runtime = crate::wiring::server_runtime()?;
     let served = runtime.block_on(gateway(
         serve,
         options,

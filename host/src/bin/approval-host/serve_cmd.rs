@@ -146,7 +146,7 @@ pub(crate) fn run(ctx: &Context, args: ServeArgs) -> Result<ExitCode> {
             backoff: Duration::from_secs(quarantine_backoff),
         },
     };
-    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    let runtime = crate::wiring::server_runtime()?;
     let served = runtime.block_on(serve(options, socket, network, console, metrics, !no_watch));
     // The server and its sessions are gone by now (leases released); stdin's reader
     // thread may still block on a client that keeps its end open: do not wait for it.

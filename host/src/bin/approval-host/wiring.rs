@@ -108,3 +108,18 @@ impl Plugins {
         self.shadows.idle().await;
     }
 }
+
+/// The stack each worker thread of a long-running server gets. Deciding a call reads agent
+/// input (a shell command's structure) that may nest deeply; the readers cap it, and this keeps
+/// a wide margin, since one overflow would take the whole server down.
+const SERVER_STACK: usize = 16 << 20;
+
+/// The async runtime of `serve` and `mcp`: multi-threaded, with [`SERVER_STACK`] stacks.
+pub(crate) fn server_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    use anyhow::Context as _;
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(SERVER_STACK)
+        .build()
+        .context("starting the async runtime")
+}

@@ -527,6 +527,7 @@ impl Item<'_> {
                                 @match u.why {
                                     UnaskedWhy::NotAsked => " with no question: its before-tool hook failed, timed out or was skipped",
                                     UnaskedWhy::Refused => " although its question refused it",
+                                    UnaskedWhy::NotAnswered => " although its question was never answered: its hook stopped before it could",
                                 }
                                 @if let Some(q) = &u.question { " " a href=(format!("#q-{q}")) { "(the question)" } }
                                 @if let Some(args) = &u.arguments {
