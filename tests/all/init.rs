@@ -429,6 +429,42 @@ fn inside_a_project_rules_log_and_verify_use_the_deployment_and_state_its_hooks_
     assert!(out.contains("cc-init"), "{out}");
     ok(&in_project(p, h, &["verify", "--all"]));
 
+    // A deployment the agent planted below (no protected hook settings run it) is no set-up:
+    // the commands still read the project's.
+    std::fs::create_dir_all(sub.join(".approval-host")).unwrap();
+    std::fs::write(
+        sub.join(".approval-host/codex.toml"),
+        "[approval]\npolicy = \"ask\"\n",
+    )
+    .unwrap();
+    let out = in_project(&sub, h, &["rules", "list"]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(&format!(
+            "set up in {} (",
+            std::fs::canonicalize(p).unwrap().display()
+        )),
+        "{said}"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Bash(rm:*)"));
+
+    // doctor: a hook whose matcher leaves tools out is not gating.
+    ok(&in_project(p, h, &["doctor"]));
+    let text = std::fs::read_to_string(p.join(".claude/settings.json")).unwrap();
+    std::fs::write(
+        p.join(".claude/settings.json"),
+        text.replacen("\"matcher\": \"*\"", "\"matcher\": \"Read\"", 1),
+    )
+    .unwrap();
+    let out = in_project(p, h, &["doctor"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("runs only for tools matching \"Read\""),
+        "{said}"
+    );
+    std::fs::write(p.join(".claude/settings.json"), text).unwrap();
+
     // Set up for two CLIs: the rules commands ask which deployment, naming both.
     ok(&init_cli("codex", p, h, &["--project", "."]));
     let out = in_project(p, h, &["rules", "list"]);

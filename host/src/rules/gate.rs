@@ -41,22 +41,29 @@ impl RuleGate {
         };
         let session = question.session_id();
         // A permission request for a call the rules refuse is refused too; only a rule naming
-        // the request grants it.
-        let inner = (call.tool == pattern::PERMISSION_REQUEST)
+        // the request, with a pattern for the request's own tool, grants it.
+        let inner_tool = (call.tool == pattern::PERMISSION_REQUEST)
             .then(|| {
                 arguments
                     .as_ref()?
                     .get(pattern::PERMISSION_REQUEST_TOOL)?
                     .as_str()
             })
-            .flatten()
-            .and_then(|tool| {
-                let inner = Call { tool, ..call };
-                self.0
-                    .decide(&inner, session)
-                    .filter(|m| m.effect == Effect::Reject)
-            });
-        match inner.or_else(|| self.0.decide(&call, session)) {
+            .flatten();
+        let refused = inner_tool.and_then(|tool| {
+            let inner = Call { tool, ..call };
+            self.0
+                .decide(&inner, session)
+                .filter(|m| m.effect == Effect::Reject)
+        });
+        let decided = refused.or_else(|| {
+            self.0.decide(&call, session).filter(|m| {
+                call.tool != pattern::PERMISSION_REQUEST
+                    || m.effect == Effect::Reject
+                    || inner_tool.is_some_and(|t| m.rule.spec.covers_permission_for(t))
+            })
+        });
+        match decided {
             None => Answer::from(Decision::Next),
             Some(Matched { rule, effect }) => {
                 let (decision, reason) = match effect {

@@ -249,6 +249,20 @@ fn words_match<'w>(
 }
 
 impl Spec {
+    /// Whether this rule, written for [`PERMISSION_REQUEST`], may cover a permission request for
+    /// a call of `inner` (the request's `tool`): a command pattern only `Bash`'s, a path pattern
+    /// only a path tool's, a domain only `WebFetch`'s; `PermissionRequest` alone, every tool's.
+    /// A pattern never reads an argument of a tool it was not written for (an MCP tool's
+    /// `command` or `path` is whatever the model put there).
+    pub fn covers_permission_for(&self, inner: &str) -> bool {
+        match &self.arguments {
+            ArgumentMatch::Any => true,
+            ArgumentMatch::Command { .. } => inner == "Bash",
+            ArgumentMatch::Path { .. } => PATH_TOOLS.contains(&inner),
+            ArgumentMatch::Domain { .. } => inner == "WebFetch",
+        }
+    }
+
     /// Whether the tool part matches `tool`.
     pub fn matches_tool(&self, tool: &str) -> bool {
         match &self.tool {

@@ -67,6 +67,28 @@ struct Found {
     file: PathBuf,
     event: String,
     command: String,
+    /// The entry's matcher, when it has one.
+    matcher: Option<String>,
+    /// Its timeout, in the CLI's unit.
+    timeout: Option<f64>,
+}
+
+impl Found {
+    /// Whether the hook runs for every tool: a matcher that matches everything (or none, which
+    /// every CLI here reads as everything).
+    fn every_tool(&self) -> bool {
+        matches!(self.matcher.as_deref(), None | Some("" | "*" | ".*"))
+    }
+
+    /// Whether its timeout leaves the hook time to answer (at least 10 s; Gemini CLI counts in
+    /// milliseconds).
+    fn time_enough(&self, harness: Harness) -> bool {
+        let least = match harness {
+            Harness::Other(Cli::Gemini) => 10_000.0,
+            _ => 10.0,
+        };
+        self.timeout.is_none_or(|t| t >= least)
+    }
 }
 
 /// The before- and after-tool events `init` installs for `harness`.
@@ -141,39 +163,68 @@ fn is_after(command: &str) -> bool {
         .any(|w| w == crate::hook_guard::AFTER_TOOL_FLAG)
 }
 
+/// Every hook command in the settings file `file`, with its event, its entry's matcher and its
+/// timeout, as every CLI here spells them (`hooks.<Event>[]`, each a command or a matcher with
+/// `hooks[]`).
+fn hooks_in(file: &Path) -> Vec<(String, Option<String>, Option<f64>, String)> {
+    let mut all = Vec::new();
+    let Some(hooks) = read_json(file).and_then(|v| v.get("hooks").cloned()) else {
+        return all;
+    };
+    let Some(events) = hooks.as_object() else {
+        return all;
+    };
+    let timeout = |v: &Value| {
+        ["timeout", "timeoutSec"]
+            .iter()
+            .find_map(|k| v.get(*k).and_then(Value::as_f64))
+    };
+    for (event, entries) in events {
+        for entry in entries.as_array().into_iter().flatten() {
+            let matcher = entry
+                .get("matcher")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            if let Some(c) = entry
+                .get("bash")
+                .or_else(|| entry.get("command"))
+                .and_then(Value::as_str)
+            {
+                all.push((event.clone(), matcher.clone(), timeout(entry), c.to_owned()));
+            }
+            for inner in entry
+                .get("hooks")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(c) = inner.get("command").and_then(Value::as_str) {
+                    all.push((event.clone(), matcher.clone(), timeout(inner), c.to_owned()));
+                }
+            }
+        }
+    }
+    all
+}
+
+/// Every hook command in the settings file `file`.
+pub(crate) fn hook_commands(file: &Path) -> Vec<String> {
+    hooks_in(file).into_iter().map(|(_, _, _, c)| c).collect()
+}
+
 /// Every approval-host hook command in `files`, by event.
 fn found_hooks(harness: Harness, files: &[PathBuf]) -> Vec<Found> {
     let mut found = Vec::new();
     for file in files {
-        let Some(hooks) = read_json(file).and_then(|v| v.get("hooks").cloned()) else {
-            continue;
-        };
-        let Some(events) = hooks.as_object() else {
-            continue;
-        };
-        for (event, entries) in events {
-            for entry in entries.as_array().into_iter().flatten() {
-                let mut commands: Vec<&str> = entry
-                    .get("bash")
-                    .or_else(|| entry.get("command"))
-                    .and_then(Value::as_str)
-                    .into_iter()
-                    .collect();
-                for inner in entry
-                    .get("hooks")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    commands.extend(inner.get("command").and_then(Value::as_str));
-                }
-                for command in commands.into_iter().filter(|c| ours(harness, c)) {
-                    found.push(Found {
-                        file: file.clone(),
-                        event: event.clone(),
-                        command: command.to_owned(),
-                    });
-                }
+        for (event, matcher, timeout, command) in hooks_in(file) {
+            if ours(harness, &command) {
+                found.push(Found {
+                    file: file.clone(),
+                    event,
+                    command,
+                    matcher,
+                    timeout,
+                });
             }
         }
     }
@@ -219,6 +270,30 @@ pub(crate) fn check(harness: Harness, project: &Path, home: &Path) -> Vec<Findin
             ),
             init.clone(),
         )),
+    }
+    for f in &found {
+        if !f.every_tool() {
+            findings.push(fail(
+                format!(
+                    "the {} hook in {} runs only for tools matching {:?}: the others are never asked",
+                    f.event,
+                    f.file.display(),
+                    f.matcher.as_deref().unwrap_or("")
+                ),
+                format!("set its matcher to match every tool (\"*\" or \".*\"), or {init}"),
+            ));
+        }
+        if !f.time_enough(harness) {
+            findings.push(fail(
+                format!(
+                    "the {} hook in {} has a timeout of {}: the CLI may go on before it answers",
+                    f.event,
+                    f.file.display(),
+                    f.timeout.unwrap_or_default()
+                ),
+                format!("give it the timeout init writes, or {init}"),
+            ));
+        }
     }
     let mut commands: Vec<&str> = found.iter().map(|f| f.command.as_str()).collect();
     commands.sort_unstable();

@@ -103,13 +103,15 @@ pub fn find_setup(start: &Path) -> Result<Option<Setup>> {
         .filter(|h| !h.is_empty())
         .and_then(|h| std::fs::canonicalize(h).ok());
     // The nearest project above the working directory, else the user's own set-up (`init
-    // --user`), whose hooks answer in every project.
+    // --user`), whose hooks answer in every project. A deployment counts only when the CLI's
+    // hook settings beside it (protected from every agent) run it: a `.toml` the agent planted
+    // in the project is no set-up.
     for dir in start.ancestors().chain(home.as_deref()) {
         let config = dir.join(".approval-host");
         let deployments: Vec<PathBuf> = SETUP_FILES
             .iter()
             .map(|f| config.join(f))
-            .filter(|p| p.is_file())
+            .filter(|p| p.is_file() && hooked(dir, p))
             .collect();
         if deployments.is_empty() {
             continue;
@@ -126,4 +128,36 @@ pub fn find_setup(start: &Path) -> Result<Option<Setup>> {
         }));
     }
     Ok(None)
+}
+
+/// Whether a hook in the settings of the CLI a deployment `init` wrote under `dir` is for, runs
+/// that deployment (names it after `--config`).
+fn hooked(dir: &Path, deployment: &Path) -> bool {
+    let Some(name) = deployment.file_stem().and_then(|s| s.to_str()) else {
+        return false;
+    };
+    let settings: Vec<PathBuf> = match name {
+        "claude-code" => vec![dir.join(".claude/settings.json")],
+        "codex" => vec![dir.join(".codex/hooks.json")],
+        "gemini" => vec![dir.join(".gemini/settings.json")],
+        "copilot" => vec![
+            dir.join(".github/hooks/approval-host.json"),
+            dir.join(".copilot/hooks/approval-host.json"),
+        ],
+        _ => Vec::new(),
+    };
+    // As the hook command spells the deployment: absolute, or under `$CLAUDE_PROJECT_DIR`.
+    let spelled = [
+        deployment.display().to_string(),
+        format!("$CLAUDE_PROJECT_DIR/.approval-host/{name}.toml"),
+    ];
+    settings.iter().any(|file| {
+        crate::doctor::hook_commands(file).iter().any(|command| {
+            let words = shlex::split(command).unwrap_or_default();
+            words.windows(2).any(|w| w[0] == "hook" && w[1] == name)
+                && words
+                    .windows(2)
+                    .any(|w| w[0] == "--config" && spelled.contains(&w[1]))
+        })
+    })
 }
