@@ -560,11 +560,9 @@ fn guards(cli: Cli) {
 
     // The warm path, as the README gives it (state where --project-state reads it, the socket
     // outside the project): a running serve answers, the in-process fallback when it is gone,
-    // saying so in the reason. Codex reviews the exact hook command, so editing it needs a new
-    // review: its warm path is not exercised here.
-    if cli != Cli::Codex {
-        warm_path(&mut scene);
-    }
+    // saying so in the reason. Codex reviews the exact hook command: after the edit, `init
+    // codex --trust` again.
+    warm_path(&mut scene);
 
     // The before-tool hook skipped (taken out of the settings), the after-tool hook still
     // there: the call runs, and the log says it ran unasked; verify reports it (exit 3).
@@ -625,6 +623,15 @@ fn warm_path(scene: &mut Scene) {
     );
     assert!(text.contains(&flag), "{text}");
     std::fs::write(&file, text.replace(&flag, &warm)).unwrap();
+    // Codex runs only the hook commands a person reviewed: the edited ones are reviewed anew.
+    fn review(scene: &Scene) {
+        if scene.cli == Cli::Codex {
+            let out = scene.host_ok(&["init", "codex", "--project", ".", "--trust"], &[]);
+            assert!(out.contains("reviewed   3 hooks"), "{out}");
+            assert!(out.contains("every hook will run"), "{out}");
+        }
+    }
+    review(scene);
     let state: Vec<String> = match cli {
         Cli::Copilot => vec![
             "--state-dir".into(),
@@ -687,6 +694,7 @@ fn warm_path(scene: &mut Scene) {
             .replace(&warm, &flag),
     )
     .unwrap();
+    review(scene);
 }
 
 #[test]

@@ -149,7 +149,7 @@ fn read_json(path: &Path) -> Option<Value> {
 }
 
 /// Whether `command` is `harness`'s approval-host hook (before or after).
-fn ours(harness: Harness, command: &str) -> bool {
+pub(crate) fn ours(harness: Harness, command: &str) -> bool {
     let words = shlex::split(command).unwrap_or_default();
     words
         .windows(2)
