@@ -334,3 +334,60 @@ fn a_shadow_entry_is_checked_like_any_plugin_and_may_share_its_deciding_versions
         assert!(err.ends_with(want), "{err}");
     }
 }
+
+#[test]
+fn an_in_process_hook_s_questions_are_shadowed_after_it_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = deployment(
+        dir.path(),
+        "[[plugin]]\nname = \"no-curl\"\npath = \"deny.wasm\"\nrole = \"gate\"\nmode = \"shadow\"\n\
+         [plugin.config]\npatterns = \"rm ,curl \"\nreason = \"no downloads\"\n",
+    );
+    let state = dir.path().join("state");
+    let input = json!({"session_id": "hooked", "transcript_path": "/t", "cwd": "/w",
+        "permission_mode": "default", "hook_event_name": "PreToolUse", "tool_name": "Bash",
+        "tool_input": {"command": "curl http://x"}, "tool_use_id": "toolu_1"});
+    let out = crate::support::spawn_hook(
+        &state,
+        "claude-code",
+        &["--config", config.to_str().unwrap()],
+        &input.to_string(),
+    )
+    .wait_with_output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed["hookSpecificOutput"]["permissionDecision"], "ask");
+    // The hook has answered and exited; its shadows run in a process of their own and record
+    // on the session's log.
+    let log = log_path(&state, "hooked");
+    let started = std::time::Instant::now();
+    let shadowed = loop {
+        let found: Vec<Value> = crate::support::events_so_far(&log)
+            .into_iter()
+            .filter(|(t, _)| t == "approval/shadowed")
+            .map(|(_, d)| d)
+            .collect();
+        if !found.is_empty() {
+            break found;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "no shadow recorded: {:?}",
+            events_at(&log)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(shadowed.len(), 1, "{shadowed:?}");
+    assert_eq!(shadowed[0]["plugin"], "no-curl");
+    assert_eq!(shadowed[0]["would"], "rejected");
+    assert_eq!(shadowed[0]["decided"], "unavailable");
+    assert_eq!(shadowed[0]["agrees"], false);
+    assert_eq!(shadowed[0]["reason"], "no downloads");
+    let asked = events_at(&log)
+        .into_iter()
+        .find(|(t, _)| t == "approval/asked")
+        .unwrap()
+        .1;
+    assert_eq!(shadowed[0]["id"], asked["id"]);
+}

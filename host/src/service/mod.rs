@@ -40,6 +40,7 @@ mod error;
 mod feed;
 pub mod observe;
 mod request;
+mod settled;
 mod standing;
 mod traceparent;
 

@@ -210,6 +210,7 @@ fn in_process(
         deployment,
         &input.session_id,
         claude_code::AGENT_ID,
+        input.tool_use_id.as_deref(),
         async |service, agent| {
             let answer =
                 claude_code::ask(service, &HookTurns::default(), agent, input, &options).await?;
@@ -299,6 +300,7 @@ pub(crate) fn with_agent(
     deployment: &Deployment,
     session: &str,
     agent_id: &str,
+    call_id: Option<&str>,
     ask: impl AsyncFnOnce(&ApprovalService, &Agent) -> Result<Option<Value>, ApprovalError>,
 ) -> Result<Option<Value>> {
     let state_dir = ctx.dir.as_path();
@@ -308,12 +310,19 @@ pub(crate) fn with_agent(
         crate::hook_guard::fault_point("ask");
         let service = crate::wiring::service(ctx, deployment)?;
         telemetry = approval_host::assemble::telemetry(&service, deployment)?;
-        let _plugins = crate::wiring::mount(&service, deployment, state_dir, ctx.quiet)?;
+        // The deciding plugins only: the shadows run after the hook has answered and exited.
+        let _plugins = crate::wiring::mount_deciding(&service, deployment, state_dir, ctx.quiet)?;
         let agent = open_agent(&service, session, agent_id).await?;
         anyhow::Ok(ask(&service, &agent).await?)
     });
     if let Some(telemetry) = telemetry {
         telemetry.shutdown();
+    }
+    if answered.is_ok()
+        && !deployment.shadows.is_empty()
+        && let (Some(config), Some(call_id)) = (&deployment.path, call_id)
+    {
+        crate::shadow_cmd::start_settle(ctx, config, session, call_id);
     }
     answered
 }

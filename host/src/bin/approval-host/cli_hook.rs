@@ -94,6 +94,7 @@ fn in_process(
         deployment,
         &parsed.input.session_id,
         cli.agent_id(),
+        parsed.input.tool_use_id.as_deref(),
         async |service, agent| {
             let answer = cli_hooks::ask_until(
                 service,

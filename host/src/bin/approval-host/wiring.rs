@@ -95,6 +95,26 @@ pub(crate) fn mount(
     }))
 }
 
+/// [`mount`] without the shadows: what a hook that answers and exits at once loads (its
+/// shadows run afterwards, `shadow settle`).
+pub(crate) fn mount_deciding(
+    service: &ApprovalService,
+    deployment: &Deployment,
+    state_dir: &Path,
+    quiet: bool,
+) -> Result<Option<(PluginHost, Mounted)>> {
+    let rules = assemble::wants_rules(&*service.store(), deployment);
+    assemble::prepare(service, deployment, state_dir, rules).map_err(assemble_error)?;
+    if deployment.plugins.is_empty() {
+        return Ok(None);
+    }
+    let host = cached_host(state_dir, quiet)?;
+    let mounted = assemble::mount(service, &host, deployment, QuarantinePolicy::default())
+        .map_err(assemble_error)?;
+    // The host with them: its engine (and the deadlines' ticker) lives as long as they do.
+    Ok(Some((host, mounted)))
+}
+
 /// A command's loaded plugins, kept for as long as it asks.
 pub(crate) struct Plugins {
     _host: PluginHost,
