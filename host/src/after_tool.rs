@@ -211,7 +211,6 @@ pub async fn record(
         "a tool call ran that no question allowed"
     );
     log.append(Event::Unasked(unasked.clone())).await?;
-    crate::audit::stats::unasked_recorded();
     Ok(Seen::Unasked(unasked))
 }
 

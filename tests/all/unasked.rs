@@ -235,7 +235,7 @@ async fn where_serve_runs_an_unasked_call_is_a_console_alert_and_a_metric() {
         scraped
             .body
             .lines()
-            .any(|l| l == "approval_unasked_calls_total 1"),
+            .any(|l| l == "approval_unasked_calls 1"),
         "{}",
         scraped.body
     );

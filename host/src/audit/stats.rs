@@ -18,17 +18,6 @@ static LOST: AtomicU64 = AtomicU64::new(0);
 static TAKEOVERS: AtomicU64 = AtomicU64::new(0);
 static RETRIES: AtomicU64 = AtomicU64::new(0);
 static REFUSED_LOGS: AtomicU64 = AtomicU64::new(0);
-static UNASKED: AtomicU64 = AtomicU64::new(0);
-
-/// Counts an `approval/unasked` record this process wrote (an after-tool hook answered here).
-pub(crate) fn unasked_recorded() {
-    UNASKED.fetch_add(1, Ordering::Relaxed);
-}
-
-/// `approval/unasked` records this process wrote so far.
-pub fn unasked() -> u64 {
-    UNASKED.load(Ordering::Relaxed)
-}
 
 /// Counts a session log refused when opened: a record that does not parse, is out of sequence
 /// or breaks the log's rules (what `log verify` would report).

@@ -20,8 +20,8 @@ mod endpoints;
 pub use endpoints::{NO_TOKEN, readiness, router};
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -162,6 +162,9 @@ fn histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.000_05, 2.0, 16))
 }
 
+/// How long a scrape waits for the store's session logs (for `approval_unasked_calls`).
+const STORE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The host's metrics.
 pub struct Metrics {
     registry: Registry,
@@ -181,8 +184,9 @@ pub struct Metrics {
     traces_dropped: Gauge,
     logs_refused: Counter,
     seen_logs_refused: std::sync::atomic::AtomicU64,
-    unasked: Counter,
-    seen_unasked: std::sync::atomic::AtomicU64,
+    unasked: Gauge,
+    /// Each session log's summary, kept while the log does not grow (the console's kind).
+    summaries: Arc<crate::serve::console::sessions::Summaries>,
     rules_untrusted: Gauge,
     commits: Counter,
     committed_records: Counter,
@@ -387,10 +391,10 @@ impl Metrics {
             "Session logs refused when opened: a record that does not parse, is out of sequence or breaks the log's rules (run approval-host log verify)",
             logs_refused.clone(),
         );
-        let unasked = Counter::default();
+        let unasked = Gauge::default();
         registry.register(
             "approval_unasked_calls",
-            "Tool calls an agent CLI ran that no question allowed (approval/unasked), as its after-tool hook reported them to this server: a guard that stopped gating",
+            "Tool calls an agent CLI ran that no question allowed (approval/unasked records in the store's session logs): a guard that stopped gating",
             unasked.clone(),
         );
         let rules_untrusted = Gauge::default();
@@ -499,7 +503,7 @@ impl Metrics {
             traces_dropped,
             logs_refused,
             unasked,
-            seen_unasked: std::sync::atomic::AtomicU64::new(crate::audit::stats::unasked()),
+            summaries: Arc::default(),
             seen_logs_refused: std::sync::atomic::AtomicU64::new(
                 crate::audit::stats::logs_refused(),
             ),
@@ -649,9 +653,26 @@ impl Metrics {
         let refused_now = crate::audit::stats::logs_refused();
         let before = self.seen_logs_refused.swap(refused_now, Ordering::Relaxed);
         self.logs_refused.inc_by(refused_now.saturating_sub(before));
-        let unasked_now = crate::audit::stats::unasked();
-        let before = self.seen_unasked.swap(unasked_now, Ordering::Relaxed);
-        self.unasked.inc_by(unasked_now.saturating_sub(before));
+        // Read from the store, so an in-process hook's records count too; a log is read again
+        // only when it grew.
+        let store = server.service().store();
+        let summaries = self.summaries.clone();
+        // A store that does not answer (a database outage) must not hold the scrape: the last
+        // figure stands.
+        let read = tokio::task::spawn_blocking(move || summaries.all(&*store));
+        match tokio::time::timeout(STORE_PATIENCE, read).await {
+            Err(_) => tracing::warn!("the session logs did not answer the metrics in time"),
+            Ok(Ok(Ok(all))) => {
+                self.unasked
+                    .set(all.iter().map(|s| s.unasked as i64).sum::<i64>());
+            }
+            Ok(Ok(Err(e))) => {
+                tracing::warn!(error = %e, "reading the session logs for the metrics failed");
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "reading the session logs for the metrics failed");
+            }
+        }
         self.rules_untrusted.set(
             server
                 .service()
