@@ -14,7 +14,7 @@ use approval_host::cli_hooks::Cli;
 use serde_json::Value;
 
 use crate::UsageError;
-use crate::init::Harness;
+use crate::harness::Harness;
 
 /// The arguments of `doctor`.
 #[derive(clap::Args, Debug)]

@@ -22,6 +22,7 @@ mod componentize;
 mod conform;
 mod demo;
 mod doctor;
+mod harness;
 mod hook_cmd;
 mod hook_guard;
 mod init;
