@@ -875,3 +875,58 @@ async fn over_serve_an_answerer_token_keeps_its_rules_to_its_own_session() {
     assert_eq!(rules[0].scope, RuleScope::Session);
     assert_eq!(rules[0].session.as_deref(), Some("ci-1"));
 }
+
+#[tokio::test]
+async fn a_rules_log_in_doubt_loses_its_allows_never_its_rejects() {
+    // Signed: a well-chained line appended after the last checkpoint waits for a checkpoint that
+    // never comes. Unsigned: a line that breaks the chain. Either way a fresh process (a hook)
+    // reads the log in doubt from its first read.
+    for signed in [true, false] {
+        let keys = tempfile::tempdir().unwrap();
+        let (mut host, book) = if signed {
+            signed_host(keys.path()).await
+        } else {
+            let host = Host::new();
+            let book = enable(&host);
+            (host, book)
+        };
+        add(&host, "Bash(cargo test:*)", Effect::Allow).await;
+        let reject = add(&host, "Bash(git push:*)", Effect::Reject).await;
+        let path = log_path(host.dir.path(), book.project_log_name());
+        if signed {
+            append_chained(
+                &path,
+                json!({"type": "rule/added", "data": {"id": "forged", "tool": "Bash",
+                       "effect": "allow", "scope": "project", "creator": "cli:root"}}),
+            );
+        } else {
+            let mut text = std::fs::read_to_string(&path).unwrap();
+            text.push_str(&format!(
+                "{}\n",
+                json!({"v": 2, "seq": 99, "ts": "2026-12-06T00:00:00Z", "prev": "00",
+                       "type": "rule/revoked", "data": {"id": reject, "by": "agent"}})
+            ));
+            std::fs::write(&path, text).unwrap();
+        }
+        drop(book);
+        host.restart(approval_host::Policy::Ask);
+        if signed {
+            let signing =
+                approval_host::audit::checkpoint::load_signing_key(&keys.path().join("audit.key"))
+                    .unwrap();
+            host.service.set_checkpointer(Some(Arc::new(
+                approval_host::audit::checkpoint::Checkpointer::new(signing, host.dir.path()),
+            )));
+        }
+        let _book = enable(&host);
+        let v = bash(&host.service, "c1", "git push origin main").await;
+        assert_eq!(v.outcome, Outcome::Rejected, "signed: {signed}");
+        assert_eq!(
+            v.answerer,
+            Some(format!("rule:{reject}")),
+            "signed: {signed}"
+        );
+        let v = bash(&host.service, "c2", "cargo test").await;
+        assert_eq!(v.outcome, Outcome::Unavailable, "signed: {signed}");
+    }
+}

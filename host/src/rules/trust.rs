@@ -11,7 +11,9 @@
 //! checkpoint to follow (the writer signs right after it appends) before it counts as tampering.
 //!
 //! A log that fails is [`Read::Broken`]: the book then applies no allow rule at all (its reject
-//! rules still apply) and says so, until the log reads intact again.
+//! rules still apply) and says so, until the log reads intact again. Rejects survive doubt: a
+//! log that is broken or still waits for its checkpoint gives none of its allows, but every
+//! reject rule it holds ([`rejects`]), whatever revocations it also holds.
 
 use std::time::{Duration, Instant};
 
@@ -159,4 +161,19 @@ pub fn read(bytes: &[u8], cx: &Context<'_>) -> Read {
             head: last_head.unwrap_or_else(|| chain::genesis(cx.name)),
         },
     )
+}
+
+/// Every reject rule added in the complete, readable lines of a rules log that is not trusted
+/// (broken, or waiting for its checkpoint). Revocations are not honoured: a line appended behind
+/// the host's back must not be able to drop a reject.
+pub fn rejects(bytes: &[u8]) -> Vec<RuleAdded> {
+    bytes
+        .split_inclusive(|b| *b == b'\n')
+        .filter(|l| l.ends_with(b"\n"))
+        .filter_map(|l| Record::parse_line(&l[..l.len() - 1]).ok())
+        .filter_map(|r| match r.event {
+            Event::RuleAdded(added) if added.effect == crate::answer::Effect::Reject => Some(added),
+            _ => None,
+        })
+        .collect()
 }

@@ -182,7 +182,22 @@ impl RuleBook {
     /// Signs a checkpoint of the rules log after every rule added or revoked from now on (`None`
     /// stops it).
     pub fn set_checkpointer(&self, checkpointer: Option<Arc<Checkpointer>>) {
-        *self.checkpointer.write().unwrap_or_else(|p| p.into_inner()) = checkpointer;
+        let signs_now = checkpointer.is_some();
+        let signed_before = std::mem::replace(
+            &mut *self.checkpointer.write().unwrap_or_else(|p| p.into_inner()),
+            checkpointer,
+        )
+        .is_some();
+        if signs_now && !signed_before {
+            // The logs were read before the key was known, so without their checkpoints: what
+            // that read trusted is forgotten, and they are read again, from nothing.
+            self.forget_logs();
+            for log in [USER_LOG.to_owned(), self.project_log.clone()] {
+                if let Err(e) = self.reload(&log) {
+                    tracing::warn!(log, error = %e, "a rules log could not be read again with the signing key");
+                }
+            }
+        }
     }
 
     /// The name of this project's rules log.

@@ -93,6 +93,7 @@ impl RuleBook {
                     .or_default()
                     .waiting_since
                     .get_or_insert_with(Instant::now);
+                self.keep_rejects(name, &bytes);
                 return Ok(());
             }
             trust::Read::Broken(why) => Err(why),
@@ -101,11 +102,57 @@ impl RuleBook {
             Ok(read) => read,
             Err(why) => {
                 self.mark_broken(name, why);
+                self.keep_rejects(name, &bytes);
                 return Ok(());
             }
         };
         self.apply(name, rules, seen);
         Ok(())
+    }
+
+    /// Drops every project and user rule read from the rules logs, and what was known of the
+    /// logs: the next read starts from nothing.
+    pub(super) fn forget_logs(&self) {
+        let mut index = self.write();
+        let read: Vec<String> = index
+            .by_id
+            .values()
+            .filter(|r| {
+                matches!(r.scope, RuleScope::Project | RuleScope::User)
+                    && !r.from_deployment
+                    && r.session.is_none()
+            })
+            .map(|r| r.id.clone())
+            .collect();
+        for id in read {
+            index.remove(&id);
+        }
+        drop(index);
+        self.lock_logs().clear();
+        self.any_broken.store(false, Ordering::Relaxed);
+    }
+
+    /// Indexes every reject rule of the rules log `name`, which is not trusted, that is not
+    /// indexed yet: a log in doubt loses its allows, never its rejects.
+    fn keep_rejects(&self, name: &str, bytes: &[u8]) {
+        let rejects = trust::rejects(bytes);
+        if rejects.is_empty() {
+            return;
+        }
+        let mut index = self.write();
+        for added in &rejects {
+            if index.by_id.contains_key(&added.id) {
+                continue;
+            }
+            match Rule::from_event(added, None) {
+                Ok(rule) => {
+                    index.insert(Arc::new(rule));
+                }
+                Err(why) => {
+                    tracing::warn!(log = name, rule = %added.id, why, "a reject rule of a rules log in doubt cannot be read");
+                }
+            }
+        }
     }
 
     /// [`RuleBook::reload`] for a store that cannot be read without opening the log.
