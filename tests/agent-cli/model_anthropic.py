@@ -29,42 +29,25 @@ tool_result blocks of the "main" requests to see what the model was told (e.g. a
 Standard library only.
 """
 
-import argparse
 import itertools
 import json
-import os
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from scripted import Script, serve
 
 
-class Model:
-    """The script, the position in it, and the log."""
+class Model(Script):
+    """The script, the log, the ids handed out and the model names asked for."""
 
-    def __init__(self, turns, log_path):
-        self.turns = list(turns)
-        self.next_turn = 0
-        self.log_path = log_path
-        self.lock = threading.Lock()
+    def __init__(self, path, log_path):
+        super().__init__(path, log_path)
         self.ids = itertools.count(1)
         self.models = []
-
-    def take_turn(self):
-        with self.lock:
-            index = self.next_turn
-            if index < len(self.turns):
-                self.next_turn += 1
-                return index, self.turns[index]
-            return None, {"text": "done"}
 
     def fresh_id(self, prefix):
         with self.lock:
             return f"{prefix}_{next(self.ids):06d}"
-
-    def log(self, entry):
-        with self.lock:
-            with open(self.log_path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(entry) + "\n")
 
 
 def is_main_loop(body):
@@ -215,25 +198,7 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--script", required=True)
-    p.add_argument("--log", required=True)
-    p.add_argument("--port-file", required=True)
-    p.add_argument("--port", type=int, default=0)
-    a = p.parse_args()
-    with open(a.script, encoding="utf-8") as f:
-        turns = json.load(f).get("turns", [])
-    Handler.model = Model(turns, a.log)
-    server = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
-    server.daemon_threads = True
-    tmp = a.port_file + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(str(server.server_address[1]))
-    os.replace(tmp, a.port_file)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+    serve(Handler, __doc__.splitlines()[0], attribute="model", make=Model)
     return 0
 
 

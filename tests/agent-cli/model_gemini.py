@@ -32,42 +32,13 @@ what the model was sent, e.g. the function response a hook's deny reason became.
 Python 3.11 standard library only.
 """
 
-import argparse
 import json
-import os
-import shlex
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from scripted import serve, shell_text
 
 SIDE_ANSWER = "ok"
-
-
-class Script:
-    """The scripted turns, handed out one per main-loop request."""
-
-    def __init__(self, path, log_path):
-        with open(path, encoding="utf-8") as f:
-            self.turns = list(json.load(f).get("turns", []))
-        self.log_path = log_path
-        self.lock = threading.Lock()
-
-    def log(self, body):
-        with self.lock, open(self.log_path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(body) + "\n")
-
-    def next_turn(self):
-        with self.lock:
-            return self.turns.pop(0) if self.turns else {"text": "done"}
-
-
-def shell_text(command):
-    """The shell command line of an argv list such as ["bash", "-lc", "ls"]."""
-    if isinstance(command, str):
-        return command
-    if len(command) == 3 and command[1] in ("-lc", "-c"):
-        return command[2]
-    return shlex.join(command)
 
 
 def offered_tools(body):
@@ -151,7 +122,7 @@ class Handler(BaseHTTPRequestHandler):
         config = body.get("generationConfig") or {}
         schema = config.get("responseJsonSchema") or config.get("responseSchema")
         if offered:
-            turn = self.script.next_turn()
+            _, turn = self.script.take_turn()
             if "tool" in turn:
                 parts = [function_part(turn["tool"], offered)]
             else:
@@ -174,18 +145,7 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--script", required=True)
-    parser.add_argument("--log", required=True)
-    parser.add_argument("--port-file", required=True)
-    parser.add_argument("--port", type=int, default=0)
-    args = parser.parse_args()
-    Handler.script = Script(args.script, args.log)
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
-    with open(args.port_file + ".tmp", "w", encoding="utf-8") as f:
-        f.write(str(server.server_address[1]))
-    os.replace(args.port_file + ".tmp", args.port_file)
-    server.serve_forever()
+    serve(Handler, __doc__.splitlines()[0])
 
 
 if __name__ == "__main__":

@@ -30,48 +30,15 @@ what the model was sent, e.g. the function output a hook's deny reason became.
 Python 3.11 standard library only.
 """
 
-import argparse
-import os
 import json
-import shlex
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from scripted import serve, shell_text
 
 SIDE_ANSWER = "ok"
 DEFAULT_REVIEW = {"outcome": "deny", "risk_level": "high", "user_authorization": "unknown",
                   "rationale": "the scripted reviewer denies every action"}
-
-
-class Script:
-    """The scripted turns, handed out one per main-loop request."""
-
-    def __init__(self, path, log_path):
-        with open(path, encoding="utf-8") as f:
-            script = json.load(f)
-        self.turns = list(script.get("turns", []))
-        self.review = script.get("review", DEFAULT_REVIEW)
-        self.log_path = log_path
-        self.lock = threading.Lock()
-        self.calls = 0
-
-    def log(self, body):
-        with self.lock, open(self.log_path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(body) + "\n")
-
-    def next_turn(self):
-        with self.lock:
-            self.calls += 1
-            return self.turns.pop(0) if self.turns else {"text": "done"}, self.calls
-
-
-def shell_text(command):
-    """The shell command line of an argv list such as ["bash", "-lc", "ls"]."""
-    if isinstance(command, str):
-        return command
-    if len(command) == 3 and command[1] in ("-lc", "-c"):
-        return command[2]
-    return shlex.join(command)
 
 
 def function_item(tool, offered, call_id):
@@ -135,9 +102,10 @@ class Handler(BaseHTTPRequestHandler):
         subagent = (body.get("client_metadata") or {}).get("x-openai-subagent")
         wants_json = ((body.get("text") or {}).get("format") or {}).get("type") == "json_schema"
         if offered and not subagent:
-            turn, n = self.script.next_turn()
+            index, turn = self.script.take_turn()
+            n = 0 if index is None else index + 1
         elif wants_json:
-            turn, n = {"text": json.dumps(self.script.review)}, 0
+            turn, n = {"text": json.dumps(self.script.data.get("review", DEFAULT_REVIEW))}, 0
         else:
             turn, n = {"text": SIDE_ANSWER}, 0
         if "tool" in turn:
@@ -169,18 +137,7 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--script", required=True)
-    parser.add_argument("--log", required=True)
-    parser.add_argument("--port-file", required=True)
-    parser.add_argument("--port", type=int, default=0)
-    args = parser.parse_args()
-    Handler.script = Script(args.script, args.log)
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
-    with open(args.port_file + ".tmp", "w", encoding="utf-8") as f:
-        f.write(str(server.server_address[1]))
-    os.replace(args.port_file + ".tmp", args.port_file)
-    server.serve_forever()
+    serve(Handler, __doc__.splitlines()[0])
 
 
 if __name__ == "__main__":

@@ -220,15 +220,9 @@ fn run_command(project: &Path, home: &Path, command: &str, input: &Value) -> Out
 }
 
 fn init_cli(cli: &str, dir: &Path, home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_approval-host"))
-        .args(["init", cli])
-        .args(args)
-        .current_dir(dir)
-        .env("HOME", home)
-        .env_remove("XDG_STATE_HOME")
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap()
+    let mut all = vec!["init", cli];
+    all.extend_from_slice(args);
+    in_project(dir, home, &all)
 }
 
 #[test]
