@@ -472,9 +472,7 @@ fn plainly_ours(harness: Harness, command: &str) -> bool {
     let words = shlex::split(command).unwrap_or_default();
     words.first().is_some_and(|program| {
         Path::new(program).file_name() == Some(std::ffi::OsStr::new("approval-host"))
-    }) && words
-        .windows(2)
-        .any(|w| w[0] == "hook" && w[1] == harness.name())
+    }) && crate::doctor::ours(harness, command)
 }
 
 /// `--trust`: records the trust the CLI needs through the CLI's own interface, where it has one

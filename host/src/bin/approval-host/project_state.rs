@@ -133,29 +133,27 @@ pub fn find_setup(start: &Path) -> Result<Option<Setup>> {
 /// Whether a hook in the settings of the CLI a deployment `init` wrote under `dir` is for, runs
 /// that deployment (names it after `--config`).
 fn hooked(dir: &Path, deployment: &Path) -> bool {
-    let Some(name) = deployment.file_stem().and_then(|s| s.to_str()) else {
+    let Some(harness) = crate::harness::Harness::ALL
+        .into_iter()
+        .find(|h| deployment.file_name() == Some(std::ffi::OsStr::new(&h.deployment_file())))
+    else {
         return false;
     };
-    let settings: Vec<PathBuf> = match name {
-        "claude-code" => vec![dir.join(".claude/settings.json")],
-        "codex" => vec![dir.join(".codex/hooks.json")],
-        "gemini" => vec![dir.join(".gemini/settings.json")],
-        "copilot" => vec![
-            dir.join(".github/hooks/approval-host.json"),
-            dir.join(".copilot/hooks/approval-host.json"),
-        ],
-        _ => Vec::new(),
-    };
+    // The project's hook file, and the user's (where `init --user` writes it).
+    let settings = [false, true].map(|user| harness.settings(dir, user).ok());
     // As the hook command spells the deployment: absolute, or under `$CLAUDE_PROJECT_DIR`.
     let spelled = [
         deployment.display().to_string(),
-        format!("$CLAUDE_PROJECT_DIR/.approval-host/{name}.toml"),
+        format!(
+            "$CLAUDE_PROJECT_DIR/.approval-host/{}",
+            harness.deployment_file()
+        ),
     ];
-    settings.iter().any(|file| {
+    settings.iter().flatten().any(|file| {
         crate::doctor::hook_commands(file).iter().any(|command| {
-            let words = shlex::split(command).unwrap_or_default();
-            words.windows(2).any(|w| w[0] == "hook" && w[1] == name)
-                && words
+            crate::doctor::ours(harness, command)
+                && shlex::split(command)
+                    .unwrap_or_default()
                     .windows(2)
                     .any(|w| w[0] == "--config" && spelled.contains(&w[1]))
         })
