@@ -24,17 +24,24 @@
 //! logs, `index.rs` the index); `gate.rs` the gate and proposals; `pattern.rs` the `Tool(pattern)`
 //! syntax, `call.rs` what it reads from a call, `glob.rs` a path pattern as a glob; reading
 //! commands in `shell.rs` (the parser), `programs.rs` (what they run and write), `wrappers.rs`,
-//! `options.rs` and `command.rs` (one reading per decision); `paths.rs` paths resolved through
+//! `changers.rs` (what changes the program that runs), `grammar.rs` (options as the programs read
+//! them) with `option_tables.rs`, `options.rs`, `git.rs` and `awk.rs`, and `command.rs` (one
+//! reading per decision); `paths.rs` paths resolved through
 //! symlinks; `protect.rs` the built-in rules; `proposals.rs` who may make which rule; `trust.rs`
 //! when a rules log may be believed; `suggest.rs` the rule offered to a person; `view.rs` a rule as
 //! lists show it.
 
+mod awk;
 pub mod book;
 mod call;
+mod changers;
 pub mod command;
 pub mod examples;
 mod gate;
+mod git;
 mod glob;
+mod grammar;
+pub mod option_tables;
 mod options;
 pub mod paths;
 pub mod pattern;
@@ -47,6 +54,7 @@ pub mod suggest;
 pub mod trust;
 mod view;
 mod wrappers;
+mod writes;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};

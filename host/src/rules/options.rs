@@ -1,218 +1,266 @@
-//! Options that make a command people allow because it reads write files or run other programs:
-//! `find -exec`, `rg --pre`, `git --output`, `sed`'s `e` and `w`, `sort -o`, `tar` beyond
-//! listing, `curl -o`, `awk`'s `system`. [`uncovered`] says why a program's arguments put it
-//! beyond a rule that names its words; the README's table of them is this file, each entry
-//! tested.
+//! Options that make a command people allow because it reads write files or run other programs.
+//!
+//! Every program with a table ([`super::option_tables`]) is read by its real option grammar
+//! ([`super::grammar`]): a rule written because the program reads covers a command only when
+//! each option in it is one the table knows and marks safe; an unknown option, an ambiguous or
+//! unresolvable abbreviation, or a value where none is taken makes the command uncovered. Then
+//! what the options cannot show: sed's script (its `e`, `w`, `r` commands), awk's program
+//! ([`super::awk`]), tar's mode and a remote archive, a second operand of `uniq` (its output),
+//! curl's and Wget's destinations, find's expression. A program without a table keeps its words'
+//! meaning: the person who wrote the rule chose it.
+
+use super::grammar::{self, Parsed};
+use super::option_tables;
+
+/// The reason for an option a program's table does not hold.
+pub const UNKNOWN_OPTION: &str =
+    "an option this host does not know for this program (or an abbreviation it cannot resolve)";
 
 /// Why options of a program people allow because it only reads make it write or run something.
 pub(super) fn uncovered(name: &str, args: &[String]) -> Option<&'static str> {
-    let has = |options: &[&str]| {
-        args.iter().any(|a| {
-            options.iter().any(|o| {
-                a == o
-                    || (o.starts_with("--")
-                        && a.strip_prefix(o).is_some_and(|r| r.starts_with('=')))
-            })
-        })
-    };
     match name {
-        "find" => has(&[
-            "-exec", "-execdir", "-ok", "-okdir", "-delete", "-fls", "-fprint", "-fprint0",
-            "-fprintf",
-        ])
-        .then_some("find with -exec, -ok, -delete or -fprint runs programs or writes files"),
-        "fd" | "fdfind" => {
-            has(&["-x", "--exec", "-X", "--exec-batch"]).then_some("fd --exec runs other programs")
-        }
-        "rg" | "grep" | "egrep" | "fgrep" => has(&["--pre", "--hostname-bin"])
-            .then_some("--pre and --hostname-bin run other programs"),
-        "git" => git_uncovered(args),
-        "sed" => sed_uncovered(args),
-        "sort" => (has(&["--output", "--compress-program"]) || short_bundle_has(args, 'o'))
-            .then_some("sort -o writes a file; --compress-program runs one"),
-        "tar" => tar_uncovered(args),
-        "curl" => (has(&[
-            "--output",
-            "--remote-name",
-            "--remote-name-all",
-            "--config",
-            "--dump-header",
-            "--cookie-jar",
-            "--trace",
-            "--trace-ascii",
-            "--libcurl",
-            "--stderr",
-            "--upload-file",
-            "--output-dir",
-        ]) || ['o', 'O', 'K', 'D', 'c', 'T']
-            .iter()
-            .any(|c| short_bundle_has(args, *c)))
-        .then_some("curl with -o, -O, -T, -K, -c or -D writes or uploads files"),
-        "wget" => {
-            let to_stdout = args.iter().any(|a| {
-                a == "--spider" || a == "-O-" || a == "-qO-" || a == "--output-document=-"
-            }) || args.windows(2).any(|w| w[0] == "-O" && w[1] == "-");
-            (!to_stdout || has(&["--execute", "-e"])).then_some("wget writes the files it fetches")
-        }
-        "awk" | "gawk" | "mawk" | "nawk" => awk_uncovered(args),
-        _ => None,
+        "find" => return find_uncovered(args),
+        "git" => return super::git::uncovered(args),
+        _ => {}
     }
-}
-
-/// Whether a short-option bundle (`-sSo`) holds `letter`. Long options and operands are skipped.
-fn short_bundle_has(args: &[String], letter: char) -> bool {
-    args.iter()
-        .take_while(|a| *a != "--")
-        .any(|a| a.starts_with('-') && !a.starts_with("--") && a[1..].contains(letter))
-}
-
-/// Where `git`'s subcommand is, after its global options.
-pub(super) fn git_subcommand(args: &[String]) -> Option<usize> {
-    let mut i = 0;
-    while i < args.len() {
-        let a = args[i].as_str();
-        match a {
-            "-C" | "-c" | "--git-dir" | "--work-tree" | "--namespace" | "--exec-path"
-            | "--config-env" | "--super-prefix" | "--list-cmds" | "--attr-source" => i += 2,
-            _ if a.starts_with('-') => i += 1,
-            _ => return Some(i),
-        }
-    }
-    None
-}
-
-fn git_uncovered(args: &[String]) -> Option<&'static str> {
-    let sub = git_subcommand(args);
-    let global = &args[..sub.unwrap_or(args.len())];
-    if global
-        .iter()
-        .any(|a| a == "-c" || a.starts_with("--config-env") || a.starts_with("--exec-path="))
-    {
-        return Some("git -c and --config-env set configuration that can run programs");
-    }
-    let at = sub?;
-    let (sub, rest) = (args[at].as_str(), &args[at + 1..]);
-    let any = |options: &[&str]| {
-        rest.iter().any(|a| {
-            options
-                .iter()
-                .any(|o| a == o || a.strip_prefix(o).is_some_and(|r| r.starts_with('=')))
-        })
+    let table = option_tables::table(name)?;
+    let expanded;
+    let args = if name == "tar" {
+        expanded = tar_old_style(args);
+        &expanded
+    } else {
+        args
     };
-    if any(&[
-        "--output",
-        "--ext-diff",
-        "--textconv",
-        "--upload-pack",
-        "--receive-pack",
-        "--exec",
-    ]) {
-        return Some(
-            "git --output, --ext-diff, --textconv, --exec and --upload-pack write files or run programs",
-        );
+    let parsed = match grammar::read(table, args) {
+        Ok(parsed) => parsed,
+        Err(_) => return Some(UNKNOWN_OPTION),
+    };
+    if let Some(why) = parsed.first_unsafe() {
+        return Some(why);
     }
-    match sub {
-        "branch"
-            if any(&[
-                "-d",
-                "-D",
-                "--delete",
-                "-m",
-                "-M",
-                "--move",
-                "-c",
-                "-C",
-                "--copy",
-                "-f",
-                "--force",
-                "--edit-description",
-            ]) =>
-        {
-            Some("git branch -d, -D, -m, -M, -c and -f change branches")
-        }
-        "tag" if any(&["-d", "--delete", "-f", "--force"]) => Some("git tag -d and -f change tags"),
-        "rebase" if any(&["-x"]) => Some("git rebase -x runs a command"),
-        "grep" if any(&["-O", "--open-files-in-pager"]) => Some("git grep -O runs a pager"),
-        "archive" | "format-patch" if any(&["-o", "--output-directory"]) => {
-            Some("git archive -o and format-patch -o write files")
-        }
-        "submodule" if rest.iter().any(|a| a == "foreach") => {
-            Some("git submodule foreach runs a command")
-        }
-        "bisect" if rest.iter().any(|a| a == "run") => Some("git bisect run runs a command"),
-        "difftool" | "mergetool" | "filter-branch" | "daemon" | "instaweb" => {
-            Some("this git subcommand runs other programs")
-        }
+    match name {
+        "sed" => sed_uncovered(&parsed),
+        "awk" | "gawk" | "mawk" | "nawk" => awk_uncovered(&parsed),
+        "tar" => tar_uncovered(&parsed),
+        "uniq" => (parsed.operands.len() > 1).then_some("uniq writes its second operand"),
+        "curl" => curl_uncovered(&parsed),
+        "wget" => wget_uncovered(&parsed),
         _ => None,
     }
 }
 
+/// Whether `sed` edits its files in place.
 pub(super) fn sed_in_place(args: &[String]) -> bool {
-    args.iter().take_while(|a| *a != "--").any(|a| {
-        a.starts_with("--in-place")
-            || (a.starts_with('-') && !a.starts_with("--") && a[1..].contains('i'))
-    })
+    let Some(table) = option_tables::table("sed") else {
+        return true;
+    };
+    // An argument list sed's table cannot read is taken to edit in place: it may.
+    grammar::read(table, args).map_or(true, |p| p.has("in-place"))
 }
 
-fn sed_uncovered(args: &[String]) -> Option<&'static str> {
-    if sed_in_place(args) {
-        return Some("sed -i writes the files it reads");
-    }
-    let mut scripts: Vec<&str> = Vec::new();
-    let mut operands = Vec::new();
-    let mut i = 0;
-    let mut options_done = false;
-    while i < args.len() {
-        let a = args[i].as_str();
-        if options_done || !a.starts_with('-') || a == "-" {
-            operands.push(a);
-        } else if a == "--" {
-            options_done = true;
-        } else if a == "-e" || a == "--expression" {
-            i += 1;
-            scripts.push(args.get(i).map_or("", String::as_str));
-        } else if let Some(s) = a.strip_prefix("--expression=") {
-            scripts.push(s);
-        } else if a == "-f" || a.starts_with("--file") || (a.starts_with("-f") && a.len() > 2) {
-            return Some("sed -f runs a script file this host cannot read");
-        } else if a.starts_with("--") {
-            // --debug, --posix, --sandbox, --separate, --null-data, --regexp-extended…
-        } else {
-            // A bundle of one-letter options: flags, then perhaps -e with its script (attached
-            // or the next word) or -l with its length.
-            let bundle = &a[1..];
-            for (at, letter) in bundle.char_indices() {
-                match letter {
-                    'n' | 'E' | 'r' | 's' | 'u' | 'z' | 'b' => {}
-                    'e' => {
-                        let rest = &bundle[at + 1..];
-                        if rest.is_empty() {
-                            i += 1;
-                            scripts.push(args.get(i).map_or("", String::as_str));
-                        } else {
-                            scripts.push(rest);
-                        }
-                        break;
-                    }
-                    'l' => {
-                        if bundle[at + 1..].is_empty() {
-                            i += 1;
-                        }
-                        break;
-                    }
-                    _ => return Some("a sed option this host cannot read"),
-                }
-            }
-        }
-        i += 1;
-    }
+fn sed_uncovered(parsed: &Parsed<'_, '_>) -> Option<&'static str> {
+    let mut scripts: Vec<&str> = parsed.values("expression").collect();
     if scripts.is_empty() {
-        scripts.extend(operands.first());
+        scripts.extend(parsed.operands.first());
     }
     scripts
         .iter()
         .any(|s| !sed_script_is_safe(s))
-        .then_some("a sed script with e, w or W commands (or one this host cannot read) runs programs or writes files")
+        .then_some("a sed script with e, w, W or r commands (or one this host cannot read) runs programs or writes files")
+}
+
+fn awk_uncovered(parsed: &Parsed<'_, '_>) -> Option<&'static str> {
+    const SAFE_W: &[&str] = &[
+        "version",
+        "v",
+        "interactive",
+        "i",
+        "usage",
+        "posix_space",
+        "dump",
+    ];
+    if parsed
+        .values("W")
+        .any(|w| !SAFE_W.contains(&w) && !w.starts_with("sprintf=") && !w.starts_with("random="))
+    {
+        return Some("a mawk -W option that runs a program file (or one this host does not know)");
+    }
+    let mut programs: Vec<&str> = parsed.values("source").collect();
+    if programs.is_empty() {
+        programs.extend(parsed.operands.first());
+    }
+    programs.iter().find_map(|p| super::awk::unsafe_program(p))
+}
+
+/// GNU tar's old style: a first argument without `-` is a bundle of letters whose values follow
+/// in order (`tar tvfC a.tar dir`), read here as the options they stand for.
+fn tar_old_style(args: &[String]) -> Vec<String> {
+    const VALUED: &str = "fbCTXIFgKLNVH";
+    let Some(first) = args
+        .first()
+        .filter(|a| !a.starts_with('-') && !a.is_empty())
+    else {
+        return args.to_vec();
+    };
+    let mut out = Vec::with_capacity(args.len() + 2);
+    let mut values = args[1..].iter();
+    for letter in first.chars() {
+        out.push(format!("-{letter}"));
+        if VALUED.contains(letter)
+            && let Some(v) = values.next()
+        {
+            out.push(v.clone());
+        }
+    }
+    out.extend(values.cloned());
+    out
+}
+
+fn tar_uncovered(parsed: &Parsed<'_, '_>) -> Option<&'static str> {
+    if !(parsed.has("list") || parsed.has("diff") || parsed.has("test-label")) {
+        return Some(
+            "tar only reads when it lists (-t): it extracts, creates and runs programs otherwise",
+        );
+    }
+    // `host:file` is a remote archive, reached by running a remote shell.
+    let remote = parsed
+        .values("file")
+        .any(|f| f.find(':').is_some_and(|colon| !f[..colon].contains('/')));
+    (remote && !parsed.has("force-local"))
+        .then_some("tar -f host:file runs a remote shell to reach the archive")
+}
+
+/// Where only standard output (or nothing) may be named.
+fn to_stdout(value: &str) -> bool {
+    matches!(value, "-" | "/dev/null" | "/dev/stdout" | "%")
+}
+
+fn curl_uncovered(parsed: &Parsed<'_, '_>) -> Option<&'static str> {
+    for name in ["output", "dump-header", "trace", "stderr"] {
+        if parsed.values(name).any(|v| !to_stdout(v)) {
+            return Some("curl -o, -D, --trace and --stderr write the files they name");
+        }
+    }
+    if parsed.values("write-out").any(|w| w.contains("%output{")) {
+        return Some("curl -w %output{} writes a file");
+    }
+    None
+}
+
+fn wget_uncovered(parsed: &Parsed<'_, '_>) -> Option<&'static str> {
+    let to_stdout = parsed.has("spider")
+        || (parsed.values("output-document").count() > 0
+            && parsed.values("output-document").all(|v| v == "-"));
+    (!to_stdout).then_some("wget writes the files it fetches (only -O - and --spider do not)")
+}
+
+/// find's expression: the primaries that only test and print, with how many words each takes.
+const FIND_SAFE: &[(&str, usize)] = &[
+    ("-name", 1),
+    ("-iname", 1),
+    ("-path", 1),
+    ("-ipath", 1),
+    ("-wholename", 1),
+    ("-iwholename", 1),
+    ("-regex", 1),
+    ("-iregex", 1),
+    ("-regextype", 1),
+    ("-type", 1),
+    ("-xtype", 1),
+    ("-size", 1),
+    ("-mtime", 1),
+    ("-mmin", 1),
+    ("-atime", 1),
+    ("-amin", 1),
+    ("-ctime", 1),
+    ("-cmin", 1),
+    ("-newer", 1),
+    ("-anewer", 1),
+    ("-cnewer", 1),
+    ("-used", 1),
+    ("-user", 1),
+    ("-group", 1),
+    ("-uid", 1),
+    ("-gid", 1),
+    ("-perm", 1),
+    ("-links", 1),
+    ("-inum", 1),
+    ("-samefile", 1),
+    ("-lname", 1),
+    ("-ilname", 1),
+    ("-fstype", 1),
+    ("-maxdepth", 1),
+    ("-mindepth", 1),
+    ("-printf", 1),
+    ("-empty", 0),
+    ("-nouser", 0),
+    ("-nogroup", 0),
+    ("-readable", 0),
+    ("-writable", 0),
+    ("-executable", 0),
+    ("-depth", 0),
+    ("-d", 0),
+    ("-mount", 0),
+    ("-xdev", 0),
+    ("-follow", 0),
+    ("-noleaf", 0),
+    ("-daystart", 0),
+    ("-ignore_readdir_race", 0),
+    ("-noignore_readdir_race", 0),
+    ("-print", 0),
+    ("-print0", 0),
+    ("-ls", 0),
+    ("-prune", 0),
+    ("-quit", 0),
+    ("-true", 0),
+    ("-false", 0),
+    ("-not", 0),
+    ("-a", 0),
+    ("-and", 0),
+    ("-o", 0),
+    ("-or", 0),
+    ("!", 0),
+    ("(", 0),
+    (")", 0),
+    (",", 0),
+];
+
+/// find's primaries that run programs or write files.
+const FIND_UNSAFE: &[&str] = &[
+    "-exec", "-execdir", "-ok", "-okdir", "-delete", "-fls", "-fprint", "-fprint0", "-fprintf",
+];
+
+fn find_uncovered(args: &[String]) -> Option<&'static str> {
+    const WHY: &str = "find with -exec, -ok, -delete or -fprint runs programs or writes files";
+    let mut i = 0;
+    // Its own options, then the starting points: everything before the expression.
+    while i < args.len() {
+        let a = args[i].as_str();
+        match a {
+            "-H" | "-L" | "-P" => i += 1,
+            "-D" => i += 2,
+            _ if a.starts_with("-O") && a.len() > 2 => i += 1,
+            _ if a.starts_with('-') || a == "!" || a == "(" => break,
+            _ => i += 1,
+        }
+    }
+    while i < args.len() {
+        let a = args[i].as_str();
+        if FIND_UNSAFE.contains(&a) {
+            return Some(WHY);
+        }
+        // `-newerXY` compares times (`-newermt 2024-01-01`).
+        let takes = if a.starts_with("-newer") && a.len() == 8 {
+            Some(1)
+        } else {
+            FIND_SAFE.iter().find(|(p, _)| *p == a).map(|(_, n)| *n)
+        };
+        let Some(takes) = takes else {
+            return Some("a find primary this host does not know");
+        };
+        i += 1 + takes;
+    }
+    None
 }
 
 /// Whether a sed script only prints, deletes, substitutes and moves through its input. Anything
@@ -293,8 +341,26 @@ fn sed_script_is_safe(script: &str) -> bool {
                 }
             }
             'b' | 't' | 'T' | ':' => {
-                while i < s.len() && s[i] != ';' && s[i] != '\n' && s[i] != '}' {
+                // GNU sed ends a label at a blank or `;` (`:a e cmd` is the label `a`, then
+                // `e cmd`): after it only a blank, `;`, a newline or the end may follow, or a
+                // `}` straight after a branch without one.
+                while i < s.len() && s[i] == ' ' {
                     i += 1;
+                }
+                let start = i;
+                while i < s.len() && !matches!(s[i], ' ' | '\t' | ';' | '\n' | '}') {
+                    i += 1;
+                }
+                if command == ':' && i == start {
+                    return false;
+                }
+                while i < s.len() && (s[i] == ' ' || s[i] == '\t') {
+                    i += 1;
+                }
+                match s.get(i) {
+                    None | Some(';' | '\n') => {}
+                    Some('}') if i == start => {}
+                    Some(_) => return false,
                 }
             }
             's' | 'y' => {
@@ -321,91 +387,6 @@ fn sed_script_is_safe(script: &str) -> bool {
             _ => return false,
         }
     }
-}
-
-fn tar_uncovered(args: &[String]) -> Option<&'static str> {
-    const WHY: &str =
-        "tar only reads when it lists (-t): it extracts, creates and runs programs otherwise";
-    let mut letters = String::new();
-    let mut long = Vec::new();
-    for (i, a) in args.iter().enumerate() {
-        if let Some(l) = a.strip_prefix("--") {
-            long.push(l.split('=').next().unwrap_or(l));
-        } else if let Some(b) = a.strip_prefix('-') {
-            letters.push_str(b);
-        } else if i == 0 {
-            // Old style: `tar tzf archive`.
-            letters.push_str(a);
-        }
-    }
-    let lists = letters.contains('t') || long.contains(&"list");
-    let changes = letters.chars().any(|c| "xcruAIF".contains(c))
-        || long.iter().any(|l| {
-            matches!(
-                *l,
-                "extract"
-                    | "get"
-                    | "create"
-                    | "append"
-                    | "update"
-                    | "catenate"
-                    | "concatenate"
-                    | "delete"
-                    | "to-command"
-                    | "checkpoint-action"
-                    | "use-compress-program"
-                    | "rsh-command"
-                    | "info-script"
-                    | "new-volume-script"
-                    | "rmt-command"
-                    | "index-file"
-            )
-        });
-    (!lists || changes).then_some(WHY)
-}
-
-fn awk_uncovered(args: &[String]) -> Option<&'static str> {
-    const WHY: &str = "an awk program with system, pipes, output redirection, or loaded code runs programs or writes files";
-    let mut i = 0;
-    let mut program = None;
-    while i < args.len() {
-        let a = args[i].as_str();
-        match a {
-            "-f" | "--file" | "-E" | "--exec" | "-i" | "--include" | "-l" | "--load" => {
-                return Some(WHY);
-            }
-            "-F" | "-v" | "--field-separator" | "--assign" => i += 1,
-            "--" => {
-                program = args.get(i + 1).map(String::as_str);
-                break;
-            }
-            "-e" | "--source" => {
-                program = args.get(i + 1).map(String::as_str);
-                break;
-            }
-            _ if a.starts_with("-f")
-                || a.starts_with("--file=")
-                || a.starts_with("--load=")
-                || a.starts_with("--include=") =>
-            {
-                return Some(WHY);
-            }
-            _ if a.starts_with('-') => {}
-            _ => {
-                program = Some(a);
-                break;
-            }
-        }
-        i += 1;
-    }
-    let program = program?;
-    (program.contains("system")
-        || program.contains('|')
-        || program.contains('>')
-        || program.contains("getline")
-        || program.contains("close")
-        || program.contains("@load"))
-    .then_some(WHY)
 }
 
 #[cfg(test)]

@@ -12,9 +12,10 @@
 //! The options that uncover a command are in `options.rs`, where the wrappers start what they run
 //! in `wrappers.rs`.
 
-use super::options::{git_subcommand, sed_in_place, uncovered};
+use super::options::uncovered;
 use super::shell::{self, Opaque, Redirect, Simple};
 use super::wrappers::{Wrapped, wrapped};
+use super::{changers, git, writes};
 
 /// How deep wrappers and nested scripts are followed (`sudo timeout 5 bash -c '…'`).
 const MAX_DEPTH: usize = 8;
@@ -37,9 +38,14 @@ pub struct Reading {
     pub operands: Vec<String>,
     /// `cd`: where it moves what follows (`None` when that cannot be known: `cd -`, `pushd`).
     pub chdir: Option<Option<String>>,
-    /// Its writes reach what lies below a directory it names (`rm -r`, `mv`, `cp -r`,
-    /// `chmod -R`): removing or replacing a directory takes what is in it along.
-    pub reaches_below: bool,
+    /// Directories whose whole tree it may remove, replace or fill (`rm -r`, `mv`, `cp -r src
+    /// dir`, `tar -x -C dir`): removing or replacing a directory takes what is in it along.
+    pub writes_below: Vec<String>,
+    /// It writes files it is given at run time (`xargs rm`): which, no text can tell.
+    pub writes_unknown: bool,
+    /// Its own paths are read from a directory this host does not follow (`env -C dir`,
+    /// `git -C dir`, `sudo -D dir`).
+    pub elsewhere: bool,
     /// When it is a wrapper (`timeout 5 cargo test`, `xargs rm`, `bash -c '…'`, `ssh host …`):
     /// the index of the word where what it runs starts. A rule covers it only when the rule's
     /// words reach past that index, that is when the rule names what runs.
@@ -73,6 +79,12 @@ pub fn read(simple: &Simple) -> Result<Reading, Opaque> {
             }
         }
     }
+    for assignment in &simple.assignments {
+        if let Some(why) = changers::assignment(assignment) {
+            reading.hidden = true;
+            reading.uncovered.get_or_insert(why);
+        }
+    }
     program(&simple.words, &mut reading, 0, 0)?;
     Ok(reading)
 }
@@ -104,8 +116,22 @@ fn program(
     normalized.push(name.to_owned());
     normalized.extend_from_slice(args);
     reading.runs.push(normalized);
+    if let Some(why) = changers::program(name, args) {
+        reading.hidden = true;
+        reading.uncovered.get_or_insert(why);
+    }
+    if name == "git" {
+        let line = git::read(args);
+        if line.changes_program.is_some() {
+            reading.hidden = true;
+        }
+        // `git -C dir` reads its paths from there.
+        reading.elsewhere |= args[..line.subcommand.unwrap_or(args.len())]
+            .iter()
+            .any(|a| a == "-C" || a.starts_with("--work-tree") || a.starts_with("--git-dir"));
+    }
     if name == "git"
-        && let Some(at) = git_subcommand(args)
+        && let Some(at) = git::subcommand(args)
         && at > 0
     {
         // `git -C dir -c x=y push` is `git push` to a reject rule.
@@ -114,44 +140,55 @@ fn program(
         reading.runs.push(plain);
     }
     if let Some(why) = uncovered(name, args) {
+        // An option that runs a program (`rg --pre rm`, `tar -I`, sed's `e`, awk's `system`)
+        // hides that program from reject rules too.
+        reading.hidden |= why.contains(" runs ") || why.contains("pipe");
         reading.uncovered.get_or_insert(why);
     }
     for word in args {
         let value = word.split_once('=').map_or(word.as_str(), |(_, v)| v);
         reading.operands.push(value.to_owned());
     }
-    if WRITERS.contains(&name) || (name == "sed" && sed_in_place(args)) {
-        reading.writes.extend(
-            args.iter()
-                .filter(|a| !a.starts_with('-') || a.contains('='))
-                .map(|a| a.split_once('=').map_or(a.as_str(), |(_, v)| v).to_owned()),
-        );
-        reading.reaches_below |= reaches_below(name, args);
+    let wraps = wrapped(name, args)?;
+    if matches!(wraps, Wrapped::Nothing) {
+        let w = writes::of(name, args);
+        reading.writes.extend(w.files);
+        reading.writes_below.extend(w.below);
     }
     for inner in executed_by(name, args) {
         // What `find -exec` and `fd -x` run, for reject rules (they are uncovered anyway).
         let mut inner_reading = Reading::default();
         program(inner, &mut inner_reading, depth + 1, 0)?;
         reading.runs.extend(inner_reading.runs);
-        reading.writes.extend(inner_reading.writes);
         reading.hidden |= inner_reading.hidden;
-        reading.reaches_below |= inner_reading.reaches_below;
+        if !inner_reading.writes.is_empty() || !inner_reading.writes_below.is_empty() {
+            // It writes the files find finds: anything below where find starts.
+            reading.writes_below.extend(find_starts(args));
+        }
+    }
+    if name == "find" && args.iter().any(|a| a == "-delete") {
+        reading.writes_below.extend(find_starts(args));
     }
     match name {
-        "cd" => {
-            reading.chdir = Some(match args {
-                [] => Some("~".to_owned()),
-                [dir] if !dir.starts_with('-') => Some(dir.clone()),
-                _ => None,
-            });
-        }
-        "pushd" | "popd" => reading.chdir = Some(None),
+        "cd" | "pushd" => reading.chdir = Some(new_directory(name, args)),
+        "popd" => reading.chdir = Some(None),
         _ => {}
     }
-    match wrapped(name, args)? {
+    match wraps {
         Wrapped::Nothing => Ok(()),
         Wrapped::Command(at) => {
             reading.wraps_from = Some(offset + 1 + at);
+            let before = (reading.writes.len(), reading.writes_below.len());
+            program(&args[at..], reading, depth + 1, offset + 1 + at)?;
+            if name == "xargs" && (reading.writes.len(), reading.writes_below.len()) != before {
+                // Its program writes the files named on standard input: any at all.
+                reading.writes_unknown = true;
+            }
+            Ok(())
+        }
+        Wrapped::Elsewhere(at) => {
+            reading.wraps_from = Some(offset + 1 + at);
+            reading.elsewhere = true;
             program(&args[at..], reading, depth + 1, offset + 1 + at)
         }
         Wrapped::Script(at) => {
@@ -160,11 +197,13 @@ fn program(
                 let inner = read(&simple)?;
                 reading.runs.extend(inner.runs);
                 reading.writes.extend(inner.writes);
+                reading.writes_below.extend(inner.writes_below);
                 reading.operands.extend(inner.operands);
                 reading.hidden |= inner.hidden;
-                reading.reaches_below |= inner.reaches_below;
+                reading.writes_unknown |= inner.writes_unknown;
                 // A `cd` inside the script moves its own paths: only their text can tell.
                 reading.hidden |= inner.chdir.is_some();
+                reading.elsewhere |= inner.chdir.is_some() || inner.elsewhere;
                 if let Some(why) = inner.uncovered {
                     reading.uncovered.get_or_insert(why);
                 }
@@ -218,6 +257,9 @@ fn evaluates_code(name: &str, args: &[String]) -> Option<&'static str> {
             "a builtin that evaluates arithmetic or assignments"
         }
         "mapfile" | "readarray" => "mapfile runs a callback",
+        "hash" if args.iter().any(|a| a.starts_with('-') && a.contains('p')) => {
+            "hash -p makes a name run another program"
+        }
         "printf" if args.iter().any(|a| a.starts_with("-v")) => {
             "printf -v assigns to a name it evaluates"
         }
@@ -231,24 +273,41 @@ fn evaluates_code(name: &str, args: &[String]) -> Option<&'static str> {
     })
 }
 
-/// Whether `name`'s writes reach below the directories it names.
-fn reaches_below(name: &str, args: &[String]) -> bool {
-    let recursive = args.iter().take_while(|a| *a != "--").any(|a| {
-        matches!(a.as_str(), "--recursive" | "--archive" | "--delete")
-            || (a.starts_with('-') && !a.starts_with("--") && a[1..].contains(['r', 'R', 'a']))
-    });
-    match name {
-        "rm" | "rmdir" | "mv" | "shred" | "unlink" | "tar" | "unzip" => true,
-        "cp" | "rsync" | "chmod" | "chown" | "chgrp" | "scp" | "install" => recursive,
-        _ => false,
+/// Where `find` starts: the words before its expression.
+fn find_starts(args: &[String]) -> Vec<String> {
+    let starts: Vec<String> = args
+        .iter()
+        .filter(|a| !matches!(a.as_str(), "-H" | "-L" | "-P"))
+        .take_while(|a| !a.starts_with('-') && *a != "!" && *a != "(")
+        .cloned()
+        .collect();
+    if starts.is_empty() {
+        vec![".".to_owned()]
+    } else {
+        starts
     }
 }
 
-/// Programs whose operands are files they write (or delete, or change).
-const WRITERS: &[&str] = &[
-    "tee", "cp", "mv", "ln", "install", "rsync", "truncate", "touch", "rm", "rmdir", "mkdir",
-    "chmod", "chown", "chgrp", "shred", "unlink", "dd", "patch", "tar", "unzip", "scp",
-];
+/// Where `cd` or `pushd` moves to, when its words tell (`cd -- dir`, `cd -P dir`); `None` for
+/// `cd -`, `pushd +1` and anything else that depends on the shell's state.
+fn new_directory(name: &str, args: &[String]) -> Option<String> {
+    let mut rest = args;
+    while let Some(first) = rest.first() {
+        match first.as_str() {
+            "--" => {
+                rest = &rest[1..];
+                break;
+            }
+            "-P" | "-L" | "-e" | "-@" | "-n" if name == "cd" || first == "-n" => rest = &rest[1..],
+            _ => break,
+        }
+    }
+    match rest {
+        [] if name == "cd" => Some("~".to_owned()),
+        [dir] if dir != "-" && !dir.starts_with(['+', '-']) => Some(dir.clone()),
+        _ => None,
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -325,7 +384,7 @@ mod tests {
     #[test]
     fn writers_name_their_files() {
         assert_eq!(reading("tee -a a b").unwrap().writes, vec!["a", "b"]);
-        assert_eq!(reading("cp x y").unwrap().writes, vec!["x", "y"]);
+        assert_eq!(reading("cp x y").unwrap().writes, vec!["x", "y", "y/x"]);
         assert_eq!(reading("dd if=a of=b").unwrap().writes, vec!["a", "b"]);
         assert_eq!(
             reading("sed -i s/a/b/ f").unwrap().writes,

@@ -150,6 +150,29 @@ pub const AGENT_SETTINGS: &[Settings] = &[
 ];
 
 impl Settings {
+    /// Whether replacing or removing the directory `dir` (a real path) could take one of these
+    /// files along: `dir` is the settings directory or one above it (`.claude`, `.github`),
+    /// a directory the agent CLIs read settings from (the working directory, its parents, the
+    /// home, its parents), or one holding such a settings directory.
+    fn lies_below(&self, dir: &Path, cwd: Option<&Path>) -> bool {
+        let names: Vec<&str> = dir
+            .components()
+            .filter_map(|c| c.as_os_str().to_str())
+            .collect();
+        let is_settings_dir = (1..=self.dir.len()).any(|n| names.ends_with(&self.dir[..n]));
+        let read_from = cwd
+            .map(Path::to_owned)
+            .into_iter()
+            .chain(paths::home().map(|h| paths::real_dir(&h)))
+            .any(|place| place.starts_with(dir));
+        let holds_one = if self.dir.is_empty() {
+            self.files.iter().any(|f| dir.join(f).exists())
+        } else {
+            dir.join(self.dir.join("/")).is_dir()
+        };
+        is_settings_dir || read_from || holds_one
+    }
+
     /// The glob lists show.
     fn text(&self) -> String {
         let dir: String = self.dir.iter().map(|d| format!("{d}/")).collect();
@@ -295,11 +318,11 @@ impl Area {
 
     /// Whether the real path `path` is in this area, or holds it (removing or moving a parent
     /// directory takes the area with it) when `parents` says so.
-    fn holds(&self, path: &Path, parents: bool) -> bool {
+    fn holds(&self, path: &Path, parents: bool, cwd: Option<&Path>) -> bool {
         match &self.place {
             Place::Tree(p) => path.starts_with(p) || (parents && p.starts_with(path)),
             Place::File(p) => path == p || (parents && p.starts_with(path)),
-            Place::Settings(s) => s.holds(path),
+            Place::Settings(s) => s.holds(path) || (parents && s.lies_below(path, cwd)),
         }
     }
 
@@ -363,22 +386,38 @@ pub struct Protected {
     areas: Vec<Area>,
 }
 
-/// Why a call is rejected: the area it touches, and whether only its text names it.
+/// Why a call is rejected: the area it touches, and how that is known.
 #[derive(Debug, Clone, Copy)]
 pub struct Finding<'a> {
     /// The protected place.
     pub area: &'a Area,
+    /// How the call reaches it.
+    pub how: How,
+}
+
+/// How a call reaches a protected place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum How {
+    /// It writes (or, for a secret, reads) a path in it.
+    Path,
     /// The call could not be read; its text names the place.
-    pub by_name: bool,
+    ByName,
+    /// It writes somewhere its text cannot show (a directory it moved to and this host cannot
+    /// follow, a tilde form for another user, files given on standard input, a variable): any
+    /// protected place could be the one.
+    Unknowable(&'static str),
 }
 
 impl Finding<'_> {
     /// The reason the model reads.
     pub fn reason(&self) -> String {
-        if self.by_name {
-            self.area.named_reason()
-        } else {
-            self.area.reason()
+        match self.how {
+            How::Path => self.area.reason(),
+            How::ByName => self.area.named_reason(),
+            How::Unknowable(why) => format!(
+                "this command writes {why}, which this host cannot tell apart from a protected place ({}): no agent may change those",
+                self.area.what
+            ),
         }
     }
 }
@@ -453,7 +492,7 @@ impl Protected {
             if let Some(area) = self.touched(path, cwd, !reader, false) {
                 return Some(Finding {
                     area,
-                    by_name: false,
+                    how: How::Path,
                 });
             }
         }
@@ -468,7 +507,7 @@ impl Protected {
             real.push(paths::normalise(&absolute));
         }
         self.areas.iter().find(|area| {
-            (write || area.secret) && real.iter().any(|r| area.holds(r, parents && write))
+            (write || area.secret) && real.iter().any(|r| area.holds(r, parents && write, cwd))
         })
     }
 
@@ -478,50 +517,178 @@ impl Protected {
             .find(|area| area.hints(cwd).iter().any(|h| text.contains(h.as_str())))
             .map(|area| Finding {
                 area,
-                by_name: true,
+                how: How::ByName,
             })
     }
 
     fn check_command(&self, text: &str, cwd: Option<&Path>) -> Option<Finding<'_>> {
         let found = |area| Finding {
             area,
-            by_name: false,
+            how: How::Path,
         };
         let parts = match command::read(text) {
             Command::Read(parts) => parts,
-            Command::Opaque { .. } => return self.named_in(text, cwd),
+            Command::Opaque { .. } => return self.in_unreadable(text, cwd),
         };
         // `cd` moves what follows; once it cannot be followed, only the text can tell.
         let mut here: Option<PathBuf> = cwd.map(paths::real_dir);
         // Without a working directory, relative paths can only be told by their text.
-        let mut lost = here.is_none();
+        let lost = here.is_none();
+        // A `cd` this host cannot follow: a relative write after it could land anywhere.
+        let mut moved = false;
         for part in parts.iter() {
             let at = here.as_deref();
-            for path in &part.reading.writes {
-                if let Some(area) = self.touched(path, at, true, part.reading.reaches_below) {
+            let unknown_dir = moved || part.reading.elsewhere;
+            let writes = part
+                .reading
+                .writes
+                .iter()
+                .map(|w| (w, false))
+                .chain(part.reading.writes_below.iter().map(|w| (w, true)));
+            for (path, below) in writes {
+                let Some(path) = tilde(path, at) else {
+                    return self.unknowable(
+                        "to another user's home or the previous directory (~user, ~-)",
+                    );
+                };
+                if unknown_dir && !path.starts_with(['/', '~']) {
+                    return self.unknowable("relative to a directory it moved to");
+                }
+                if let Some(area) = self.touched(&path, at, true, below) {
                     return Some(found(area));
                 }
             }
+            if part.reading.writes_unknown {
+                return self.unknowable("files named on its standard input");
+            }
             for path in &part.reading.operands {
-                if let Some(area) = self.touched(path, at, false, false) {
+                if let Some(path) = tilde(path, at)
+                    && let Some(area) = self.touched(&path, at, false, false)
+                {
                     return Some(found(area));
+                }
+            }
+            // A word that spells a protected place inside it (`-o.claude/settings.json`, a
+            // script's `w` command, `open('…')`) is not exempt because it is not a path alone.
+            let writes_any = !part.reading.writes.is_empty()
+                || !part.reading.writes_below.is_empty()
+                || part.reading.uncovered.is_some();
+            if writes_any
+                || part
+                    .reading
+                    .operands
+                    .iter()
+                    .any(|o| self.names_secret(o, cwd))
+            {
+                let words = part
+                    .simple
+                    .all_words()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                if let Some(finding) = self.named_in(&words, cwd)
+                    && (writes_any || finding.area.secret)
+                {
+                    return Some(finding);
                 }
             }
             match &part.reading.chdir {
-                Some(Some(dir)) => {
-                    here = paths::resolve(dir, at).into_iter().next();
-                    lost |= here.is_none();
-                }
-                Some(None) => lost = true,
+                Some(Some(dir)) => match tilde(dir, at) {
+                    Some(dir) => {
+                        here = paths::resolve(&dir, at).into_iter().next();
+                        moved |= here.is_none();
+                    }
+                    None => moved = true,
+                },
+                Some(None) => moved = true,
                 None => {}
             }
         }
         let hidden = parts.iter().any(|p| p.reading.hidden);
-        if hidden || lost {
+        if hidden || lost || moved {
             return self.named_in(text, cwd);
         }
         None
     }
+
+    /// Whether a word names a secret area (its path as written from here or the home).
+    fn names_secret(&self, word: &str, cwd: Option<&Path>) -> bool {
+        self.areas
+            .iter()
+            .filter(|a| a.secret)
+            .any(|a| a.hints(cwd).iter().any(|h| word.contains(h.as_str())))
+    }
+
+    /// A command this host cannot read: rejected when its text names a protected place, or a
+    /// word in it is a glob that could match one.
+    fn in_unreadable(&self, text: &str, cwd: Option<&Path>) -> Option<Finding<'_>> {
+        if let Some(finding) = self.named_in(text, cwd) {
+            return Some(finding);
+        }
+        let globs = text
+            .split(|c: char| c.is_whitespace() || "'\"`;&|<>(){}".contains(c))
+            .filter(|w| w.contains(['*', '?', '[']) && !w.contains('$'));
+        for word in globs {
+            let Ok(glob) = globset::GlobBuilder::new(word.trim_start_matches("./"))
+                .literal_separator(false)
+                .build()
+            else {
+                continue;
+            };
+            let glob = glob.compile_matcher();
+            let hit = self.areas.iter().find(|area| {
+                area.hints(cwd).iter().any(|hint| {
+                    // The glob may name the place, or a directory above it.
+                    let hint = hint.trim_end_matches('/');
+                    glob.is_match(hint) || Path::new(hint).ancestors().any(|a| glob.is_match(a))
+                })
+            });
+            if let Some(area) = hit {
+                return Some(Finding {
+                    area,
+                    how: How::ByName,
+                });
+            }
+        }
+        None
+    }
+
+    /// A write to a place no text can show: the first protected area stands for all of them.
+    fn unknowable(&self, why: &'static str) -> Option<Finding<'_>> {
+        self.areas.first().map(|area| Finding {
+            area,
+            how: How::Unknowable(why),
+        })
+    }
+}
+
+/// A shell word with bash's tilde expansion done where it can be (`~+` is the working
+/// directory; `~` and `~/…` stay for [`paths::absolute`], which knows the home; `~name` is that
+/// user's home from the password file). `None` when it cannot be: `~-` (the previous
+/// directory) or a user this host cannot find.
+fn tilde(word: &str, cwd: Option<&Path>) -> Option<String> {
+    let Some(rest) = word.strip_prefix('~') else {
+        return Some(word.to_owned());
+    };
+    let (user, tail) = match rest.find('/') {
+        Some(at) => (&rest[..at], &rest[at..]),
+        None => (rest, ""),
+    };
+    match user {
+        "" => Some(word.to_owned()),
+        "+" => cwd.map(|c| format!("{}{tail}", c.display())),
+        "-" => None,
+        name => home_of(name).map(|h| format!("{}{tail}", h.display())),
+    }
+}
+
+/// A user's home directory from `/etc/passwd`.
+fn home_of(user: &str) -> Option<PathBuf> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        (fields.len() >= 6 && fields[0] == user).then(|| PathBuf::from(fields[5]))
+    })
 }
 
 /// The guard in the waterfall: ahead of every rule and plugin.

@@ -92,6 +92,8 @@ pub(super) enum Wrapped {
     Nothing,
     /// The program at this index of its arguments.
     Command(usize),
+    /// The program at this index, run in another directory (`env -C dir`).
+    Elsewhere(usize),
     /// A literal shell script (`bash -c '…'`), the argument at this index.
     Script(usize),
     /// Something this host cannot read (a script file, standard input, a remote host).
@@ -203,17 +205,14 @@ pub(super) fn wrapped(name: &str, args: &[String]) -> Result<Wrapped, Opaque> {
             while at < args.len() && is_assignment(&args[at]) {
                 at += 1;
             }
-            if args[..at]
+            let elsewhere = args[..at]
                 .iter()
-                .any(|a| a == "-C" || a.starts_with("--chdir"))
-            {
+                .any(|a| a == "-C" || a.starts_with("--chdir"));
+            Ok(match (at < args.len(), elsewhere) {
                 // It runs its program elsewhere: the program's paths read from there.
-                return Ok(Wrapped::Hidden);
-            }
-            Ok(if at < args.len() {
-                Wrapped::Command(at)
-            } else {
-                Wrapped::Nothing
+                (true, true) => Wrapped::Elsewhere(at),
+                (true, false) => Wrapped::Command(at),
+                (false, _) => Wrapped::Nothing,
             })
         }
         "sudo" | "doas" => {
@@ -298,10 +297,49 @@ pub(super) fn wrapped(name: &str, args: &[String]) -> Result<Wrapped, Opaque> {
         },
         "watch" | "flock" | "chroot" | "unshare" | "nsenter" | "taskset" | "systemd-run"
         | "script" | "strace" | "ltrace" | "valgrind" | "gdb" | "perf" | "parallel" | "ssh"
-        | "chrt" | "firejail" | "bwrap" | "fakeroot" | "proot" | "nix-shell" | "unbuffer" => {
+        | "chrt" | "firejail" | "bwrap" | "fakeroot" | "proot" | "nix-shell" | "unbuffer"
+        | "prlimit" | "setarch" | "linux32" | "linux64" | "i386" | "x86_64" | "uname26"
+        | "setpriv" | "catchsegv" | "rlwrap" | "xvfb-run" | "dbus-run-session"
+        | "systemd-inhibit" | "cgexec" | "numactl" | "torsocks" | "proxychains"
+        | "proxychains4" | "tsocks" | "sg" | "pkexec" | "run-parts" | "entr" | "pipx"
+        | "direnv" | "tini" | "dumb-init" | "gosu" | "su-exec" | "chpst" | "softlimit"
+        | "setuidgid" | "envdir" | "envuidgid" | "start-stop-daemon" | "daemonize"
+        | "flatpak-spawn" | "distrobox-enter" | "ifne" | "chronic" | "sem" | "expect"
+        | "caffeinate" | "run0" | "machinectl" | "toolbox" => Ok(Wrapped::Hidden),
+        // The dynamic loader runs the program it is given (`/lib64/ld-linux-x86-64.so.2 rm`).
+        _ if name.starts_with("ld-")
+            || name.starts_with("ld.so")
+            || name.starts_with("ld64.so") =>
+        {
             Ok(Wrapped::Hidden)
         }
+        // Package runners that run the command they are given: what follows the runner (and
+        // its subcommand) when no option stands before it, else nothing this host can read.
+        "npx" | "pnpx" | "bunx" | "uvx" => Ok(runner(args, 0)),
+        "uv" | "poetry" | "pipenv" | "pdm" | "hatch" | "rye" | "conda" | "mamba" | "micromamba"
+        | "pixi" | "mise"
+            if args.first().is_some_and(|a| a == "run" || a == "exec") =>
+        {
+            Ok(runner(args, 1))
+        }
+        "npm" | "pnpm" | "yarn" | "bun"
+            if args
+                .first()
+                .is_some_and(|a| matches!(a.as_str(), "exec" | "dlx" | "x")) =>
+        {
+            Ok(runner(args, 1))
+        }
         _ => Ok(Wrapped::Nothing),
+    }
+}
+
+/// A runner's command: the word after its `skip` subcommand words, when no option comes first
+/// (a runner's options are not modelled: `npx -c 'cmd'` runs a shell command).
+fn runner(args: &[String], skip: usize) -> Wrapped {
+    match args.get(skip) {
+        None => Wrapped::Nothing,
+        Some(a) if a.starts_with('-') => Wrapped::Hidden,
+        Some(_) => Wrapped::Command(skip),
     }
 }
 

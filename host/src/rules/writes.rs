@@ -1,0 +1,395 @@
+//! The files a simple command may write, for the built-in protections: by default every word a
+//! program is given, since most programs may write what they are told; only programs known to
+//! read (with options their tables mark safe) are exempt. Known writers say more: which of their
+//! operands they replace, remove or rename, and where a whole tree below a directory is reached
+//! (`rm -r`, `mv`, `cp -r src dir`, `tar -x -C dir`, `unzip -d dir`, `rsync … dir`).
+
+use super::options::{sed_in_place, uncovered};
+
+/// What a program may write.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Writes {
+    /// Files it may create or change.
+    pub files: Vec<String>,
+    /// Directories whose whole tree it may replace, remove or fill.
+    pub below: Vec<String>,
+}
+
+/// Programs that only read their operands (with options their tables, if any, mark safe).
+const READ_ONLY: &[&str] = &[
+    "cat",
+    "head",
+    "tail",
+    "less",
+    "more",
+    "wc",
+    "ls",
+    "stat",
+    "file",
+    "diff",
+    "cmp",
+    "sha1sum",
+    "sha224sum",
+    "sha256sum",
+    "sha384sum",
+    "sha512sum",
+    "md5sum",
+    "b2sum",
+    "cksum",
+    "jq",
+    "cut",
+    "tr",
+    "nl",
+    "od",
+    "xxd",
+    "hexdump",
+    "base64",
+    "base32",
+    "column",
+    "fold",
+    "fmt",
+    "paste",
+    "join",
+    "comm",
+    "tac",
+    "rev",
+    "strings",
+    "realpath",
+    "readlink",
+    "dirname",
+    "basename",
+    "du",
+    "df",
+    "tree",
+    "bat",
+    "batcat",
+    "echo",
+    "printf",
+    "test",
+    "[",
+    "true",
+    "false",
+    "pwd",
+    "which",
+    "type",
+    "id",
+    "date",
+    "uname",
+    "whoami",
+    "hostname",
+    "ps",
+    "cd",
+    "pushd",
+    "popd",
+    "sleep",
+    "seq",
+    "expr",
+    "nproc",
+    "grep",
+    "egrep",
+    "fgrep",
+    "rg",
+    "fd",
+    "fdfind",
+    "find",
+    "sort",
+    "uniq",
+    "sed",
+    "awk",
+    "gawk",
+    "mawk",
+    "nawk",
+    "tar",
+    "curl",
+    "wget",
+    "git",
+    ":",
+];
+
+/// What `name args…` may write.
+pub(super) fn of(name: &str, args: &[String]) -> Writes {
+    let operands = || operands(args);
+    match name {
+        "rm" | "rmdir" | "shred" | "unlink" => Writes {
+            files: Vec::new(),
+            below: operands(),
+        },
+        "touch" | "truncate" | "tee" | "mkdir" | "dd" | "patch" => Writes {
+            files: operands(),
+            below: Vec::new(),
+        },
+        "chmod" | "chown" | "chgrp" => {
+            let recursive = recursive(args);
+            let words = operands();
+            if recursive {
+                Writes {
+                    files: Vec::new(),
+                    below: words,
+                }
+            } else {
+                Writes {
+                    files: words,
+                    below: Vec::new(),
+                }
+            }
+        }
+        "cp" | "mv" | "ln" | "install" | "rsync" | "scp" => copies(name, args),
+        "tar" => tar(args),
+        "unzip" => unzip(args),
+        "sed" if sed_in_place(args) => Writes {
+            files: operands(),
+            below: Vec::new(),
+        },
+        "git" if !git_reads(args) => all_words(args),
+        _ if READ_ONLY.contains(&name) && uncovered(name, args).is_none() => Writes::default(),
+        // Anything else may write what it is given.
+        _ => all_words(args),
+    }
+}
+
+fn all_words(args: &[String]) -> Writes {
+    Writes {
+        files: args
+            .iter()
+            .map(|a| a.split_once('=').map_or(a.as_str(), |(_, v)| v).to_owned())
+            .collect(),
+        below: Vec::new(),
+    }
+}
+
+/// Whether git runs a subcommand whose table says it reads (`status`, `log`, `diff`, …).
+fn git_reads(args: &[String]) -> bool {
+    super::git::subcommand(args)
+        .is_some_and(|at| super::option_tables::table(&format!("git {}", args[at])).is_some())
+}
+
+/// The words that are not options (values after `=` included, so `of=x` is `x`).
+fn operands(args: &[String]) -> Vec<String> {
+    args.iter()
+        .filter(|a| !a.starts_with('-') || a.contains('='))
+        .map(|a| a.split_once('=').map_or(a.as_str(), |(_, v)| v).to_owned())
+        .collect()
+}
+
+fn recursive(args: &[String]) -> bool {
+    args.iter().take_while(|a| *a != "--").any(|a| {
+        matches!(a.as_str(), "--recursive" | "--archive")
+            || (a.starts_with('-') && !a.starts_with("--") && a[1..].contains(['r', 'R', 'a']))
+    })
+}
+
+/// `cp`, `mv`, `ln`, `install`, `rsync`, `scp`: every operand may be written (`mv` removes its
+/// sources), and each source lands in the destination directory under its own name (`cp x dir/`
+/// writes `dir/x`; `-t dir` names the directory). A tree that is moved, or copied recursively,
+/// fills what lies below where it lands.
+fn copies(name: &str, args: &[String]) -> Writes {
+    let mut target = None;
+    let mut words = Vec::new();
+    let mut options_done = false;
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        if options_done || !a.starts_with('-') || a == "-" {
+            words.push(a.to_owned());
+        } else if a == "--" {
+            options_done = true;
+        } else if a == "-t" || a == "--target-directory" {
+            i += 1;
+            target = args.get(i).cloned();
+        } else if let Some(dir) = a.strip_prefix("--target-directory=") {
+            target = Some(dir.to_owned());
+        } else if let Some(dir) = a.strip_prefix("-t").filter(|d| !d.is_empty()) {
+            target = Some(dir.to_owned());
+        } else if matches!(
+            a,
+            "-S" | "--suffix" | "-m" | "--mode" | "-o" | "--owner" | "-g"
+        ) && name == "install"
+        {
+            i += 1;
+        } else if a.contains('=') {
+            words.push(a.split_once('=').map_or(a, |(_, v)| v).to_owned());
+        }
+        i += 1;
+    }
+    let has_target = target.is_some();
+    let (sources, dest) = match target {
+        Some(dir) => (words.clone(), Some(dir)),
+        None => {
+            let mut sources = words.clone();
+            let dest = sources.pop();
+            (sources, dest)
+        }
+    };
+    let whole_trees = name == "mv" || name == "rsync" || recursive(args);
+    let mut writes = Writes::default();
+    let words: Vec<String> = match has_target {
+        true => words,
+        // The destination is written below, by what lands in it.
+        false => words[..words.len().saturating_sub(1)].to_vec(),
+    };
+    for word in &words {
+        if name == "mv" {
+            writes.below.push(word.clone());
+        } else {
+            writes.files.push(word.clone());
+        }
+    }
+    if let Some(dest) = dest {
+        let no_target_dir = args
+            .iter()
+            .take_while(|a| *a != "--")
+            .any(|a| a == "-T" || a == "--no-target-directory");
+        // A tree moved or copied to a name that is not plainly an existing directory (`.`,
+        // `dir/`) becomes that name, with all it holds.
+        let plainly_a_directory = has_target
+            || matches!(dest.as_str(), "." | ".." | "~")
+            || dest.ends_with(['/'])
+            || dest.ends_with("/.")
+            || dest.ends_with("/..");
+        if whole_trees && (no_target_dir || name == "rsync" || !plainly_a_directory) {
+            writes.below.push(dest.clone());
+        } else {
+            writes.files.push(dest.clone());
+        }
+        for source in sources {
+            let landed = format!("{}/{}", dest.trim_end_matches('/'), base(&source));
+            if whole_trees {
+                writes.below.push(landed);
+            } else {
+                writes.files.push(landed);
+            }
+        }
+    }
+    writes
+}
+
+/// The name a source lands under (`a/b/` is `b`; `a/.` is `.`, its contents).
+fn base(source: &str) -> &str {
+    let trimmed = source.trim_end_matches('/');
+    if trimmed.is_empty() {
+        return "/";
+    }
+    trimmed.rsplit('/').next().unwrap_or(trimmed)
+}
+
+/// tar: the archive it creates or changes, and the tree it extracts into (`-C dir`, else the
+/// working directory; with `-P` anywhere at all).
+fn tar(args: &[String]) -> Writes {
+    let letters: String = args
+        .iter()
+        .enumerate()
+        .filter(|(i, a)| {
+            (*i == 0 && !a.starts_with('-')) || (a.starts_with('-') && !a.starts_with("--"))
+        })
+        .map(|(_, a)| a.trim_start_matches('-').to_owned())
+        .collect();
+    let long = |names: &[&str]| {
+        args.iter().any(|a| {
+            a.strip_prefix("--")
+                .map(|l| l.split('=').next().unwrap_or(l))
+                .is_some_and(|l| l.len() >= 3 && names.iter().any(|n| n.starts_with(l)))
+        })
+    };
+    let extracts = letters.contains('x') || long(&["extract", "get"]);
+    let changes = letters.chars().any(|c| "cruA".contains(c))
+        || long(&[
+            "create",
+            "append",
+            "update",
+            "catenate",
+            "concatenate",
+            "delete",
+        ]);
+    let mut writes = Writes::default();
+    if changes || extracts {
+        // Every word may be the archive or a member: all are written or read.
+        writes.files = operands(args);
+    }
+    if extracts {
+        let mut dir = ".".to_owned();
+        for (i, a) in args.iter().enumerate() {
+            if a == "-C" || a == "--directory" {
+                if let Some(d) = args.get(i + 1) {
+                    dir = d.clone();
+                }
+            } else if let Some(d) = a.strip_prefix("--directory=") {
+                dir = d.to_owned();
+            } else if let Some(d) = a.strip_prefix("-C").filter(|d| !d.is_empty()) {
+                dir = d.to_owned();
+            }
+        }
+        if letters.contains('P') || long(&["absolute-names"]) {
+            dir = "/".to_owned();
+        }
+        writes.below.push(dir);
+    }
+    writes
+}
+
+/// unzip: the tree it extracts into (`-d dir`, else the working directory), unless it only
+/// lists, tests or prints.
+fn unzip(args: &[String]) -> Writes {
+    let options: Vec<&String> = args.iter().filter(|a| a.starts_with('-')).collect();
+    if options
+        .iter()
+        .any(|a| a[1..].contains(['l', 't', 'v', 'p', 'Z', 'z']))
+    {
+        return Writes::default();
+    }
+    let mut dir = ".".to_owned();
+    for (i, a) in args.iter().enumerate() {
+        if a == "-d" {
+            if let Some(d) = args.get(i + 1) {
+                dir = d.clone();
+            }
+        } else if let Some(d) = a.strip_prefix("-d").filter(|d| !d.is_empty()) {
+            dir = d.to_owned();
+        }
+    }
+    Writes {
+        files: operands(args),
+        below: vec![dir],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(s: &str) -> Writes {
+        let words: Vec<String> = s.split_whitespace().map(str::to_owned).collect();
+        of(&words[0], &words[1..])
+    }
+
+    #[test]
+    fn copies_land_in_their_destination_under_their_own_names() {
+        assert_eq!(
+            w("cp x .approval-host/").files,
+            vec!["x", ".approval-host/", ".approval-host/x"]
+        );
+        assert_eq!(
+            w("cp -t .claude a").files,
+            vec!["a", ".claude", ".claude/a"]
+        );
+        assert_eq!(w("cp -r evil/. .").below, vec!["./."]);
+        assert_eq!(
+            w("mv .claude .claude.off").below,
+            vec![".claude", ".claude.off", ".claude.off/.claude"]
+        );
+        assert_eq!(w("tar -xf t -C .claude").below, vec![".claude"]);
+        assert_eq!(w("tar xzf t").below, vec!["."]);
+        assert_eq!(w("unzip a.zip -d out").below, vec!["out"]);
+        assert!(w("unzip -l a.zip").below.is_empty());
+        assert_eq!(w("rm -rf .claude").below, vec![".claude"]);
+        assert_eq!(
+            w("git checkout HEAD -- .claude/settings.json")
+                .files
+                .last()
+                .unwrap(),
+            ".claude/settings.json"
+        );
+        assert_eq!(w("sort -o out f").files, vec!["-o", "out", "f"]);
+        assert_eq!(w("cat .claude/settings.json"), Writes::default());
+        assert_eq!(w("git log -p"), Writes::default());
+    }
+}
