@@ -53,3 +53,4 @@ mod tools;
 mod traces;
 mod trust_boundary;
 mod unasked;
+mod unlisted_forms;

@@ -41,6 +41,8 @@ pub struct Reading {
     /// Directories whose whole tree it may remove, replace or fill (`rm -r`, `mv`, `cp -r src
     /// dir`, `tar -x -C dir`): removing or replacing a directory takes what is in it along.
     pub writes_below: Vec<String>,
+    /// Directories it puts files into (`cp x dir/`, `cp -t dir x`).
+    pub writes_into: Vec<String>,
     /// It writes files it is given at run time (`xargs rm`): which, no text can tell.
     pub writes_unknown: bool,
     /// Its own paths are read from a directory this host does not follow (`env -C dir`,
@@ -154,6 +156,7 @@ fn program(
         let w = writes::of(name, args);
         reading.writes.extend(w.files);
         reading.writes_below.extend(w.below);
+        reading.writes_into.extend(w.into);
     }
     for inner in executed_by(name, args) {
         // What `find -exec` and `fd -x` run, for reject rules (they are uncovered anyway).
@@ -178,13 +181,11 @@ fn program(
         Wrapped::Nothing => Ok(()),
         Wrapped::Command(at) => {
             reading.wraps_from = Some(offset + 1 + at);
-            let before = (reading.writes.len(), reading.writes_below.len());
-            program(&args[at..], reading, depth + 1, offset + 1 + at)?;
-            if name == "xargs" && (reading.writes.len(), reading.writes_below.len()) != before {
-                // Its program writes the files named on standard input: any at all.
+            if name == "xargs" && !writes::reads_only(base_name(&args[at]), &args[at + 1..]) {
+                // Its program may write the files named on standard input: any at all.
                 reading.writes_unknown = true;
             }
-            Ok(())
+            program(&args[at..], reading, depth + 1, offset + 1 + at)
         }
         Wrapped::Elsewhere(at) => {
             reading.wraps_from = Some(offset + 1 + at);
@@ -198,6 +199,7 @@ fn program(
                 reading.runs.extend(inner.runs);
                 reading.writes.extend(inner.writes);
                 reading.writes_below.extend(inner.writes_below);
+                reading.writes_into.extend(inner.writes_into);
                 reading.operands.extend(inner.operands);
                 reading.hidden |= inner.hidden;
                 reading.writes_unknown |= inner.writes_unknown;

@@ -326,6 +326,25 @@ impl Area {
         }
     }
 
+    /// Whether putting files into the directory `dir` (a real path) could put one here: `dir`
+    /// is inside a protected tree, holds a protected file (not a secret), or is an agent CLI's settings
+    /// directory (files named alone, `.mcp.json` in any directory, are judged by name).
+    fn receives(&self, dir: &Path) -> bool {
+        match &self.place {
+            Place::Tree(p) => dir.starts_with(p),
+            // Files beside a secret change nothing; beside the deployment file they may be
+            // the deployment a hook names but that does not exist yet.
+            Place::File(p) => !self.secret && p.parent() == Some(dir),
+            Place::Settings(s) => {
+                let names: Vec<&str> = dir
+                    .components()
+                    .filter_map(|c| c.as_os_str().to_str())
+                    .collect();
+                !s.dir.is_empty() && names.ends_with(s.dir)
+            }
+        }
+    }
+
     /// Texts that name this area inside a command this host cannot read.
     fn hints(&self, cwd: Option<&Path>) -> Vec<String> {
         let path = match &self.place {
@@ -558,6 +577,22 @@ impl Protected {
                     return Some(found(area));
                 }
             }
+            for dir in &part.reading.writes_into {
+                let Some(dir) = tilde(dir, at) else {
+                    return self.unknowable(
+                        "to another user's home or the previous directory (~user, ~-)",
+                    );
+                };
+                let mut real = paths::resolve(&dir, at);
+                real.extend(paths::absolute(&dir, at).map(|a| paths::normalise(&a)));
+                if let Some(area) = self
+                    .areas
+                    .iter()
+                    .find(|area| real.iter().any(|r| area.receives(r)))
+                {
+                    return Some(found(area));
+                }
+            }
             if part.reading.writes_unknown {
                 return self.unknowable("files named on its standard input");
             }
@@ -625,6 +660,9 @@ impl Protected {
         if let Some(finding) = self.named_in(text, cwd) {
             return Some(finding);
         }
+        if let Some(why) = variable_write(text) {
+            return self.unknowable(why);
+        }
         let globs = text
             .split(|c: char| c.is_whitespace() || "'\"`;&|<>(){}".contains(c))
             .filter(|w| w.contains(['*', '?', '[']) && !w.contains('$'));
@@ -660,6 +698,43 @@ impl Protected {
             how: How::Unknowable(why),
         })
     }
+}
+
+/// Whether a command this host cannot read writes to a path held in a variable or made by a
+/// command substitution: after a redirection, or as an argument of a program not known to
+/// only read. Such a path could spell any protected place.
+fn variable_write(text: &str) -> Option<&'static str> {
+    const KEYWORDS: &[&str] = &[
+        "do", "then", "else", "elif", "if", "while", "until", "for", "in", "time", "!", "{", "}",
+        "coproc", "exec",
+    ];
+    let expands = |w: &str| w.contains(['$', '`']);
+    for segment in text.split(['\n', ';', '|', '&', '(', ')']) {
+        let mut words = segment
+            .split_whitespace()
+            .skip_while(|w| KEYWORDS.contains(w));
+        let Some(program) = words.next() else {
+            continue;
+        };
+        let rest: Vec<&str> = words.collect();
+        let after_redirect = segment
+            .split('>')
+            .skip(1)
+            .any(|after| after.split_whitespace().next().is_some_and(expands));
+        if after_redirect {
+            return Some("to a path held in a variable");
+        }
+        let name = super::programs::base_name(program);
+        let args: Vec<String> = rest
+            .iter()
+            .take_while(|w| !w.starts_with(['>', '<']))
+            .map(|w| w.trim_matches(['"', '\'']).to_owned())
+            .collect();
+        if args.iter().any(|a| expands(a)) && !super::writes::reads_only(name, &args) {
+            return Some("to a path held in a variable");
+        }
+    }
+    None
 }
 
 /// A shell word with bash's tilde expansion done where it can be (`~+` is the working

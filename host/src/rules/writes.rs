@@ -13,6 +13,9 @@ pub(super) struct Writes {
     pub files: Vec<String>,
     /// Directories whose whole tree it may replace, remove or fill.
     pub below: Vec<String>,
+    /// Directories it puts files into (`cp x dir/`, `cp -t dir x`): a directory that holds a
+    /// protected file is as protected as the file.
+    pub into: Vec<String>,
 }
 
 /// Programs that only read their operands (with options their tables, if any, mark safe).
@@ -106,30 +109,39 @@ const READ_ONLY: &[&str] = &[
     ":",
 ];
 
+/// Whether `name args…` only reads: a program known to read, with options its table marks
+/// safe (git: a subcommand with a table).
+pub(super) fn reads_only(name: &str, args: &[String]) -> bool {
+    READ_ONLY.contains(&name)
+        && uncovered(name, args).is_none()
+        && (name != "git" || git_reads(args))
+        && !(name == "sed" && sed_in_place(args))
+}
+
 /// What `name args…` may write.
 pub(super) fn of(name: &str, args: &[String]) -> Writes {
     let operands = || operands(args);
     match name {
         "rm" | "rmdir" | "shred" | "unlink" => Writes {
-            files: Vec::new(),
             below: operands(),
+            ..Writes::default()
         },
         "touch" | "truncate" | "tee" | "mkdir" | "dd" | "patch" => Writes {
             files: operands(),
-            below: Vec::new(),
+            ..Writes::default()
         },
         "chmod" | "chown" | "chgrp" => {
             let recursive = recursive(args);
             let words = operands();
             if recursive {
                 Writes {
-                    files: Vec::new(),
                     below: words,
+                    ..Writes::default()
                 }
             } else {
                 Writes {
                     files: words,
-                    below: Vec::new(),
+                    ..Writes::default()
                 }
             }
         }
@@ -138,7 +150,7 @@ pub(super) fn of(name: &str, args: &[String]) -> Writes {
         "unzip" => unzip(args),
         "sed" if sed_in_place(args) => Writes {
             files: operands(),
-            below: Vec::new(),
+            ..Writes::default()
         },
         "git" if !git_reads(args) => all_words(args),
         _ if READ_ONLY.contains(&name) && uncovered(name, args).is_none() => Writes::default(),
@@ -153,7 +165,7 @@ fn all_words(args: &[String]) -> Writes {
             .iter()
             .map(|a| a.split_once('=').map_or(a.as_str(), |(_, v)| v).to_owned())
             .collect(),
-        below: Vec::new(),
+        ..Writes::default()
     }
 }
 
@@ -235,6 +247,7 @@ fn copies(name: &str, args: &[String]) -> Writes {
         }
     }
     if let Some(dest) = dest {
+        writes.into.push(dest.clone());
         let no_target_dir = args
             .iter()
             .take_while(|a| *a != "--")
@@ -321,7 +334,8 @@ fn tar(args: &[String]) -> Writes {
         if letters.contains('P') || long(&["absolute-names"]) {
             dir = "/".to_owned();
         }
-        writes.below.push(dir);
+        writes.below.push(dir.clone());
+        writes.into.push(dir);
     }
     writes
 }
@@ -348,7 +362,8 @@ fn unzip(args: &[String]) -> Writes {
     }
     Writes {
         files: operands(args),
-        below: vec![dir],
+        below: vec![dir.clone()],
+        into: vec![dir],
     }
 }
 
