@@ -39,6 +39,8 @@ const READ_RULES: &[&str] = &[
     "Bash(grep:*)",
     "Bash(find:*)",
     "Bash(rg:*)",
+    "Bash(echo:*)",
+    "Bash(git shortlog:*)",
 ];
 
 fn book(host: &Host, rules: &[(&str, Effect)]) -> Arc<RuleBook> {
@@ -124,6 +126,17 @@ const OPTION_SPELLINGS: &[&str] = &[
     "git diff --output F",
     "git diff --no-ext-diff --ext-diff",
     "git status --porcelain --bogus",
+    // An attached-only value read as taking the next word hides an option behind it.
+    "git log -U --output=.claude/settings.json --format='tformat:x' -1",
+    "git log --format --output=F",
+    "git log --min-parents --output=F",
+    "git diff -U --output=F",
+    "git shortlog -n --output=F HEAD",
+    "wget -q --spider -O F https://example.com",
+    "awk 'BEGIN { exit /\"/ } END { system(\"touch /tmp/x\") ; y = /\"/ }'",
+    "awk -W random=1,exec prog.awk",
+    "gawk -W dump f",
+    "gawk -e 'BEGIN{system(\"id\")}'",
     // GNU getopt_long: unique prefixes, bundles with attached values, options after operands.
     "sort --out=F f",
     "sort --outp=F f",
@@ -296,6 +309,24 @@ const CHANGERS: &[&str] = &[
     "tar -tf a.tar --to-command=rm",
     "find . -exec rm {} +",
     "xargs -a list rm",
+    // The first unsafe option, or an unknown one, hides what runs behind it.
+    "sed -i '1s/.*/git push origin HEAD/e' f",
+    "tar -cf /dev/null --checkpoint=1 --checkpoint-action=exec='git push origin HEAD' f",
+    "tar -xf a.tar -C /tmp/o --to-command='rm x'",
+    "git ls-remote --upload-pack='git push origin HEAD;git-upload-pack' .",
+    "git clone -u 'rm -rf src;git-upload-pack' file:///tmp/r c",
+    "git fetch --update-head-ok --upload-pack='rm x' .",
+    "git grep --no-textconv -O'rm -rf src;:' x",
+    "rg --no-config --pre=rm '' src",
+    // Programs that run a command they are given, and plumbing that pushes.
+    "rbash -c 'git push origin HEAD'",
+    "ssh-agent rm -rf src",
+    "tmux new -d 'rm x'",
+    "vim -es -c '!git push' -c 'qa!'",
+    "sqlite3 :memory: '.shell rm x'",
+    "echo \"-n '1e git push origin HEAD' f\" | xargs sed",
+    "echo x | xargs awk",
+    "git send-pack git@host:o/r.git HEAD:main",
 ];
 
 /// Commands people run every day: still covered by the read-only rules above.
@@ -363,6 +394,17 @@ const BENIGN: &[&str] = &[
     "find . -not -path './target/*' -type f",
     "rg -n foo",
     "rg -t rust -g '!target' unsafe",
+    "git shortlog -sn",
+    "git log --stat-width=100 -3",
+    "git log @{u}..HEAD",
+    "git log -g HEAD@{1}",
+    "git grep -x foo",
+    "git diff -I'^#'",
+    "awk '{print; fflush()}' f",
+    "sed '1i header' f",
+    "find . -type f ! -name '*.o'",
+    "grep \"foo$\" f",
+    "echo \"done!\"",
 ];
 
 #[test]
@@ -580,7 +622,29 @@ fn protected_places_fail_closed_for_every_form_a_command_shows() {
         format!("echo x >> {state}/sessions/rules.user.jsonl"),
         format!("rm -rf {state}"),
         format!("tar -xf t.tar -C {state}"),
+        format!("grep -ra '' {}", p.state.display()),
+        format!("tar -czf out.tgz {state}"),
+        format!("curl -s file://{state}/cache%2ekey"),
     ])
+    .chain(
+        [
+            "git log -U --output=.claude/settings.json --format='tformat:x' -1",
+            "wget -q --spider -O .claude/settings.json http://example.com/",
+            "git rm -rq .claude",
+            "git mv .claude x",
+            "git clean -fdX",
+            "git stash -u",
+            "ssh-agent rm -rf .claude",
+            "rbash -c 'rm -rf .approval-host'",
+            "git apply p.diff",
+            "patch -p1 -i p.diff",
+            "echo --output=.claude/settings.json | xargs git log -1",
+            "python3 tool.py .claude",
+            "foo --config .approval-host",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned()),
+    )
     .collect();
     let missed: Vec<&String> = commands.iter().filter(|c| p.hit(c).is_none()).collect();
     assert!(commands.len() >= 70, "{}", commands.len());
@@ -620,6 +684,15 @@ fn ordinary_work_beside_protected_places_is_left_alone() {
         "npm install",
         "python3 -c 'print(1)'",
         "ls ~",
+        "pytest .",
+        "python3 -m black src .",
+        "cp build/app ..",
+        "git stash",
+        "git checkout main && git pull",
+        "find . -name '*.rs' -print0 | xargs -0r wc -l",
+        "[ -f Cargo.toml ] && cargo build",
+        "grep -rn TODO src",
+        "ls ~/.config",
     ] {
         assert_eq!(p.hit(command), None, "{command}");
     }

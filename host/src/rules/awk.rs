@@ -22,9 +22,11 @@ pub(super) fn unsafe_program(program: &str) -> Option<&'static str> {
     for token in &tokens {
         match token {
             Token::Word(w) => match w.as_str() {
-                "system" | "getline" | "close" | "fflush" => {
+                // `close` and `fflush` only act on what a pipe or redirection opened, and those
+                // are refused on their own.
+                "system" | "getline" => {
                     return Some(
-                        "an awk program that runs commands or reads them (system, getline, close)",
+                        "an awk program that runs commands or reads them (system, getline)",
                     );
                 }
                 "print" | "printf" => {
@@ -68,9 +70,22 @@ impl Token {
     /// regular expression.
     fn ends_operand(&self) -> bool {
         match self {
+            // After a keyword that expects an expression, `/` opens a regular expression.
             Token::Word(w) => !matches!(
                 w.as_str(),
-                "print" | "printf" | "return" | "in" | "case" | "if" | "while" | "do" | "else"
+                "print"
+                    | "printf"
+                    | "return"
+                    | "exit"
+                    | "in"
+                    | "case"
+                    | "if"
+                    | "while"
+                    | "for"
+                    | "do"
+                    | "else"
+                    | "delete"
+                    | "getline"
             ),
             Token::Str | Token::Regex | Token::Number => true,
             Token::Op(op) => matches!(op.as_str(), ")" | "]" | "$" | "++" | "--"),
@@ -198,6 +213,7 @@ mod tests {
             "{ a = $1 / 2; b = a / 3; print a, b }",
             "length($0) > 72",
             "# a comment with > and |\n{ print }",
+            "{ print; fflush() }",
         ] {
             assert_eq!(unsafe_program(program), None, "{program}");
         }
@@ -217,7 +233,7 @@ mod tests {
             "{print |& \"cat\"}",
             "@load \"filefuncs\"",
             "{ f = \"system\"; @f(\"id\") }",
-            "{ close(\"x\") }",
+            "BEGIN { exit /\"/ } END { system(\"id\") ; y = /\"/ }",
             "{ print \"unterminated }",
             "$0 ~ /unterminated",
             "{print $1 > $2}",

@@ -303,6 +303,22 @@ fn runs_given_command(sub: &str, rest: &[String]) -> Option<&'static str> {
         | "svn" | "cvsserver" | "send-email" | "imap-send" | "hook" | "for-each-repo" => {
             Some("this git command runs other programs")
         }
+        // Plumbing that does what a porcelain command's words would name (`send-pack` pushes).
+        "send-pack" | "http-push" | "receive-pack" | "upload-pack" | "fetch-pack"
+        | "upload-archive" => {
+            Some("git plumbing that does another command's work (send-pack pushes)")
+        }
+        "clone" | "ls-remote" | "pull" | "archive" | "submodule"
+            if options().any(|a| {
+                (a.starts_with('-') && !a.starts_with("--") && a.contains('u'))
+                    || long_prefix_of(a, "upload-pack")
+                    || long_prefix_of(a, "exec")
+                    || long_prefix_of(a, "config")
+                    || long_prefix_of(a, "template")
+            }) =>
+        {
+            Some("git clone -u, --upload-pack, --exec and --config run programs")
+        }
         _ => None,
     }
 }

@@ -164,6 +164,13 @@ impl Table {
     }
 }
 
+/// A word that reads as an option. Where a value may be the next word, one that looks like an
+/// option is not taken as it: some programs (git's revision options) take a value only when
+/// attached, and read the next word as an option of its own (`git log -U --output=F`).
+fn looks_like_option(word: &str) -> bool {
+    word.starts_with('-') && word != "-"
+}
+
 /// An option the table does not know (or cannot resolve), as written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Unknown(pub String);
@@ -229,11 +236,11 @@ pub(super) fn read<'t, 'a>(
                 (Takes::Nothing, None) | (Takes::Optional, None) => None,
                 (_, Some(v)) => Some(v),
                 (Takes::Value, None) => match args.get(i) {
-                    Some(v) => {
+                    Some(v) if !looks_like_option(v) => {
                         i += 1;
                         Some(v.as_str())
                     }
-                    None => return unknown(a),
+                    _ => return unknown(a),
                 },
             };
             parsed.options.push((opt, value));
@@ -272,12 +279,12 @@ pub(super) fn read<'t, 'a>(
                     break;
                 }
                 Takes::Value => match args.get(i) {
-                    Some(v) => {
+                    Some(v) if !looks_like_option(v) => {
                         i += 1;
                         parsed.options.push((opt, Some(v.as_str())));
                         break;
                     }
-                    None => return unknown(a),
+                    _ => return unknown(a),
                 },
             }
         }

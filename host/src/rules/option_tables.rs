@@ -467,6 +467,12 @@ const GIT_DIFF: &str = "
     --patch-with-raw
     --patch-with-stat
     --stat[=]
+    --stat-width=
+    --stat-name-width=
+    --stat-graph-width=
+    --stat-count=
+    --remerge-diff
+    -I= --ignore-matching-lines=
     --numstat
     --shortstat
     --dirstat[=]
@@ -618,10 +624,14 @@ const GIT_REVS: &str = "
     --combined-all-paths
     -t
     --count
+    --objects
+    --objects-edge
+    --in-commit-order
     --show-signature ! git --show-signature runs gpg
 ";
 
 const GIT_SHORTLOG: &str = "
+    -s --summary
     -n --numbered
     -e --email
     --committer
@@ -716,6 +726,7 @@ const GIT_GREP: &str = "
     -v --invert-match
     -i --ignore-case
     -w --word-regexp
+    -x --line-regexp
     -a --text
     -I
     -r --recursive
@@ -783,6 +794,8 @@ const GIT_BLAME: &str = "
     --color-by-age
     --first-parent
     --reverse=
+    --ignore-rev=
+    --ignore-revs-file=
 ";
 
 const GIT_LS_FILES: &str = "
@@ -883,6 +896,9 @@ const GIT_REV_PARSE: &str = "
     --default=
     --sq
     --path-format=
+    --git-path=
+    --show-object-format[=]
+    --local-env-vars
 ";
 
 const GIT_SHOW_REF: &str = "
@@ -980,7 +996,7 @@ static TABLES: LazyLock<HashMap<&'static str, Table>> = LazyLock::new(|| {
     t.insert("git diff", git(GIT_DIFF));
     t.insert(
         "git shortlog",
-        git(joined(&[GIT_SHORTLOG, GIT_REVS])).with_numbers(),
+        git(joined(&[GIT_REVS, GIT_SHORTLOG])).with_numbers(),
     );
     t.insert("git status", git(GIT_STATUS));
     t.insert("git branch", git(GIT_BRANCH));

@@ -70,19 +70,16 @@ fn sed_uncovered(parsed: &Parsed<'_, '_>) -> Option<&'static str> {
 }
 
 fn awk_uncovered(parsed: &Parsed<'_, '_>) -> Option<&'static str> {
-    const SAFE_W: &[&str] = &[
-        "version",
-        "v",
-        "interactive",
-        "i",
-        "usage",
-        "posix_space",
-        "dump",
-    ];
-    if parsed
-        .values("W")
-        .any(|w| !SAFE_W.contains(&w) && !w.starts_with("sprintf=") && !w.starts_with("random="))
-    {
+    const SAFE_W: &[&str] = &["version", "v", "interactive", "i", "usage", "posix_space"];
+    let safe_w = |w: &str| {
+        SAFE_W.contains(&w)
+            || ["sprintf=", "random="].iter().any(|p| {
+                w.strip_prefix(p)
+                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            })
+    };
+    // mawk reads several `-W` options from one value, split at commas.
+    if parsed.values("W").any(|w| !w.split(',').all(safe_w)) {
         return Some("a mawk -W option that runs a program file (or one this host does not know)");
     }
     let mut programs: Vec<&str> = parsed.values("source").collect();
@@ -148,9 +145,10 @@ fn curl_uncovered(parsed: &Parsed<'_, '_>) -> Option<&'static str> {
 }
 
 fn wget_uncovered(parsed: &Parsed<'_, '_>) -> Option<&'static str> {
-    let to_stdout = parsed.has("spider")
-        || (parsed.values("output-document").count() > 0
-            && parsed.values("output-document").all(|v| v == "-"));
+    // `--spider` fetches nothing, but Wget still opens the `-O` file it is given.
+    let documents_to_stdout = parsed.values("output-document").all(|v| v == "-");
+    let to_stdout = documents_to_stdout
+        && (parsed.has("spider") || parsed.values("output-document").count() > 0);
     (!to_stdout).then_some("wget writes the files it fetches (only -O - and --spider do not)")
 }
 
@@ -382,8 +380,13 @@ fn sed_script_is_safe(script: &str) -> bool {
                     }
                 }
             }
-            // e runs a command, w/W write files, r/R read them, a/i/c take text this reader
-            // does not follow: none is a plain read.
+            // a, i and c print the rest of their line (a trailing backslash joins the next).
+            'a' | 'i' | 'c' => {
+                while i < s.len() && s[i] != '\n' {
+                    i += if s[i] == '\\' { 2 } else { 1 };
+                }
+            }
+            // e runs a command, w/W write files, r/R read them: none is a plain read.
             _ => return false,
         }
     }

@@ -43,6 +43,8 @@ pub struct Reading {
     pub writes_below: Vec<String>,
     /// Directories it puts files into (`cp x dir/`, `cp -t dir x`).
     pub writes_into: Vec<String>,
+    /// Words a program not known to only read may write, remove or fill as it likes.
+    pub writes_near: Vec<String>,
     /// It writes files it is given at run time (`xargs rm`): which, no text can tell.
     pub writes_unknown: bool,
     /// Its own paths are read from a directory this host does not follow (`env -C dir`,
@@ -142,9 +144,10 @@ fn program(
         reading.runs.push(plain);
     }
     if let Some(why) = uncovered(name, args) {
-        // An option that runs a program (`rg --pre rm`, `tar -I`, sed's `e`, awk's `system`)
-        // hides that program from reject rules too.
-        reading.hidden |= why.contains(" runs ") || why.contains("pipe");
+        // An option that may run a program (`rg --pre rm`, `tar -I`, sed's `e`, awk's
+        // `system`, or an option this host does not know) hides that program from reject
+        // rules too.
+        reading.hidden = true;
         reading.uncovered.get_or_insert(why);
     }
     for word in args {
@@ -157,6 +160,11 @@ fn program(
         reading.writes.extend(w.files);
         reading.writes_below.extend(w.below);
         reading.writes_into.extend(w.into);
+        reading.writes_near.extend(w.near);
+        reading.writes_unknown |= w.unknown;
+    } else if matches!(wraps, Wrapped::Hidden) {
+        // What it runs is not read: whatever it is given, it may write.
+        reading.writes_near.extend(writes::all_words(args).near);
     }
     for inner in executed_by(name, args) {
         // What `find -exec` and `fd -x` run, for reject rules (they are uncovered anyway).
@@ -181,9 +189,20 @@ fn program(
         Wrapped::Nothing => Ok(()),
         Wrapped::Command(at) => {
             reading.wraps_from = Some(offset + 1 + at);
-            if name == "xargs" && !writes::reads_only(base_name(&args[at]), &args[at + 1..]) {
-                // Its program may write the files named on standard input: any at all.
-                reading.writes_unknown = true;
+            if name == "xargs" {
+                let inner = base_name(&args[at]);
+                if !writes::reads_only(inner, &args[at + 1..]) {
+                    // Its program may write the files named on standard input: any at all.
+                    reading.writes_unknown = true;
+                }
+                if writes::options_matter(inner) {
+                    // Standard input may hold options as well as files (`-i`, `--output=F`).
+                    reading.writes_unknown = true;
+                    reading.hidden = true;
+                    reading.uncovered.get_or_insert(
+                        "xargs gives its program arguments from standard input, options included",
+                    );
+                }
             }
             program(&args[at..], reading, depth + 1, offset + 1 + at)
         }
@@ -200,6 +219,7 @@ fn program(
                 reading.writes.extend(inner.writes);
                 reading.writes_below.extend(inner.writes_below);
                 reading.writes_into.extend(inner.writes_into);
+                reading.writes_near.extend(inner.writes_near);
                 reading.operands.extend(inner.operands);
                 reading.hidden |= inner.hidden;
                 reading.writes_unknown |= inner.writes_unknown;

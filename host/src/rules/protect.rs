@@ -577,6 +577,19 @@ impl Protected {
                     return Some(found(area));
                 }
             }
+            for path in &part.reading.writes_near {
+                let Some(path) = tilde(path, at) else {
+                    return self.unknowable(
+                        "to another user's home or the previous directory (~user, ~-)",
+                    );
+                };
+                if unknown_dir && !path.starts_with(['/', '~']) {
+                    return self.unknowable("relative to a directory it moved to");
+                }
+                if let Some(area) = self.touched_near(&path, at) {
+                    return Some(found(area));
+                }
+            }
             for dir in &part.reading.writes_into {
                 let Some(dir) = tilde(dir, at) else {
                     return self.unknowable(
@@ -596,11 +609,29 @@ impl Protected {
             if part.reading.writes_unknown {
                 return self.unknowable("files named on its standard input");
             }
+            // A program that may read what lies below a directory it is given reads a secret
+            // below it (`grep -r '' ~/.config`, `tar -c`, `cp -r`); one that lists names does not.
+            let reads_below = part.reading.runs.iter().any(|run| {
+                let name = run.first().map_or("", |p| super::programs::base_name(p));
+                let recursive = run[1..].iter().any(|a| {
+                    a.starts_with("--r")
+                        || a.starts_with("--a")
+                        || (a.starts_with('-')
+                            && !a.starts_with("--")
+                            && a.contains(['r', 'R', 'a']))
+                });
+                !LISTS_NAMES.contains(&name)
+                    && (!matches!(name, "cp" | "mv" | "ln" | "install" | "scp") || recursive)
+            });
             for path in &part.reading.operands {
-                if let Some(path) = tilde(path, at)
-                    && let Some(area) = self.touched(&path, at, false, false)
-                {
-                    return Some(found(area));
+                let path = file_url(path).unwrap_or_else(|| path.clone());
+                if let Some(path) = tilde(&path, at) {
+                    if let Some(area) = self.touched(&path, at, false, false) {
+                        return Some(found(area));
+                    }
+                    if reads_below && let Some(area) = self.secret_below(&path, at) {
+                        return Some(found(area));
+                    }
                 }
             }
             // A word that spells a protected place inside it (`-o.claude/settings.json`, a
@@ -644,6 +675,43 @@ impl Protected {
             return self.named_in(text, cwd);
         }
         None
+    }
+
+    /// The area a word given to a program not known to only read could change: the place
+    /// itself or a directory holding it, unless the word is the working directory, the home
+    /// or a directory above them (every program is given `.`; one that writes all it is given
+    /// is a known writer, judged by its own rule).
+    fn touched_near(&self, path: &str, cwd: Option<&Path>) -> Option<&Area> {
+        let mut real = paths::resolve(path, cwd);
+        if let Some(absolute) = paths::absolute(path, cwd) {
+            real.push(paths::normalise(&absolute));
+        }
+        let home = paths::home().map(|h| paths::real_dir(&h));
+        let everywhere = |r: &Path| {
+            cwd.is_some_and(|c| c.starts_with(r)) || home.as_ref().is_some_and(|h| h.starts_with(r))
+        };
+        self.areas.iter().find(|area| {
+            real.iter().any(|r| {
+                area.holds(r, false, cwd)
+                    || (!everywhere(r)
+                        && match &area.place {
+                            Place::Tree(p) | Place::File(p) => p.starts_with(r),
+                            Place::Settings(s) => s.lies_below(r, None),
+                        })
+            })
+        })
+    }
+
+    /// A secret area below the directory `path` names.
+    fn secret_below(&self, path: &str, cwd: Option<&Path>) -> Option<&Area> {
+        let real = paths::resolve(path, cwd);
+        self.areas
+            .iter()
+            .filter(|a| a.secret)
+            .find(|area| match &area.place {
+                Place::File(p) | Place::Tree(p) => real.iter().any(|r| p.starts_with(r) && r != p),
+                Place::Settings(_) => false,
+            })
     }
 
     /// Whether a word names a secret area (its path as written from here or the home).
@@ -735,6 +803,24 @@ fn variable_write(text: &str) -> Option<&'static str> {
         }
     }
     None
+}
+
+/// Programs that list or move through directories without reading the files in them.
+const LISTS_NAMES: &[&str] = &[
+    "ls", "cd", "pushd", "du", "df", "stat", "find", "fd", "fdfind", "tree", "file", "realpath",
+    "readlink", "dirname", "basename", "test", "[", "echo", "printf", "mkdir", "touch", "wc",
+];
+
+/// The path a `file:` URL names (curl and Wget read them), decoded as the URL parser decodes it.
+fn file_url(word: &str) -> Option<String> {
+    if !word
+        .get(..5)
+        .is_some_and(|s| s.eq_ignore_ascii_case("file:"))
+    {
+        return None;
+    }
+    let url = url::Url::parse(word).ok()?;
+    url.to_file_path().ok().map(|p| p.display().to_string())
 }
 
 /// A shell word with bash's tilde expansion done where it can be (`~+` is the working

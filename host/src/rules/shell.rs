@@ -307,6 +307,7 @@ pub fn literal(raw: &str) -> Result<String, Opaque> {
         return Ok(raw.to_owned());
     }
     let mut out = String::with_capacity(raw.len());
+    let braces_expand = brace_expands(raw);
     let mut chars = raw.chars().peekable();
     let mut first = true;
     while let Some(c) = chars.next() {
@@ -330,6 +331,8 @@ pub fn literal(raw: &str) -> Result<String, Opaque> {
                         }
                         None => return Err(Opaque("an unterminated double quote")),
                     },
+                    // `"…$"`: a `$` before the closing quote stands for itself.
+                    Some('$') if chars.peek() == Some(&'"') => out.push('$'),
                     Some('$') => {
                         return Err(Opaque(match chars.peek() {
                             Some('(') => "command substitution",
@@ -338,6 +341,8 @@ pub fn literal(raw: &str) -> Result<String, Opaque> {
                         }));
                     }
                     Some('`') => return Err(Opaque("command substitution")),
+                    // Before the closing quote, `!` is never expanded.
+                    Some('!') if chars.peek() == Some(&'"') => out.push('!'),
                     Some('!') => return Err(Opaque("history expansion (!)")),
                     Some(c) => out.push(c),
                     None => return Err(Opaque("an unterminated double quote")),
@@ -349,6 +354,8 @@ pub fn literal(raw: &str) -> Result<String, Opaque> {
                 Some(c) => out.push(c),
                 None => return Err(Opaque("a trailing backslash")),
             },
+            // A `$` that ends the word stands for itself.
+            '$' if chars.peek().is_none() => out.push('$'),
             '$' => {
                 return Err(Opaque(match chars.peek() {
                     Some('(') => "command substitution",
@@ -360,8 +367,15 @@ pub fn literal(raw: &str) -> Result<String, Opaque> {
                 }));
             }
             '`' => return Err(Opaque("command substitution")),
-            '*' | '?' | '[' | ']' => return Err(Opaque("a glob (*, ? or [)")),
-            '{' | '}' => return Err(Opaque("brace expansion")),
+            '*' | '?' => return Err(Opaque("a glob (*, ? or [)")),
+            // `[` opens a bracket expression only when a `]` follows in the word; alone (the
+            // `[` command) or unmatched it stands for itself, and so does a `]`.
+            '[' if raw_has_after(&chars, ']') => return Err(Opaque("a glob (*, ? or [)")),
+            '[' | ']' => out.push(c),
+            '{' | '}' if braces_expand => return Err(Opaque("brace expansion")),
+            '{' | '}' => out.push(c),
+            // A `!` that ends the word is never expanded (`find . ! -name x`, `done!`).
+            '!' if chars.peek().is_none() => out.push('!'),
             '!' => return Err(Opaque("history expansion (!)")),
             '#' if !first => out.push(c),
             c if plain(c) => out.push(c),
@@ -370,6 +384,46 @@ pub fn literal(raw: &str) -> Result<String, Opaque> {
         first = false;
     }
     Ok(out)
+}
+
+/// Whether `c` appears unquoted in what is left of a word (quotes are skipped over, so a
+/// quoted `]` does not close a bracket expression; counted generously).
+fn raw_has_after(rest: &std::iter::Peekable<std::str::Chars<'_>>, c: char) -> bool {
+    rest.clone().any(|x| x == c)
+}
+
+/// Whether bash would expand braces in the raw word: an unquoted `{` closed by an unquoted `}`
+/// with an unquoted `,` or `..` between them (`{a,b}`, `{1..3}`, `a{,}`). `{}`, `{x}` and
+/// `HEAD@{1}` stand for themselves.
+fn brace_expands(raw: &str) -> bool {
+    let chars: Vec<char> = raw.chars().collect();
+    let mut open: Vec<bool> = Vec::new();
+    let mut i = 0;
+    let (mut single, mut double) = (false, false);
+    while i < chars.len() {
+        let c = chars[i];
+        match c {
+            '\\' if !single => i += 1,
+            '\'' if !double => single = !single,
+            '"' if !single => double = !double,
+            _ if single || double => {}
+            '{' => open.push(false),
+            ',' => {
+                if let Some(top) = open.last_mut() {
+                    *top = true;
+                }
+            }
+            '.' if chars.get(i + 1) == Some(&'.') => {
+                if let Some(top) = open.last_mut() {
+                    *top = true;
+                }
+            }
+            '}' if open.pop() == Some(true) => return true,
+            _ => {}
+        }
+        i += 1;
+    }
+    false
 }
 
 /// The words of a rule's command pattern (a prefix before `:*`, or a whole command): one simple

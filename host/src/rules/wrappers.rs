@@ -25,8 +25,15 @@ fn operands_start(args: &[String], g: &Grammar) -> Option<usize> {
         if !a.starts_with('-') || a == "-" {
             return Some(i);
         }
-        let flag =
-            g.flags.contains(&a) || (g.numeric && a[1..].bytes().all(|b| b.is_ascii_digit()));
+        // A bundle of one-letter flags (`-0r`).
+        let bundle = !a.starts_with("--")
+            && a.len() > 2
+            && a[1..]
+                .chars()
+                .all(|c| g.flags.iter().any(|f| f.len() == 2 && f.ends_with(c)));
+        let flag = bundle
+            || g.flags.contains(&a)
+            || (g.numeric && a[1..].bytes().all(|b| b.is_ascii_digit()));
         // `--name=value`, or a one-letter option with its value attached (`-n5`, `-oL`).
         let attached = if a.starts_with("--") {
             a.split_once('=')
@@ -288,7 +295,7 @@ pub(super) fn wrapped(name: &str, args: &[String]) -> Result<Wrapped, Opaque> {
         } else {
             Wrapped::Command(0)
         }),
-        "bash" | "sh" | "zsh" | "dash" | "ksh" | "mksh" | "ash" | "yash" | "posh" => {
+        "bash" | "sh" | "zsh" | "dash" | "ksh" | "mksh" | "ash" | "yash" | "posh" | "rbash" => {
             shell_script(args)
         }
         "su" | "runuser" => match args.iter().position(|a| a == "-c" || a == "--command") {
@@ -305,7 +312,12 @@ pub(super) fn wrapped(name: &str, args: &[String]) -> Result<Wrapped, Opaque> {
         | "direnv" | "tini" | "dumb-init" | "gosu" | "su-exec" | "chpst" | "softlimit"
         | "setuidgid" | "envdir" | "envuidgid" | "start-stop-daemon" | "daemonize"
         | "flatpak-spawn" | "distrobox-enter" | "ifne" | "chronic" | "sem" | "expect"
-        | "caffeinate" | "run0" | "machinectl" | "toolbox" => Ok(Wrapped::Hidden),
+        | "caffeinate" | "run0" | "machinectl" | "toolbox" | "ssh-agent" | "tmux" | "screen"
+        | "byobu" | "zellij" | "dtach" | "abduco" | "vim" | "vi" | "nvim" | "view" | "ex"
+        | "emacs" | "sqlite3" | "socat" | "nc" | "ncat" | "netcat" | "at" | "batch" | "crontab"
+        | "fish" | "tcsh" | "csh" | "elvish" | "nu" | "xonsh" | "watchexec" | "rush" | "xe" => {
+            Ok(Wrapped::Hidden)
+        }
         // The dynamic loader runs the program it is given (`/lib64/ld-linux-x86-64.so.2 rm`).
         _ if name.starts_with("ld-")
             || name.starts_with("ld.so")

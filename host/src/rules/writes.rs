@@ -16,6 +16,12 @@ pub(super) struct Writes {
     /// Directories it puts files into (`cp x dir/`, `cp -t dir x`): a directory that holds a
     /// protected file is as protected as the file.
     pub into: Vec<String>,
+    /// Words it may write, remove or fill as it likes (a program not known to only read): a
+    /// protected place, or a directory holding one, other than the working directory or the
+    /// home and those above them (`pytest .` stays allowed).
+    pub near: Vec<String>,
+    /// It writes files named where no text shows (a patch's headers).
+    pub unknown: bool,
 }
 
 /// Programs that only read their operands (with options their tables, if any, mark safe).
@@ -88,6 +94,9 @@ const READ_ONLY: &[&str] = &[
     "seq",
     "expr",
     "nproc",
+    "kill",
+    "pkill",
+    "pgrep",
     "grep",
     "egrep",
     "fgrep",
@@ -109,6 +118,14 @@ const READ_ONLY: &[&str] = &[
     ":",
 ];
 
+/// Whether a program's options can make it write or run something (it has an option table, or
+/// is not known to only read): given arguments no text shows, it could do anything.
+pub(super) fn options_matter(name: &str) -> bool {
+    !READ_ONLY.contains(&name)
+        || super::option_tables::table(name).is_some()
+        || matches!(name, "git" | "find")
+}
+
 /// Whether `name args…` only reads: a program known to read, with options its table marks
 /// safe (git: a subcommand with a table).
 pub(super) fn reads_only(name: &str, args: &[String]) -> bool {
@@ -126,7 +143,12 @@ pub(super) fn of(name: &str, args: &[String]) -> Writes {
             below: operands(),
             ..Writes::default()
         },
-        "touch" | "truncate" | "tee" | "mkdir" | "dd" | "patch" => Writes {
+        // They write the files their input names: which, no text shows.
+        "patch" => Writes {
+            unknown: true,
+            ..Writes::default()
+        },
+        "touch" | "truncate" | "tee" | "mkdir" | "dd" => Writes {
             files: operands(),
             ..Writes::default()
         },
@@ -152,21 +174,60 @@ pub(super) fn of(name: &str, args: &[String]) -> Writes {
             files: operands(),
             ..Writes::default()
         },
-        "git" if !git_reads(args) => all_words(args),
+        "git" if !git_reads(args) => git(args),
         _ if READ_ONLY.contains(&name) && uncovered(name, args).is_none() => Writes::default(),
         // Anything else may write what it is given.
         _ => all_words(args),
     }
 }
 
-fn all_words(args: &[String]) -> Writes {
+/// A program not known to only read may write, remove or fill whatever it is given.
+pub(super) fn all_words(args: &[String]) -> Writes {
     Writes {
-        files: args
+        near: args
             .iter()
             .map(|a| a.split_once('=').map_or(a.as_str(), |(_, v)| v).to_owned())
             .collect(),
         ..Writes::default()
     }
+}
+
+/// git commands that change the work tree beyond their words: `clean` and `stash -u` remove
+/// untracked files, `apply` and `am` write the files their patches name, `rm` and `mv` take
+/// directories whole.
+fn git(args: &[String]) -> Writes {
+    let Some(at) = super::git::subcommand(args) else {
+        return all_words(args);
+    };
+    let rest = &args[at + 1..];
+    let mut writes = all_words(rest);
+    let paths: Vec<String> = rest
+        .iter()
+        .filter(|a| !a.starts_with('-'))
+        .cloned()
+        .collect();
+    let has = |short: char, long: &[&str]| {
+        rest.iter().any(|a| {
+            long.contains(&a.as_str())
+                || (a.starts_with('-') && !a.starts_with("--") && a.contains(short))
+        })
+    };
+    match args[at].as_str() {
+        "clean" => {
+            writes.below = if paths.is_empty() {
+                vec![".".to_owned()]
+            } else {
+                paths
+            };
+        }
+        "stash" if has('u', &["--include-untracked"]) || has('a', &["--all"]) => {
+            writes.below = vec![".".to_owned()];
+        }
+        "rm" | "mv" => writes.below = paths,
+        "apply" | "am" => writes.unknown = true,
+        _ => {}
+    }
+    writes
 }
 
 /// Whether git runs a subcommand whose table says it reads (`status`, `log`, `diff`, …).
@@ -364,6 +425,7 @@ fn unzip(args: &[String]) -> Writes {
         files: operands(args),
         below: vec![dir.clone()],
         into: vec![dir],
+        ..Writes::default()
     }
 }
 
@@ -398,12 +460,12 @@ mod tests {
         assert_eq!(w("rm -rf .claude").below, vec![".claude"]);
         assert_eq!(
             w("git checkout HEAD -- .claude/settings.json")
-                .files
+                .near
                 .last()
                 .unwrap(),
             ".claude/settings.json"
         );
-        assert_eq!(w("sort -o out f").files, vec!["-o", "out", "f"]);
+        assert_eq!(w("sort -o out f").near, vec!["-o", "out", "f"]);
         assert_eq!(w("cat .claude/settings.json"), Writes::default());
         assert_eq!(w("git log -p"), Writes::default());
     }
