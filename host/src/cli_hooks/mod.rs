@@ -12,6 +12,7 @@
 mod codex;
 mod copilot;
 mod gemini;
+mod patch;
 mod tools;
 
 use serde_json::Value;

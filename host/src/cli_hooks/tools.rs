@@ -163,74 +163,92 @@ pub(super) fn canonical(table: &[ToolMap], tool: &str, args: &Value) -> (String,
             }
         }
     }
-    if map.canonical == "WebFetch" && !out.contains_key("url") {
-        // Gemini's web_fetch takes a prompt with the URLs in it: one URL is the call's URL;
-        // several (or none) leave it without one, so no `WebFetch(domain:…)` rule covers it.
-        let urls = out.get("prompt").and_then(Value::as_str).map(urls_in);
-        if let Some([url]) = urls.as_deref() {
+    if map.canonical == "WebFetch" && out.contains_key("prompt") {
+        // Gemini's web_fetch fetches the URLs in its prompt (and, in its direct mode, a `url`
+        // the model adds): one URL in all is the call's URL; several (or none) leave it
+        // without one, so no `WebFetch(domain:…)` rule covers it.
+        let mut urls = out
+            .get("prompt")
+            .and_then(Value::as_str)
+            .map(urls_in)
+            .unwrap_or_default();
+        if let Some(extra) = out.get("url") {
+            match extra.as_str().and_then(|u| url::Url::parse(u).ok()) {
+                Some(u) if !urls.contains(&u.to_string()) => urls.push(u.to_string()),
+                Some(_) => {}
+                None => urls.push(String::new()),
+            }
+        }
+        out.remove("url");
+        if let [url] = urls.as_slice() {
             out.insert("url".to_owned(), Value::String(url.clone()));
         }
     }
     (map.canonical.to_owned(), Value::Object(out))
 }
 
-/// The `http(s)://…` words of a text, as Gemini's web_fetch finds them.
-fn urls_in(text: &str) -> Vec<String> {
-    text.split_whitespace()
-        .filter(|w| w.starts_with("http://") || w.starts_with("https://"))
-        .map(|w| {
-            w.trim_end_matches(['.', ',', ';', ')', '"', '\''])
-                .to_owned()
-        })
-        .collect()
+/// JavaScript's `\s`: what Gemini's `prompt.split(/\s+/)` splits at (Unicode's white space,
+/// without U+0085, with U+FEFF).
+fn js_space(c: char) -> bool {
+    matches!(c,
+        '\u{9}'..='\u{d}' | ' ' | '\u{a0}' | '\u{1680}' | '\u{2000}'..='\u{200a}' | '\u{2028}'
+        | '\u{2029}' | '\u{202f}' | '\u{205f}' | '\u{3000}' | '\u{feff}')
 }
 
-/// The files an `apply_patch` body adds, updates, deletes or moves to, in order, once each.
-pub(super) fn patch_paths(patch: &str) -> Vec<String> {
-    const HEADERS: [&str; 4] = [
-        "*** Add File: ",
-        "*** Update File: ",
-        "*** Delete File: ",
-        "*** Move to: ",
-    ];
-    let mut paths: Vec<String> = Vec::new();
-    for line in patch.lines() {
-        let line = line.trim_end_matches('\r');
-        if let Some(path) = HEADERS.iter().find_map(|h| line.strip_prefix(h)) {
-            let path = path.trim().to_owned();
-            if !path.is_empty() && !paths.contains(&path) {
-                paths.push(path);
+/// The URLs of a prompt, as Gemini CLI's web_fetch finds them: the words (split at JavaScript
+/// white space) holding `://`, each parsed by a WHATWG URL parser (so `HTTPS://` is `https:`),
+/// once each. A word that is not an `http(s)` URL makes Gemini refuse the call; here it makes
+/// the call name no single URL.
+fn urls_in(text: &str) -> Vec<String> {
+    let mut urls: Vec<String> = Vec::new();
+    for word in text.split(js_space).filter(|w| w.contains("://")) {
+        match url::Url::parse(word) {
+            Ok(url) if matches!(url.scheme(), "http" | "https") => {
+                let href = url.to_string();
+                if !urls.contains(&href) {
+                    urls.push(href);
+                }
             }
+            // Not one Gemini would fetch: the call names no single URL.
+            _ => urls.push(String::new()),
         }
     }
-    paths
+    urls
 }
 
-/// Codex's `apply_patch` as the rules read it: a patch of one file is an `Edit` (or a `Write`
-/// when it adds the file) of that `file_path`; a patch of several files stays `apply_patch`,
-/// with every file in `paths` (which the built-in protections read), so that no single-path
-/// rule covers it.
+/// Codex's `apply_patch` as the rules read it ([`super::patch`]): a patch of one file is an
+/// `Edit` (or a `Write` when it adds the file) of that `file_path`; a patch of several files stays
+/// `apply_patch`, with every file in `paths` (which the built-in protections read), so that no
+/// single-path rule covers it. A body the host cannot read as Codex reads it names no file and
+/// says why, and the protections refuse it.
 pub(super) fn apply_patch(args: &Value) -> (String, Value) {
-    let patch = args.get("command").and_then(Value::as_str).unwrap_or("");
-    let paths = patch_paths(patch);
+    let body = args.get("command").and_then(Value::as_str).unwrap_or("");
     let mut out = Map::new();
     // Under `patch`, not `command`: the body is not a shell command.
-    out.insert("patch".to_owned(), Value::String(patch.to_owned()));
-    match paths.as_slice() {
-        [one] => {
-            let adds = patch
-                .lines()
-                .any(|l| l.strip_prefix("*** Add File: ").is_some());
-            out.insert("file_path".to_owned(), Value::String(one.clone()));
+    out.insert("patch".to_owned(), Value::String(body.to_owned()));
+    match super::patch::read(body) {
+        Ok(patch) if patch.paths.len() == 1 => {
+            out.insert(
+                "file_path".to_owned(),
+                Value::String(patch.paths[0].clone()),
+            );
             (
-                if adds { "Write" } else { "Edit" }.to_owned(),
+                if patch.adds { "Write" } else { "Edit" }.to_owned(),
                 Value::Object(out),
             )
         }
-        _ => {
+        Ok(patch) => {
             out.insert(
                 "paths".to_owned(),
-                Value::Array(paths.into_iter().map(Value::String).collect()),
+                Value::Array(patch.paths.into_iter().map(Value::String).collect()),
+            );
+            ("apply_patch".to_owned(), Value::Object(out))
+        }
+        Err(why) => {
+            out.insert("paths".to_owned(), Value::Array(Vec::new()));
+            out.insert(
+                crate::rules::protect::UNREADABLE_FILES.to_owned(),
+                Value::String(why.to_owned()),
             );
             ("apply_patch".to_owned(), Value::Object(out))
         }
@@ -268,7 +286,33 @@ mod tests {
             "web_fetch",
             &json!({"prompt": "summarise https://example.com/a."}),
         );
-        assert_eq!(one["url"], "https://example.com/a");
+        assert_eq!(one["url"], "https://example.com/a.");
+        // Gemini splits at JavaScript white space (U+FEFF too) and reads schemes in any case.
+        for prompt in [
+            "see HTTPS://evil.example/x",
+            "https://example.com/\u{feff}https://evil.example/",
+            "https://example.com/\u{2028}https://evil.example/",
+        ] {
+            let (_, args) = canonical(GEMINI, "web_fetch", &json!({ "prompt": prompt }));
+            assert_ne!(
+                args.get("url"),
+                Some(&json!("https://example.com/")),
+                "{prompt:?}"
+            );
+        }
+        let (_, upper) = canonical(
+            GEMINI,
+            "web_fetch",
+            &json!({"prompt": "HTTPS://Evil.Example/x"}),
+        );
+        assert_eq!(upper["url"], "https://evil.example/x");
+        // A `url` the model adds beside the prompt is a second URL, never the one judged alone.
+        let (_, spoof) = canonical(
+            GEMINI,
+            "web_fetch",
+            &json!({"prompt": "get https://evil.example/", "url": "https://example.com/"}),
+        );
+        assert!(spoof.get("url").is_none());
         let (_, two) = canonical(
             GEMINI,
             "web_fetch",
@@ -280,13 +324,12 @@ mod tests {
     #[test]
     fn a_patch_names_each_file_once() {
         let patch = "*** Begin Patch\n*** Update File: src/a.rs\n@@\n-x\n+y\n*** Update File: src/a.rs\n*** Delete File: b.txt\n*** Update File: c\n*** Move to: .codex/hooks.json\n*** End Patch\n";
-        assert_eq!(
-            patch_paths(patch),
-            ["src/a.rs", "b.txt", "c", ".codex/hooks.json"]
-        );
         let (tool, args) = apply_patch(&json!({"command": patch}));
         assert_eq!(tool, "apply_patch");
-        assert_eq!(args["paths"].as_array().unwrap().len(), 4);
+        assert_eq!(
+            args["paths"],
+            json!(["src/a.rs", "b.txt", "c", ".codex/hooks.json"])
+        );
         let (tool, args) = apply_patch(
             &json!({"command": "*** Begin Patch\n*** Add File: n.txt\n+hi\n*** End Patch"}),
         );
@@ -294,7 +337,9 @@ mod tests {
             (tool.as_str(), &args["file_path"]),
             ("Write", &json!("n.txt"))
         );
-        let (tool, _) = apply_patch(&json!({"command": "not a patch"}));
+        let (tool, args) = apply_patch(&json!({"command": "not a patch"}));
         assert_eq!(tool, "apply_patch");
+        assert_eq!(args["paths"], json!([]));
+        assert!(args[crate::rules::protect::UNREADABLE_FILES].is_string());
     }
 }

@@ -67,6 +67,52 @@ const MORE_PATH_FIELDS: &[&str] = &[
 /// The argument listing every file of a call on several.
 const LIST_FIELD: &str = "paths";
 
+/// The argument a consumer sets when it cannot tell which files a call touches (a patch it
+/// cannot read as its agent CLI does): the guard refuses the call.
+pub const UNREADABLE_FILES: &str = "unreadable_files";
+
+/// Tools whose arguments are known: their paths are in the fields above. Any other tool (an
+/// MCP server's, a CLI's new one) may take a path under any name, at any depth, so every
+/// string in its arguments is read as a path it may write.
+const KNOWN_TOOLS: &[&str] = &[
+    "Bash",
+    "Read",
+    "Write",
+    "Edit",
+    "MultiEdit",
+    "NotebookEdit",
+    "NotebookRead",
+    "Grep",
+    "Glob",
+    "LS",
+    "WebFetch",
+    "WebSearch",
+    "Task",
+    "TodoWrite",
+    "ExitPlanMode",
+    "apply_patch",
+    "PermissionRequest",
+    "read",
+    "edit",
+    "grep",
+    "glob",
+    "ls",
+];
+
+/// The longest string read as a path (`PATH_MAX`); longer ones, and ones holding a newline,
+/// are text.
+const LONGEST_PATH: usize = 4096;
+
+/// Every string in `value`, at any depth.
+fn strings(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::String(s) => out.push(s.clone()),
+        Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
+        Value::Object(map) => map.values().for_each(|v| strings(v, out)),
+        _ => {}
+    }
+}
+
 /// Where an agent CLI declares its hooks, in any directory (a project's or the user's home): a
 /// file named one of `files` (`*.json`: any JSON file) directly inside the directories `dir`.
 #[derive(Debug, PartialEq, Eq)]
@@ -149,6 +195,15 @@ pub const AGENT_SETTINGS: &[Settings] = &[
     },
 ];
 
+/// The rule a call is refused by when it writes where its text cannot show: not a place of its
+/// own, so it is never matched, only named.
+static UNKNOWN_PLACE: Settings = Settings {
+    id: "unreadable-place",
+    what: "a place the call's text does not show",
+    dir: &[],
+    files: &[],
+};
+
 impl Settings {
     /// Whether replacing or removing the directory `dir` (a real path) could take one of these
     /// files along: `dir` is the settings directory or one above it (`.claude`, `.github`),
@@ -177,6 +232,7 @@ impl Settings {
     fn text(&self) -> String {
         let dir: String = self.dir.iter().map(|d| format!("{d}/")).collect();
         match self.files {
+            [] => self.what.to_owned(),
             [one] => format!("**/{dir}{one}"),
             many => format!("**/{dir}{{{}}}", many.join(",")),
         }
@@ -400,9 +456,11 @@ fn trim_root(path: &Path) -> String {
 }
 
 /// The protected places of one host.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Protected {
     areas: Vec<Area>,
+    /// What a refusal names when the call writes where its text cannot show.
+    unknown: Area,
 }
 
 /// Why a call is rejected: the area it touches, and how that is known.
@@ -434,10 +492,16 @@ impl Finding<'_> {
             How::Path => self.area.reason(),
             How::ByName => self.area.named_reason(),
             How::Unknowable(why) => format!(
-                "this command writes {why}, which this host cannot tell apart from a protected place ({}): no agent may change those",
-                self.area.what
+                "this call writes {why}: that could be a protected place (the host's state, its deployment, an agent CLI's settings), which no agent may change"
             ),
         }
+    }
+}
+
+impl Default for Protected {
+    /// Every agent CLI's settings files, and nothing of a host's own.
+    fn default() -> Protected {
+        Protected::new([])
     }
 }
 
@@ -453,7 +517,10 @@ impl Protected {
                 all.push(area);
             }
         }
-        Protected { areas: all }
+        Protected {
+            areas: all,
+            unknown: Area::settings(&UNKNOWN_PLACE),
+        }
     }
 
     /// The areas, in order.
@@ -495,7 +562,29 @@ impl Protected {
         {
             return Some(area);
         }
+        if arguments
+            .get(UNREADABLE_FILES)
+            .is_some_and(Value::is_string)
+        {
+            return self.unknowable("to files this host cannot read from the call");
+        }
         let reader = READERS.contains(&tool);
+        if !KNOWN_TOOLS.contains(&tool) {
+            let mut all = Vec::new();
+            strings(arguments, &mut all);
+            for text in all
+                .iter()
+                .filter(|s| s.len() <= LONGEST_PATH && !s.contains('\n'))
+            {
+                let path = file_url(text).unwrap_or_else(|| text.clone());
+                if let Some(area) = self.touched(&path, cwd, !reader, false) {
+                    return Some(Finding {
+                        area,
+                        how: How::Path,
+                    });
+                }
+            }
+        }
         let single = PATH_FIELDS
             .iter()
             .chain(MORE_PATH_FIELDS)
@@ -524,6 +613,10 @@ impl Protected {
         if let Some(absolute) = paths::absolute(path, cwd) {
             // The text as written counts too: a path that fails to resolve may still name one.
             real.push(paths::normalise(&absolute));
+        } else if !path.starts_with('~') {
+            // No working directory to read it from: an agent CLI's settings are still told by
+            // their names (`.codex/hooks.json` anywhere).
+            real.push(PathBuf::from(path));
         }
         self.areas.iter().find(|area| {
             (write || area.secret) && real.iter().any(|r| area.holds(r, parents && write, cwd))
@@ -759,10 +852,10 @@ impl Protected {
         None
     }
 
-    /// A write to a place no text can show: the first protected area stands for all of them.
+    /// A write to a place no text can show.
     fn unknowable(&self, why: &'static str) -> Option<Finding<'_>> {
-        self.areas.first().map(|area| Finding {
-            area,
+        Some(Finding {
+            area: &self.unknown,
             how: How::Unknowable(why),
         })
     }
