@@ -48,15 +48,20 @@ fn book(service: &ApprovalService, n: usize) -> Arc<RuleBook> {
                 .unwrap(),
         );
     }
-    if n > 0 {
-        statics[0] = RuleBook::deployment_rule(
-            "r0".to_owned(),
-            "Bash(cargo test:*)",
-            Effect::Allow,
-            "bench",
-            None,
-        )
-        .unwrap();
+    // The rules the benchmark's commands need, in place of the first few.
+    for (i, text) in [
+        "Bash(cargo test:*)",
+        "Bash(git log:*)",
+        "Bash(sort:*)",
+        "Bash(uniq:*)",
+        "Bash(grep:*)",
+    ]
+    .iter()
+    .enumerate()
+    .take(n)
+    {
+        statics[i] =
+            RuleBook::deployment_rule(format!("r{i}"), text, Effect::Allow, "bench", None).unwrap();
     }
     RuleBook::open(
         service.store(),
@@ -118,8 +123,10 @@ fn time(samples: usize, mut f: impl FnMut()) -> (f64, f64) {
     )
 }
 
-/// A 40-byte command and a 2 KB one, both allowed by `Bash(cargo test:*)`.
-fn commands() -> [(&'static str, String); 2] {
+/// A 40-byte command and a 2 KB one allowed by `Bash(cargo test:*)` (a program without an
+/// option table), and the same sizes of pipelines whose programs are read by their option
+/// tables (`git log`, `sort`, `uniq`, `grep`).
+fn commands() -> [(&'static str, String); 4] {
     let short = "cargo test -p host -- --nocapture --quiet".to_owned();
     let mut long = "cargo test --workspace --features 'a b' -- --exact".to_owned();
     let mut i = 0;
@@ -128,7 +135,21 @@ fn commands() -> [(&'static str, String); 2] {
         i += 1;
     }
     long.truncate(long.rfind(" --skip").unwrap_or(long.len()));
-    [("40 B", short), ("2 KB", long)]
+    let tabled = "git log --oneline -5 | sort -k2 | uniq -c".to_owned();
+    let mut tabled_long = "git log --oneline -n 50 --stat -- src/".to_owned();
+    let mut i = 0;
+    while tabled_long.len() < 2000 {
+        tabled_long.push_str(&format!(
+            " | grep -v -e 'skip_{i}' --color=never | sort -t, -k2 -n -u | uniq -c"
+        ));
+        i += 1;
+    }
+    [
+        ("40 B", short),
+        ("2 KB", long),
+        ("40 B opt", tabled),
+        ("2 KB opt", tabled_long),
+    ]
 }
 
 fn gate_table(samples: usize) {
@@ -137,19 +158,25 @@ fn gate_table(samples: usize) {
         "the rule gate alone, one Bash call ({samples} samples): old splitter vs the bash parser and option tables"
     );
     println!(
-        "{:<8} {:>7} {:>13} {:>15} {:>15} {:>13} {:>15}",
+        "{:<8} {:>7} {:>13} {:>10} {:>15} {:>15} {:>13} {:>15}",
         "command",
         "rules",
         "old split µs",
+        "parser µs",
         "new reading µs",
         "new gate p50 µs",
         "new gate p99",
         "read again p50"
     );
+    let mut lines = Vec::new();
     for (label, command) in commands() {
-        assert!(old_splitter::split(&command).is_ok());
+        assert!(old_splitter::split(&command).is_ok() || label.ends_with("opt"));
         let (old, _) = time(samples, || {
             std::hint::black_box(old_splitter::split(std::hint::black_box(&command))).ok();
+        });
+        // The bash parser alone (brush-parser and the quote removal), on the same command.
+        let (parser, _) = time(samples, || {
+            std::hint::black_box(rules::shell::parse(std::hint::black_box(&command))).ok();
         });
         let (reading, _) = time(samples, || {
             rules::command::forget();
@@ -176,14 +203,71 @@ fn gate_table(samples: usize) {
                 std::hint::black_box(book.peek(&call, "s"));
             });
             println!(
-                "{label:<8} {n:>7} {old:>13.2} {reading:>15.2} {p50:>15.2} {p99:>13.2} {again:>15.2}"
+                "{label:<8} {n:>7} {old:>13.2} {parser:>10.2} {reading:>15.2} {p50:>15.2} {p99:>13.2} {again:>15.2}"
             );
+            if n == 10_000 {
+                lines.push((label, parser, reading, p50));
+            }
         }
         println!(
             "{label:<8} reading / old split: {:.1}x",
             reading / old.max(f64::MIN_POSITIVE)
         );
     }
+    println!();
+    println!("what the option readers and protections add to the parser (CPU only):");
+    println!(
+        "{:<8} {:>10} {:>16} {:>22} {:>24}",
+        "command",
+        "parser µs",
+        "reading / parser",
+        "gate 10k rules / parser",
+        "guard µs (file system)"
+    );
+    let (_dir, protected, cwd) = protected();
+    for (label, parser, reading, gate) in lines {
+        let command = commands()
+            .into_iter()
+            .find(|(l, _)| *l == label)
+            .map(|(_, c)| c)
+            .unwrap_or_default();
+        let args = json!({ "command": command });
+        // The built-in guard resolves the paths a command writes through the file system: its
+        // figure is reported apart, lookups included.
+        let (guard, _) = time(samples / 10, || {
+            rules::command::forget();
+            std::hint::black_box(protected.check("Bash", Some(&args), Some(&cwd)));
+        });
+        println!(
+            "{label:<8} {parser:>10.2} {:>15.2}x {:>21.2}x {guard:>24.2}",
+            reading / parser,
+            gate / parser
+        );
+    }
+}
+
+/// A project with a deployment file and a state directory, as a host protects them.
+fn protected() -> (tempfile::TempDir, rules::protect::Protected, String) {
+    use rules::protect::{Area, Protected};
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("proj");
+    std::fs::create_dir_all(project.join(".approval-host")).unwrap();
+    std::fs::create_dir_all(dir.path().join("state")).unwrap();
+    std::fs::write(project.join(".approval-host/claude-code.toml"), "").unwrap();
+    let protected = Protected::new([
+        Area::tree(
+            "state-dir",
+            "the state directory",
+            &dir.path().join("state"),
+        ),
+        Area::file(
+            "deployment",
+            "the deployment file",
+            &project.join(".approval-host/claude-code.toml"),
+        ),
+    ]);
+    let cwd = project.display().to_string();
+    (dir, protected, cwd)
 }
 
 fn main() {

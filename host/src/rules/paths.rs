@@ -23,6 +23,27 @@ pub fn home() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
+/// The home's real path, remembered per thread while `HOME` stays the same (it is asked for on
+/// every decision the protections make).
+pub fn real_home() -> Option<PathBuf> {
+    use std::cell::RefCell;
+    thread_local! {
+        static LAST: RefCell<Option<(OsString, PathBuf)>> = const { RefCell::new(None) };
+    }
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty())?;
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        if let Some((h, real)) = last.as_ref()
+            && *h == home
+        {
+            return Some(real.clone());
+        }
+        let real = real_dir(Path::new(&home));
+        *last = Some((home, real.clone()));
+        Some(real)
+    })
+}
+
 /// `path` made absolute: `~` and `~/…` under the home, a relative path under `cwd`. `None` when
 /// it needs a working directory or home that is not known, or uses another user's `~name`.
 pub fn absolute(path: &str, cwd: Option<&Path>) -> Option<PathBuf> {

@@ -218,14 +218,19 @@ impl Settings {
         let read_from = cwd
             .map(Path::to_owned)
             .into_iter()
-            .chain(paths::home().map(|h| paths::real_dir(&h)))
+            .chain(paths::real_home())
             .any(|place| place.starts_with(dir));
-        let holds_one = if self.dir.is_empty() {
-            self.files.iter().any(|f| dir.join(f).exists())
-        } else {
-            dir.join(self.dir.join("/")).is_dir()
-        };
-        is_settings_dir || read_from || holds_one
+        if is_settings_dir || read_from {
+            return true;
+        }
+        // Only a directory holds one (one look at the file system, per check, for the common
+        // word that is not).
+        is_dir(dir)
+            && if self.dir.is_empty() {
+                self.files.iter().any(|f| dir.join(f).exists())
+            } else {
+                dir.join(self.dir.join("/")).is_dir()
+            }
     }
 
     /// The glob lists show.
@@ -418,11 +423,10 @@ impl Area {
             }
         };
         let mut hints = vec![path.display().to_string()];
-        for base in [cwd.map(Path::to_owned), paths::home()]
+        for base in [cwd.map(paths::real_dir), paths::real_home()]
             .into_iter()
             .flatten()
         {
-            let base = paths::real_dir(&base);
             if let Ok(rel) = path.strip_prefix(&base)
                 && !rel.as_os_str().is_empty()
             {
@@ -458,6 +462,8 @@ fn trim_root(path: &Path) -> String {
 /// The protected places of one host.
 #[derive(Debug, Clone)]
 pub struct Protected {
+    /// Which protections these are, for the per-thread memo of their hints.
+    id: u64,
     areas: Vec<Area>,
     /// What a refusal names when the call writes where its text cannot show.
     unknown: Area,
@@ -517,7 +523,9 @@ impl Protected {
                 all.push(area);
             }
         }
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         Protected {
+            id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             areas: all,
             unknown: Area::settings(&UNKNOWN_PLACE),
         }
@@ -557,6 +565,8 @@ impl Protected {
     ) -> Option<Finding<'_>> {
         let cwd = cwd.map(Path::new).filter(|c| c.is_absolute());
         let arguments = arguments?;
+        RESOLVED.with(|memo| memo.borrow_mut().clear());
+        IS_DIR.with(|memo| memo.borrow_mut().clear());
         if let Some(text) = arguments.get("command").and_then(Value::as_str)
             && let Some(area) = self.check_command(text, cwd)
         {
@@ -607,27 +617,71 @@ impl Protected {
         None
     }
 
+    /// The paths `path` may be from `cwd`: as the kernel and a path library resolve it, and as
+    /// written. Remembered for the rest of one check (a word is often both an operand and a
+    /// write), never longer: the file system may change between calls.
+    fn real_paths(path: &str, cwd: Option<&Path>) -> std::rc::Rc<Vec<PathBuf>> {
+        RESOLVED.with(|memo| {
+            let key = (path.to_owned(), cwd.map(Path::to_owned));
+            if let Some(real) = memo.borrow().get(&key) {
+                return real.clone();
+            }
+            let mut real = paths::resolve(path, cwd);
+            if let Some(absolute) = paths::absolute(path, cwd) {
+                // The text as written counts too: a path that fails to resolve may still name
+                // one.
+                real.push(paths::normalise(&absolute));
+            } else if !path.starts_with('~') {
+                // No working directory to read it from: an agent CLI's settings are still told
+                // by their names (`.codex/hooks.json` anywhere).
+                real.push(PathBuf::from(path));
+            }
+            let real = std::rc::Rc::new(real);
+            memo.borrow_mut().insert(key, real.clone());
+            real
+        })
+    }
+
     /// The area `path` touches: a secret one whatever the access, any one for a write.
     fn touched(&self, path: &str, cwd: Option<&Path>, write: bool, parents: bool) -> Option<&Area> {
-        let mut real = paths::resolve(path, cwd);
-        if let Some(absolute) = paths::absolute(path, cwd) {
-            // The text as written counts too: a path that fails to resolve may still name one.
-            real.push(paths::normalise(&absolute));
-        } else if !path.starts_with('~') {
-            // No working directory to read it from: an agent CLI's settings are still told by
-            // their names (`.codex/hooks.json` anywhere).
-            real.push(PathBuf::from(path));
-        }
+        let real = Self::real_paths(path, cwd);
         self.areas.iter().find(|area| {
             (write || area.secret) && real.iter().any(|r| area.holds(r, parents && write, cwd))
         })
     }
 
+    /// Each area's hints from `cwd`, remembered per thread for the last protections and
+    /// working directory asked about (they cost file-system lookups).
+    fn hints(&self, cwd: Option<&Path>) -> std::rc::Rc<Vec<Vec<String>>> {
+        use std::cell::RefCell;
+        use std::rc::Rc;
+        type Memo = Option<(u64, Option<PathBuf>, Option<PathBuf>, Rc<Vec<Vec<String>>>)>;
+        thread_local! {
+            static LAST: RefCell<Memo> = const { RefCell::new(None) };
+        }
+        let home = paths::real_home();
+        LAST.with(|last| {
+            let mut last = last.borrow_mut();
+            if let Some((id, c, h, hints)) = last.as_ref()
+                && *id == self.id
+                && c.as_deref() == cwd
+                && *h == home
+            {
+                return hints.clone();
+            }
+            let hints = Rc::new(self.areas.iter().map(|a| a.hints(cwd)).collect::<Vec<_>>());
+            *last = Some((self.id, cwd.map(Path::to_owned), home, hints.clone()));
+            hints
+        })
+    }
+
     fn named_in(&self, text: &str, cwd: Option<&Path>) -> Option<Finding<'_>> {
+        let hints = self.hints(cwd);
         self.areas
             .iter()
-            .find(|area| area.hints(cwd).iter().any(|h| text.contains(h.as_str())))
-            .map(|area| Finding {
+            .zip(hints.iter())
+            .find(|(_, hints)| hints.iter().any(|h| text.contains(h.as_str())))
+            .map(|(area, _)| Finding {
                 area,
                 how: How::ByName,
             })
@@ -716,7 +770,8 @@ impl Protected {
                 !LISTS_NAMES.contains(&name)
                     && (!matches!(name, "cp" | "mv" | "ln" | "install" | "scp") || recursive)
             });
-            for path in &part.reading.operands {
+            // An option alone is not a path (one holding a secret's path is found by its text).
+            for path in part.reading.operands.iter().filter(|o| !o.starts_with('-')) {
                 let path = file_url(path).unwrap_or_else(|| path.clone());
                 if let Some(path) = tilde(&path, at) {
                     if let Some(area) = self.touched(&path, at, false, false) {
@@ -775,11 +830,8 @@ impl Protected {
     /// or a directory above them (every program is given `.`; one that writes all it is given
     /// is a known writer, judged by its own rule).
     fn touched_near(&self, path: &str, cwd: Option<&Path>) -> Option<&Area> {
-        let mut real = paths::resolve(path, cwd);
-        if let Some(absolute) = paths::absolute(path, cwd) {
-            real.push(paths::normalise(&absolute));
-        }
-        let home = paths::home().map(|h| paths::real_dir(&h));
+        let real = Self::real_paths(path, cwd);
+        let home = paths::real_home();
         let everywhere = |r: &Path| {
             cwd.is_some_and(|c| c.starts_with(r)) || home.as_ref().is_some_and(|h| h.starts_with(r))
         };
@@ -797,7 +849,7 @@ impl Protected {
 
     /// A secret area below the directory `path` names.
     fn secret_below(&self, path: &str, cwd: Option<&Path>) -> Option<&Area> {
-        let real = paths::resolve(path, cwd);
+        let real = Self::real_paths(path, cwd);
         self.areas
             .iter()
             .filter(|a| a.secret)
@@ -809,10 +861,12 @@ impl Protected {
 
     /// Whether a word names a secret area (its path as written from here or the home).
     fn names_secret(&self, word: &str, cwd: Option<&Path>) -> bool {
+        let hints = self.hints(cwd);
         self.areas
             .iter()
-            .filter(|a| a.secret)
-            .any(|a| a.hints(cwd).iter().any(|h| word.contains(h.as_str())))
+            .zip(hints.iter())
+            .filter(|(a, _)| a.secret)
+            .any(|(_, hints)| hints.iter().any(|h| word.contains(h.as_str())))
     }
 
     /// A command this host cannot read: rejected when its text names a protected place, or a
@@ -835,14 +889,15 @@ impl Protected {
                 continue;
             };
             let glob = glob.compile_matcher();
-            let hit = self.areas.iter().find(|area| {
-                area.hints(cwd).iter().any(|hint| {
+            let hints = self.hints(cwd);
+            let hit = self.areas.iter().zip(hints.iter()).find(|(_, hints)| {
+                hints.iter().any(|hint| {
                     // The glob may name the place, or a directory above it.
                     let hint = hint.trim_end_matches('/');
                     glob.is_match(hint) || Path::new(hint).ancestors().any(|a| glob.is_match(a))
                 })
             });
-            if let Some(area) = hit {
+            if let Some((area, _)) = hit {
                 return Some(Finding {
                     area,
                     how: How::ByName,
@@ -943,6 +998,30 @@ fn home_of(user: &str) -> Option<PathBuf> {
         let fields: Vec<&str> = line.split(':').collect();
         (fields.len() >= 6 && fields[0] == user).then(|| PathBuf::from(fields[5]))
     })
+}
+
+/// Whether `path` is a directory, remembered for the rest of one check.
+fn is_dir(path: &Path) -> bool {
+    IS_DIR.with(|memo| {
+        if let Some(known) = memo.borrow().get(path) {
+            return *known;
+        }
+        let dir = path.is_dir();
+        memo.borrow_mut().insert(path.to_owned(), dir);
+        dir
+    })
+}
+
+/// Key of a path resolved within one check: the path as written, and where from.
+type ResolvedKey = (String, Option<PathBuf>);
+
+thread_local! {
+    /// Paths resolved within the check running on this thread.
+    static RESOLVED: std::cell::RefCell<std::collections::HashMap<ResolvedKey, std::rc::Rc<Vec<PathBuf>>>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+    /// Which paths are directories, within the check running on this thread.
+    static IS_DIR: std::cell::RefCell<std::collections::HashMap<PathBuf, bool>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
 }
 
 /// The guard in the waterfall: ahead of every rule and plugin.

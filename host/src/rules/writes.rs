@@ -184,8 +184,11 @@ pub(super) fn of(name: &str, args: &[String]) -> Writes {
 /// A program not known to only read may write, remove or fill whatever it is given.
 pub(super) fn all_words(args: &[String]) -> Writes {
     Writes {
+        // Options alone are not paths; a value after `=` may be, and a path inside an option
+        // (`-o.claude/settings.json`) is found by its text.
         near: args
             .iter()
+            .filter(|a| !a.starts_with('-') || a.contains('='))
             .map(|a| a.split_once('=').map_or(a.as_str(), |(_, v)| v).to_owned())
             .collect(),
         ..Writes::default()
@@ -465,7 +468,7 @@ mod tests {
                 .unwrap(),
             ".claude/settings.json"
         );
-        assert_eq!(w("sort -o out f").near, vec!["-o", "out", "f"]);
+        assert_eq!(w("sort -o out f").near, vec!["out", "f"]);
         assert_eq!(w("cat .claude/settings.json"), Writes::default());
         assert_eq!(w("git log -p"), Writes::default());
     }
