@@ -137,6 +137,12 @@ const OPTION_SPELLINGS: &[&str] = &[
     "awk -W random=1,exec prog.awk",
     "gawk -W dump f",
     "gawk -e 'BEGIN{system(\"id\")}'",
+    // A second red team's: a bracket expression holding the delimiter, a statement going on
+    // after a comma, `%` that is a file to curl's -o.
+    "sed -n 's/[/]*//w /tmp/out' f",
+    "sed -n 's/[[:alpha:]/]*/x/e' f",
+    "awk 'BEGIN{print \"{}\",\n\"\" > \"/tmp/out\"}'",
+    "curl -o % https://example.com",
     // GNU getopt_long: unique prefixes, bundles with attached values, options after operands.
     "sort --out=F f",
     "sort --outp=F f",
@@ -327,6 +333,13 @@ const CHANGERS: &[&str] = &[
     "echo \"-n '1e git push origin HEAD' f\" | xargs sed",
     "echo x | xargs awk",
     "git send-pack git@host:o/r.git HEAD:main",
+    "sed -n 's/[/]*/cd .;git push origin HEAD;:/e' f",
+    "xargs --eof rm cat -rf build",
+    "ed -s <<< '!git push origin HEAD'",
+    "python3 /dev/stdin <<< 'import os'",
+    "make -f /dev/stdin",
+    "scp -o 'ProxyCommand=git push origin HEAD' h:x /tmp/q",
+    "rsync -e 'rm -rf x' a b:c",
 ];
 
 /// Commands people run every day: still covered by the read-only rules above.
@@ -641,6 +654,24 @@ fn protected_places_fail_closed_for_every_form_a_command_shows() {
             "echo --output=.claude/settings.json | xargs git log -1",
             "python3 tool.py .claude",
             "foo --config .approval-host",
+            // A second red team's.
+            "(rm -rf .claude)",
+            "{ mv .codex /tmp/c; }",
+            "bash <<< 'rm -rf .gemini'",
+            "eval 'cp /tmp/e.json .claude/./settings.json'",
+            "cd .claude; cd /nonexistent; cp /tmp/e.json settings.json",
+            "cd .claude && cd /tmp | true && cp /tmp/e.json settings.json",
+            "cd .approval-host; cd /x; tar -xf /tmp/evil.tar",
+            "sed -n 's/[/]*//w .claude/settings.json' f",
+            "awk 'BEGIN{print \"{}\",\n\"\" > \".claude/settings.json\"}'",
+            "xargs --eof rm cat -rf .claude",
+            "iconv -f utf-8 -t utf-8 -o.claude/settings.json e",
+            "sort -o.claude//settings.json e",
+            "python3 -m tarfile -e /tmp/e.tar",
+            "cpio -idu < e.cpio",
+            "7z x e.7z",
+            "bsdtar -xf e.tar",
+            "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: .codex/hooks.json\n+{}\n*** End Patch\nEOF",
         ]
         .iter()
         .map(|s| (*s).to_owned()),
@@ -693,6 +724,15 @@ fn ordinary_work_beside_protected_places_is_left_alone() {
         "[ -f Cargo.toml ] && cargo build",
         "grep -rn TODO src",
         "ls ~/.config",
+        "ls *",
+        "du -sh *",
+        "grep -n TODO *",
+        "cat *.json",
+        "git commit -m \"$(cat <<'EOF'\nfix the parser\nEOF\n)\"",
+        "export PATH=$PATH:/opt/bin",
+        "mkdir -p $D",
+        "git add .github .vscode",
+        "prettier --check src",
     ] {
         assert_eq!(p.hit(command), None, "{command}");
     }

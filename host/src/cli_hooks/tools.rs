@@ -195,6 +195,24 @@ fn js_space(c: char) -> bool {
         | '\u{2029}' | '\u{202f}' | '\u{205f}' | '\u{3000}' | '\u{feff}')
 }
 
+/// Gemini fetches a GitHub file page from `raw.githubusercontent.com` (its
+/// `convertGithubUrlToRaw`): the host the rules judge is that one.
+fn github_raw(url: &mut url::Url) {
+    if url.host_str() != Some("github.com") || !url.path().contains("/blob/") {
+        return;
+    }
+    let path = url.path().to_owned();
+    let mut parts = path.splitn(4, '/');
+    let (_, owner, repo, rest) = (parts.next(), parts.next(), parts.next(), parts.next());
+    let new_path = match (owner, repo, rest.and_then(|r| r.strip_prefix("blob/"))) {
+        (Some(owner), Some(repo), Some(rest)) => format!("/{owner}/{repo}/{rest}"),
+        _ => path,
+    };
+    if url.set_host(Some("raw.githubusercontent.com")).is_ok() {
+        url.set_path(&new_path);
+    }
+}
+
 /// The URLs of a prompt, as Gemini CLI's web_fetch finds them: the words (split at JavaScript
 /// white space) holding `://`, each parsed by a WHATWG URL parser (so `HTTPS://` is `https:`),
 /// once each. A word that is not an `http(s)` URL makes Gemini refuse the call; here it makes
@@ -203,7 +221,8 @@ fn urls_in(text: &str) -> Vec<String> {
     let mut urls: Vec<String> = Vec::new();
     for word in text.split(js_space).filter(|w| w.contains("://")) {
         match url::Url::parse(word) {
-            Ok(url) if matches!(url.scheme(), "http" | "https") => {
+            Ok(mut url) if matches!(url.scheme(), "http" | "https") => {
+                github_raw(&mut url);
                 let href = url.to_string();
                 if !urls.contains(&href) {
                     urls.push(href);
@@ -300,6 +319,15 @@ mod tests {
                 "{prompt:?}"
             );
         }
+        let (_, raw) = canonical(
+            GEMINI,
+            "web_fetch",
+            &json!({"prompt": "read https://github.com/o/r/blob/main/x.md"}),
+        );
+        assert_eq!(
+            raw["url"],
+            "https://raw.githubusercontent.com/o/r/main/x.md"
+        );
         let (_, upper) = canonical(
             GEMINI,
             "web_fetch",

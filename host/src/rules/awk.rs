@@ -19,7 +19,15 @@ pub(super) fn unsafe_program(program: &str) -> Option<&'static str> {
     // Inside a print statement, at parenthesis depth zero, `>` redirects its output.
     let mut printing = false;
     let mut depth = 0usize;
+    let mut previous_was_comma = false;
     for token in &tokens {
+        let comma = matches!(token, Token::Op(op) if op == "," || op == "&&" || op == "||");
+        let newline = matches!(token, Token::Op(op) if op == "\n");
+        let this_was_comma = previous_was_comma;
+        if !newline {
+            previous_was_comma = comma;
+        }
+        let previous_was_comma = this_was_comma;
         match token {
             Token::Word(w) => match w.as_str() {
                 // `close` and `fflush` only act on what a pipe or redirection opened, and those
@@ -43,6 +51,8 @@ pub(super) fn unsafe_program(program: &str) -> Option<&'static str> {
             Token::Op(op) => match op.as_str() {
                 "(" | "[" => depth += 1,
                 ")" | "]" => depth = depth.saturating_sub(1),
+                // awk reads on after a comma at the end of a line: the statement goes on.
+                "\n" if previous_was_comma => {}
                 ";" | "\n" | "{" | "}" => printing = false,
                 "|" | "|&" => return Some("an awk program with a pipe to or from a command"),
                 ">" | ">>" if printing && depth == 0 => {
@@ -214,6 +224,7 @@ mod tests {
             "length($0) > 72",
             "# a comment with > and |\n{ print }",
             "{ print; fflush() }",
+            "{ print $1,\n $2 }",
         ] {
             assert_eq!(unsafe_program(program), None, "{program}");
         }
@@ -234,6 +245,7 @@ mod tests {
             "@load \"filefuncs\"",
             "{ f = \"system\"; @f(\"id\") }",
             "BEGIN { exit /\"/ } END { system(\"id\") ; y = /\"/ }",
+            "BEGIN { print \"{}\",\n\"\" > \".claude/settings.json\" }",
             "{ print \"unterminated }",
             "$0 ~ /unterminated",
             "{print $1 > $2}",

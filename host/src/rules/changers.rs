@@ -135,10 +135,25 @@ pub(super) fn program(name: &str, args: &[String]) -> Option<&'static str> {
                     a.starts_with("--eval")
                         || a.starts_with("-E")
                         || (matches!(a.as_str(), "-f" | "--file" | "--makefile")
-                            && args.get(i + 1).is_some_and(|f| f == "-"))
-                        || matches!(a.as_str(), "-f-" | "--file=-" | "--makefile=-")
+                            && args.get(i + 1).is_some_and(|f| is_stdin(f)))
+                        || a.strip_prefix("-f").is_some_and(is_stdin)
+                        || a.strip_prefix("--file=").is_some_and(is_stdin)
+                        || a.strip_prefix("--makefile=").is_some_and(is_stdin)
                 });
             evaluates.then_some("make --eval and -f - run make code this host cannot read")
+        }
+        // Their options name a program they run (`-o ProxyCommand=…`, `-S prog`, `-e 'ssh …'`).
+        "scp" | "sftp" | "rsync" | "sshfs"
+            if args.iter().any(|a| {
+                a.starts_with("-o")
+                    || a.starts_with("-S")
+                    || a.starts_with("-e")
+                    || a.starts_with("-F")
+                    || a.starts_with("--rsh")
+                    || a.starts_with("--rsync-path")
+            }) =>
+        {
+            Some("an option that names a program it runs (ssh's ProxyCommand, rsync -e)")
         }
         "env" => args.iter().find_map(|a| {
             a.contains('=')
@@ -149,6 +164,14 @@ pub(super) fn program(name: &str, args: &[String]) -> Option<&'static str> {
         }),
         _ => None,
     }
+}
+
+/// A file name that is standard input.
+fn is_stdin(name: &str) -> bool {
+    matches!(
+        name,
+        "-" | "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0" | "/dev/tty"
+    )
 }
 
 /// Whether an interpreter's arguments give it code inline or on standard input.
@@ -199,8 +222,8 @@ fn interpreted(args: &[String]) -> Option<&'static str> {
         if a.starts_with("--") {
             continue;
         }
-        // The first operand is the script file (`-` is standard input).
-        return (a == "-").then_some(INLINE_CODE);
+        // The first operand is the script file (`-` and `/dev/stdin` are standard input).
+        return is_stdin(a).then_some(INLINE_CODE);
     }
     Some(INLINE_CODE)
 }

@@ -129,7 +129,7 @@ fn tar_uncovered(parsed: &Parsed<'_, '_>) -> Option<&'static str> {
 
 /// Where only standard output (or nothing) may be named.
 fn to_stdout(value: &str) -> bool {
-    matches!(value, "-" | "/dev/null" | "/dev/stdout" | "%")
+    matches!(value, "-" | "/dev/null" | "/dev/stdout")
 }
 
 fn curl_uncovered(parsed: &Parsed<'_, '_>) -> Option<&'static str> {
@@ -271,11 +271,41 @@ fn sed_script_is_safe(script: &str) -> bool {
             *i += 1;
         }
     };
-    // Reads a delimited part starting after the delimiter; returns false if unterminated.
-    let delimited = |i: &mut usize, delim: char| -> bool {
+    // Reads a delimited part starting after the delimiter; returns false if unterminated. In a
+    // regular expression (`regex`), GNU sed reads a bracket expression whole: `[/]` holds a
+    // `/` that does not end it.
+    let delimited_as = |i: &mut usize, delim: char, regex: bool| -> bool {
         while *i < s.len() {
             match s[*i] {
                 '\\' => *i += 2,
+                '[' if regex => {
+                    *i += 1;
+                    if s.get(*i) == Some(&'^') {
+                        *i += 1;
+                    }
+                    if s.get(*i) == Some(&']') {
+                        *i += 1;
+                    }
+                    loop {
+                        match s.get(*i) {
+                            None | Some('\n') => return false,
+                            Some(']') => {
+                                *i += 1;
+                                break;
+                            }
+                            // `[:alpha:]`, `[=a=]`, `[.-.]` inside hold a `]` of their own.
+                            Some('[') if matches!(s.get(*i + 1), Some(':' | '=' | '.')) => {
+                                let kind = s[*i + 1];
+                                *i += 2;
+                                while *i + 1 < s.len() && !(s[*i] == kind && s[*i + 1] == ']') {
+                                    *i += 1;
+                                }
+                                *i += 2;
+                            }
+                            Some(_) => *i += 1,
+                        }
+                    }
+                }
                 c if c == delim => {
                     *i += 1;
                     return true;
@@ -286,6 +316,7 @@ fn sed_script_is_safe(script: &str) -> bool {
         }
         false
     };
+    let delimited = |i: &mut usize, delim: char| delimited_as(i, delim, true);
     loop {
         skip_blank(&mut i);
         if i >= s.len() {
@@ -369,7 +400,10 @@ fn sed_script_is_safe(script: &str) -> bool {
                     return false;
                 }
                 i += 1;
-                if !delimited(&mut i, delim) || !delimited(&mut i, delim) {
+                let pattern_is_regex = command == 's';
+                if !delimited_as(&mut i, delim, pattern_is_regex)
+                    || !delimited_as(&mut i, delim, false)
+                {
                     return false;
                 }
                 if command == 's' {

@@ -677,6 +677,8 @@ impl Protected {
 
     fn named_in(&self, text: &str, cwd: Option<&Path>) -> Option<Finding<'_>> {
         let hints = self.hints(cwd);
+        let plain = spelled_plainly(text);
+        let text = plain.as_str();
         self.areas
             .iter()
             .zip(hints.iter())
@@ -688,139 +690,168 @@ impl Protected {
     }
 
     fn check_command(&self, text: &str, cwd: Option<&Path>) -> Option<Finding<'_>> {
-        let found = |area| Finding {
-            area,
-            how: How::Path,
-        };
         let parts = match command::read(text) {
             Command::Read(parts) => parts,
             Command::Opaque { .. } => return self.in_unreadable(text, cwd),
         };
-        // `cd` moves what follows; once it cannot be followed, only the text can tell.
-        let mut here: Option<PathBuf> = cwd.map(paths::real_dir);
+        // `cd` moves what follows. A `cd` may fail, or run in a pipeline's subshell, so every
+        // directory the command may be in is kept; once one cannot be followed, only the text
+        // can tell.
+        let mut heres: Vec<Option<PathBuf>> = vec![cwd.map(paths::real_dir)];
         // Without a working directory, relative paths can only be told by their text.
-        let lost = here.is_none();
+        let lost = cwd.is_none();
         // A `cd` this host cannot follow: a relative write after it could land anywhere.
         let mut moved = false;
         for part in parts.iter() {
-            let at = here.as_deref();
             let unknown_dir = moved || part.reading.elsewhere;
-            let writes = part
-                .reading
-                .writes
-                .iter()
-                .map(|w| (w, false))
-                .chain(part.reading.writes_below.iter().map(|w| (w, true)));
-            for (path, below) in writes {
-                let Some(path) = tilde(path, at) else {
-                    return self.unknowable(
-                        "to another user's home or the previous directory (~user, ~-)",
-                    );
-                };
-                if unknown_dir && !path.starts_with(['/', '~']) {
-                    return self.unknowable("relative to a directory it moved to");
-                }
-                if let Some(area) = self.touched(&path, at, true, below) {
-                    return Some(found(area));
-                }
-            }
-            for path in &part.reading.writes_near {
-                let Some(path) = tilde(path, at) else {
-                    return self.unknowable(
-                        "to another user's home or the previous directory (~user, ~-)",
-                    );
-                };
-                if unknown_dir && !path.starts_with(['/', '~']) {
-                    return self.unknowable("relative to a directory it moved to");
-                }
-                if let Some(area) = self.touched_near(&path, at) {
-                    return Some(found(area));
-                }
-            }
-            for dir in &part.reading.writes_into {
-                let Some(dir) = tilde(dir, at) else {
-                    return self.unknowable(
-                        "to another user's home or the previous directory (~user, ~-)",
-                    );
-                };
-                let mut real = paths::resolve(&dir, at);
-                real.extend(paths::absolute(&dir, at).map(|a| paths::normalise(&a)));
-                if let Some(area) = self
-                    .areas
-                    .iter()
-                    .find(|area| real.iter().any(|r| area.receives(r)))
-                {
-                    return Some(found(area));
-                }
-            }
-            if part.reading.writes_unknown {
-                return self.unknowable("files named on its standard input");
-            }
-            // A program that may read what lies below a directory it is given reads a secret
-            // below it (`grep -r '' ~/.config`, `tar -c`, `cp -r`); one that lists names does not.
-            let reads_below = part.reading.runs.iter().any(|run| {
-                let name = run.first().map_or("", |p| super::programs::base_name(p));
-                let recursive = run[1..].iter().any(|a| {
-                    a.starts_with("--r")
-                        || a.starts_with("--a")
-                        || (a.starts_with('-')
-                            && !a.starts_with("--")
-                            && a.contains(['r', 'R', 'a']))
-                });
-                !LISTS_NAMES.contains(&name)
-                    && (!matches!(name, "cp" | "mv" | "ln" | "install" | "scp") || recursive)
-            });
-            // An option alone is not a path (one holding a secret's path is found by its text).
-            for path in part.reading.operands.iter().filter(|o| !o.starts_with('-')) {
-                let path = file_url(path).unwrap_or_else(|| path.clone());
-                if let Some(path) = tilde(&path, at) {
-                    if let Some(area) = self.touched(&path, at, false, false) {
-                        return Some(found(area));
-                    }
-                    if reads_below && let Some(area) = self.secret_below(&path, at) {
-                        return Some(found(area));
-                    }
-                }
-            }
-            // A word that spells a protected place inside it (`-o.claude/settings.json`, a
-            // script's `w` command, `open('…')`) is not exempt because it is not a path alone.
-            let writes_any = !part.reading.writes.is_empty()
-                || !part.reading.writes_below.is_empty()
-                || part.reading.uncovered.is_some();
-            if writes_any
-                || part
-                    .reading
-                    .operands
-                    .iter()
-                    .any(|o| self.names_secret(o, cwd))
-            {
-                let words = part
-                    .simple
-                    .all_words()
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                if let Some(finding) = self.named_in(&words, cwd)
-                    && (writes_any || finding.area.secret)
-                {
+            for here in &heres {
+                if let Some(finding) = self.check_part(part, here.as_deref(), unknown_dir, cwd) {
                     return Some(finding);
                 }
             }
             match &part.reading.chdir {
-                Some(Some(dir)) => match tilde(dir, at) {
-                    Some(dir) => {
-                        here = paths::resolve(&dir, at).into_iter().next();
-                        moved |= here.is_none();
+                Some(Some(dir)) => {
+                    let mut next = Vec::new();
+                    for here in &heres {
+                        match tilde(dir, here.as_deref()) {
+                            Some(dir) => next.extend(
+                                paths::resolve(&dir, here.as_deref())
+                                    .into_iter()
+                                    .filter(|d| is_dir(d))
+                                    .map(Some),
+                            ),
+                            None => moved = true,
+                        }
                     }
-                    None => moved = true,
-                },
+                    moved |= next.is_empty();
+                    for d in next {
+                        if !heres.contains(&d) {
+                            heres.push(d);
+                        }
+                    }
+                    // More places than a person would follow: any of them could be the one.
+                    moved |= heres.len() > MAX_PLACES;
+                }
                 Some(None) => moved = true,
                 None => {}
             }
         }
         let hidden = parts.iter().any(|p| p.reading.hidden);
         if hidden || lost || moved {
-            return self.named_in(text, cwd);
+            return self.in_unreadable(text, cwd);
+        }
+        None
+    }
+
+    /// What one simple command of a command writes or reads, from the directory `at` (the
+    /// working directory as `cd` left it; `unknown_dir` when that cannot be known).
+    fn check_part(
+        &self,
+        part: &command::Part,
+        at: Option<&Path>,
+        unknown_dir: bool,
+        cwd: Option<&Path>,
+    ) -> Option<Finding<'_>> {
+        let found = |area| Finding {
+            area,
+            how: How::Path,
+        };
+        let writes = part
+            .reading
+            .writes
+            .iter()
+            .map(|w| (w, false))
+            .chain(part.reading.writes_below.iter().map(|w| (w, true)));
+        for (path, below) in writes {
+            let Some(path) = tilde(path, at) else {
+                return self
+                    .unknowable("to another user's home or the previous directory (~user, ~-)");
+            };
+            if unknown_dir && !path.starts_with(['/', '~']) {
+                return self.unknowable("relative to a directory it moved to");
+            }
+            if let Some(area) = self.touched(&path, at, true, below) {
+                return Some(found(area));
+            }
+        }
+        for path in &part.reading.writes_near {
+            let Some(path) = tilde(path, at) else {
+                return self
+                    .unknowable("to another user's home or the previous directory (~user, ~-)");
+            };
+            if unknown_dir && !path.starts_with(['/', '~']) {
+                return self.unknowable("relative to a directory it moved to");
+            }
+            if let Some(area) = self.touched_near(&path, at) {
+                return Some(found(area));
+            }
+        }
+        for dir in &part.reading.writes_into {
+            let Some(dir) = tilde(dir, at) else {
+                return self
+                    .unknowable("to another user's home or the previous directory (~user, ~-)");
+            };
+            let mut real = paths::resolve(&dir, at);
+            real.extend(paths::absolute(&dir, at).map(|a| paths::normalise(&a)));
+            if let Some(area) = self
+                .areas
+                .iter()
+                .find(|area| real.iter().any(|r| area.receives(r)))
+            {
+                return Some(found(area));
+            }
+        }
+        if part.reading.writes_unknown {
+            return self.unknowable("files named on its standard input");
+        }
+        // A program that may read what lies below a directory it is given reads a secret
+        // below it (`grep -r '' ~/.config`, `tar -c`, `cp -r`); one that lists names does not.
+        let reads_below = part.reading.runs.iter().any(|run| {
+            let name = run.first().map_or("", |p| super::programs::base_name(p));
+            let recursive = run[1..].iter().any(|a| {
+                a.starts_with("--r")
+                    || a.starts_with("--a")
+                    || (a.starts_with('-') && !a.starts_with("--") && a.contains(['r', 'R', 'a']))
+            });
+            !LISTS_NAMES.contains(&name)
+                && (!matches!(name, "cp" | "mv" | "ln" | "install" | "scp") || recursive)
+        });
+        // An option alone is not a path (one holding a secret's path is found by its text).
+        for path in part.reading.operands.iter().filter(|o| !o.starts_with('-')) {
+            let path = file_url(path).unwrap_or_else(|| path.clone());
+            if let Some(path) = tilde(&path, at) {
+                if let Some(area) = self.touched(&path, at, false, false) {
+                    return Some(found(area));
+                }
+                if reads_below && let Some(area) = self.secret_below(&path, at) {
+                    return Some(found(area));
+                }
+            }
+        }
+        // A word that spells a protected place inside it (`-o.claude/settings.json`, a
+        // script's `w` command, `open('…')`) is not exempt because it is not a path alone.
+        let writes_any = !part.reading.writes.is_empty()
+            || !part.reading.writes_below.is_empty()
+            || !part.reading.writes_near.is_empty()
+            || part.reading.uncovered.is_some();
+        if writes_any
+            || part
+                .reading
+                .operands
+                .iter()
+                .any(|o| self.names_secret(o, cwd))
+        {
+            let words = part
+                .simple
+                .all_words()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(" ");
+            if let Some(finding) = self.named_in(&words, cwd)
+                && (writes_any || finding.area.secret)
+            {
+                return Some(finding);
+            }
         }
         None
     }
@@ -875,33 +906,69 @@ impl Protected {
         if let Some(finding) = self.named_in(text, cwd) {
             return Some(finding);
         }
+        // A command this host cannot read that names an agent CLI's settings directory at all
+        // (`(rm -rf .claude)`, `bash <<< 'mv .codex x'`) may change what is in it.
+        let plain = spelled_plainly(text);
+        if let Some(area) = self.areas.iter().find(|area| match &area.place {
+            Place::Settings(s) if !s.dir.is_empty() => {
+                let dir = s.dir.join("/");
+                plain
+                    .split(|c: char| c.is_whitespace() || "'\"`;&|<>(){}=".contains(c))
+                    .any(|w| {
+                        let w = w.trim_end_matches('/');
+                        w == dir
+                            || w.ends_with(&format!("/{dir}"))
+                            || w.starts_with(&format!("{dir}/"))
+                    })
+            }
+            _ => false,
+        }) {
+            return Some(Finding {
+                area,
+                how: How::ByName,
+            });
+        }
         if let Some(why) = variable_write(text) {
             return self.unknowable(why);
         }
-        let globs = text
-            .split(|c: char| c.is_whitespace() || "'\"`;&|<>(){}".contains(c))
-            .filter(|w| w.contains(['*', '?', '[']) && !w.contains('$'));
-        for word in globs {
-            let Ok(glob) = globset::GlobBuilder::new(word.trim_start_matches("./"))
-                .literal_separator(false)
-                .build()
-            else {
+        self.glob_names(text, cwd)
+    }
+
+    /// A glob in a command this host cannot read that matches a protected place as bash would
+    /// expand it (`*` and `?` within one name, never a leading `.`), or a directory above one
+    /// when the glob's program may write (`rm -rf .cl*`). A read-only program's glob matters
+    /// only for a secret.
+    fn glob_names(&self, text: &str, cwd: Option<&Path>) -> Option<Finding<'_>> {
+        let hints = self.hints(cwd);
+        for segment in text.split(['\n', ';', '|', '&', '(', ')']) {
+            let words: Vec<&str> = segment
+                .split(|c: char| c.is_whitespace() || "'\"`<>{}".contains(c))
+                .filter(|w| !w.is_empty())
+                .collect();
+            let Some(program) = words.first() else {
                 continue;
             };
-            let glob = glob.compile_matcher();
-            let hints = self.hints(cwd);
-            let hit = self.areas.iter().zip(hints.iter()).find(|(_, hints)| {
-                hints.iter().any(|hint| {
-                    // The glob may name the place, or a directory above it.
-                    let hint = hint.trim_end_matches('/');
-                    glob.is_match(hint) || Path::new(hint).ancestors().any(|a| glob.is_match(a))
-                })
-            });
-            if let Some((area, _)) = hit {
-                return Some(Finding {
-                    area,
-                    how: How::ByName,
+            let name = super::programs::base_name(program);
+            let args: Vec<String> = words[1..].iter().map(|w| (*w).to_owned()).collect();
+            let reads = super::writes::reads_only(name, &args) && !segment.contains('>');
+            for word in words
+                .iter()
+                .filter(|w| w.contains(['*', '?', '[']) && !w.contains('$'))
+            {
+                let hit = self.areas.iter().zip(hints.iter()).find(|(area, hints)| {
+                    (area.secret || !reads)
+                        && hints.iter().filter(|h| h.contains('/')).any(|hint| {
+                            let hint = Path::new(hint.trim_end_matches('/'));
+                            glob_spells(word, hint)
+                                || (!reads && hint.ancestors().any(|a| glob_spells(word, a)))
+                        })
                 });
+                if let Some((area, _)) = hit {
+                    return Some(Finding {
+                        area,
+                        how: How::ByName,
+                    });
+                }
             }
         }
         None
@@ -916,9 +983,55 @@ impl Protected {
     }
 }
 
+/// Whether a bash glob `word` spells `path` (relative or absolute, compared name by name): `*`
+/// and `?` within one name, `[…]` a class, and never a name's leading `.` (bash's `dotglob` is
+/// off).
+fn glob_spells(word: &str, path: &Path) -> bool {
+    let word = word.trim_start_matches("./");
+    let globs: Vec<&str> = word.split('/').filter(|c| !c.is_empty()).collect();
+    let names: Vec<&str> = path
+        .components()
+        .filter_map(|c| match c {
+            std::path::Component::Normal(n) => n.to_str(),
+            _ => None,
+        })
+        .collect();
+    if globs.len() != names.len() || globs.is_empty() || word.starts_with('/') != path.is_absolute()
+    {
+        return false;
+    }
+    globs.iter().zip(&names).all(|(glob, name)| {
+        if name.starts_with('.') && !glob.starts_with('.') {
+            return false;
+        }
+        globset::Glob::new(glob).is_ok_and(|g| g.compile_matcher().is_match(name))
+    })
+}
+
+/// `text` with `/./` and repeated slashes folded, as a path library reads them
+/// (`.claude/./settings.json`, `.claude//settings.json`).
+fn spelled_plainly(text: &str) -> String {
+    let mut out = text.replace("/./", "/");
+    while out.contains("//") {
+        out = out.replace("//", "/");
+    }
+    while out.contains("/./") {
+        out = out.replace("/./", "/");
+    }
+    out
+}
+
+/// Programs whose arguments a variable could turn into a write to a protected place: the known
+/// writers (not `mkdir` or `touch`, which change no file's content).
+const VARIABLE_WRITERS: &[&str] = &[
+    "cp", "mv", "rm", "rmdir", "ln", "install", "rsync", "scp", "tee", "dd", "truncate", "shred",
+    "unlink", "chmod", "chown", "chgrp", "tar", "unzip", "patch", "sed", "perl",
+];
+
 /// Whether a command this host cannot read writes to a path held in a variable or made by a
-/// command substitution: after a redirection, or as an argument of a program not known to
-/// only read. Such a path could spell any protected place.
+/// command substitution: after a redirection, or as an argument of a known writer. Such a path
+/// could spell any protected place. (A substitution that makes a commit message, `git commit
+/// -m "$(cat <<'EOF' …)"`, is not a path.)
 fn variable_write(text: &str) -> Option<&'static str> {
     const KEYWORDS: &[&str] = &[
         "do", "then", "else", "elif", "if", "while", "until", "for", "in", "time", "!", "{", "}",
@@ -946,12 +1059,18 @@ fn variable_write(text: &str) -> Option<&'static str> {
             .take_while(|w| !w.starts_with(['>', '<']))
             .map(|w| w.trim_matches(['"', '\'']).to_owned())
             .collect();
-        if args.iter().any(|a| expands(a)) && !super::writes::reads_only(name, &args) {
+        if args.iter().any(|a| expands(a))
+            && VARIABLE_WRITERS.contains(&name)
+            && !super::writes::reads_only(name, &args)
+        {
             return Some("to a path held in a variable");
         }
     }
     None
 }
+
+/// The most directories a command's `cd`s are followed to.
+const MAX_PLACES: usize = 8;
 
 /// Programs that list or move through directories without reading the files in them.
 const LISTS_NAMES: &[&str] = &[

@@ -64,9 +64,6 @@ const XARGS: Grammar = Grammar {
         "-s",
         "--arg-file",
         "--delimiter",
-        "--eof",
-        "--replace",
-        "--max-lines",
         "--max-args",
         "--max-procs",
         "--max-chars",
@@ -83,6 +80,10 @@ const XARGS: Grammar = Grammar {
         "--no-run-if-empty",
         "-t",
         "--verbose",
+        // A value only when attached (`--eof=x`): bare, the next word is the program.
+        "--eof",
+        "--replace",
+        "--max-lines",
         "-x",
         "--exit",
         "--show-limits",
@@ -315,9 +316,8 @@ pub(super) fn wrapped(name: &str, args: &[String]) -> Result<Wrapped, Opaque> {
         | "caffeinate" | "run0" | "machinectl" | "toolbox" | "ssh-agent" | "tmux" | "screen"
         | "byobu" | "zellij" | "dtach" | "abduco" | "vim" | "vi" | "nvim" | "view" | "ex"
         | "emacs" | "sqlite3" | "socat" | "nc" | "ncat" | "netcat" | "at" | "batch" | "crontab"
-        | "fish" | "tcsh" | "csh" | "elvish" | "nu" | "xonsh" | "watchexec" | "rush" | "xe" => {
-            Ok(Wrapped::Hidden)
-        }
+        | "fish" | "tcsh" | "csh" | "elvish" | "nu" | "xonsh" | "watchexec" | "rush" | "xe"
+        | "ed" | "red" | "nvi" => Ok(Wrapped::Hidden),
         // The dynamic loader runs the program it is given (`/lib64/ld-linux-x86-64.so.2 rm`).
         _ if name.starts_with("ld-")
             || name.starts_with("ld.so")

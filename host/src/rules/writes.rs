@@ -143,8 +143,9 @@ pub(super) fn of(name: &str, args: &[String]) -> Writes {
             below: operands(),
             ..Writes::default()
         },
-        // They write the files their input names: which, no text shows.
-        "patch" => Writes {
+        // They write the files their input names: which, no text shows (Codex applies an
+        // `apply_patch` run in its shell itself).
+        "patch" | "apply_patch" | "applypatch" | "cpio" | "pax" | "ar" => Writes {
             unknown: true,
             ..Writes::default()
         },
@@ -168,7 +169,31 @@ pub(super) fn of(name: &str, args: &[String]) -> Writes {
             }
         }
         "cp" | "mv" | "ln" | "install" | "rsync" | "scp" => copies(name, args),
-        "tar" => tar(args),
+        "tar" | "bsdtar" | "gtar" => tar(args),
+        // `python3 -m tarfile -e a.tar [dir]`, `-m zipfile -e a.zip dir`: an extractor.
+        _ if name.starts_with("python")
+            && args.windows(2).any(|w| {
+                w[0] == "-m" && matches!(w[1].as_str(), "tarfile" | "zipfile" | "shutil")
+            }) =>
+        {
+            Writes {
+                below: vec![".".to_owned()],
+                near: operands(),
+                ..Writes::default()
+            }
+        }
+        "7z" | "7za" | "7zr" | "7zz" if args.first().is_some_and(|a| a == "x" || a == "e") => {
+            let dir = args
+                .iter()
+                .find_map(|a| a.strip_prefix("-o"))
+                .unwrap_or(".")
+                .to_owned();
+            Writes {
+                below: vec![dir.clone()],
+                into: vec![dir],
+                ..Writes::default()
+            }
+        }
         "unzip" => unzip(args),
         "sed" if sed_in_place(args) => Writes {
             files: operands(),
@@ -216,6 +241,11 @@ fn git(args: &[String]) -> Writes {
         })
     };
     match args[at].as_str() {
+        // They change the repository, never the work tree's files.
+        "add" | "commit" | "push" | "remote" | "notes" | "reflog" | "gc" | "fsck" | "prune"
+        | "count-objects" | "show-branch" | "init" | "credential" | "maintenance" => {
+            writes = Writes::default();
+        }
         "clean" => {
             writes.below = if paths.is_empty() {
                 vec![".".to_owned()]
