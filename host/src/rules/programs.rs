@@ -133,17 +133,15 @@ fn program(
         reading.elsewhere |= args[..line.subcommand.unwrap_or(args.len())]
             .iter()
             .any(|a| a == "-C" || a.starts_with("--work-tree") || a.starts_with("--git-dir"));
+        if let Some(at) = line.subcommand.filter(|at| *at > 0) {
+            // `git -C dir -c x=y push` is `git push` to a reject rule.
+            let mut plain = vec!["git".to_owned()];
+            plain.extend_from_slice(&args[at..]);
+            reading.runs.push(plain);
+        }
     }
-    if name == "git"
-        && let Some(at) = git::subcommand(args)
-        && at > 0
-    {
-        // `git -C dir -c x=y push` is `git push` to a reject rule.
-        let mut plain = vec!["git".to_owned()];
-        plain.extend_from_slice(&args[at..]);
-        reading.runs.push(plain);
-    }
-    if let Some(why) = uncovered(name, args) {
+    let options_uncover = uncovered(name, args);
+    if let Some(why) = options_uncover {
         // An option that may run a program (`rg --pre rm`, `tar -I`, sed's `e`, awk's
         // `system`, or an option this host does not know) hides that program from reject
         // rules too.
@@ -156,7 +154,7 @@ fn program(
     }
     let wraps = wrapped(name, args)?;
     if matches!(wraps, Wrapped::Nothing) {
-        let w = writes::of(name, args);
+        let w = writes::of(name, args, options_uncover.is_none());
         reading.writes.extend(w.files);
         reading.writes_below.extend(w.below);
         reading.writes_into.extend(w.into);

@@ -764,8 +764,7 @@ impl Protected {
             .chain(part.reading.writes_below.iter().map(|w| (w, true)));
         for (path, below) in writes {
             let Some(path) = tilde(path, at) else {
-                return self
-                    .unknowable("to another user's home or the previous directory (~user, ~-)");
+                return self.unknowable(UNEXPANDED_TILDE);
             };
             if unknown_dir && !path.starts_with(['/', '~']) {
                 return self.unknowable("relative to a directory it moved to");
@@ -776,8 +775,7 @@ impl Protected {
         }
         for path in &part.reading.writes_near {
             let Some(path) = tilde(path, at) else {
-                return self
-                    .unknowable("to another user's home or the previous directory (~user, ~-)");
+                return self.unknowable(UNEXPANDED_TILDE);
             };
             if unknown_dir && !path.starts_with(['/', '~']) {
                 return self.unknowable("relative to a directory it moved to");
@@ -788,8 +786,7 @@ impl Protected {
         }
         for dir in &part.reading.writes_into {
             let Some(dir) = tilde(dir, at) else {
-                return self
-                    .unknowable("to another user's home or the previous directory (~user, ~-)");
+                return self.unknowable(UNEXPANDED_TILDE);
             };
             let mut real = paths::resolve(&dir, at);
             real.extend(paths::absolute(&dir, at).map(|a| paths::normalise(&a)));
@@ -1068,6 +1065,9 @@ fn variable_write(text: &str) -> Option<&'static str> {
     }
     None
 }
+
+/// Where a write goes through a tilde form this host cannot expand.
+const UNEXPANDED_TILDE: &str = "to another user's home or the previous directory (~user, ~-)";
 
 /// The most directories a command's `cd`s are followed to.
 const MAX_PLACES: usize = 8;
