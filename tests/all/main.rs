@@ -24,6 +24,7 @@ mod init;
 mod layering;
 mod log_contract;
 mod mcp_gateway;
+mod mcp_nothing_unasked;
 mod on_postgres;
 mod operability;
 mod ownership;

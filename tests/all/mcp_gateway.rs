@@ -21,10 +21,10 @@ use serde_json::{Value, json};
 use crate::console::{ANSWERER, answer, http, log_in_as, page_until, waiting_question};
 use crate::support::{events_at, events_so_far, log_path};
 
-const BIN: &str = env!("CARGO_BIN_EXE_approval-host");
-const PATIENCE: Duration = Duration::from_secs(60);
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_approval-host");
+pub(crate) const PATIENCE: Duration = Duration::from_secs(60);
 
-fn script(name: &str) -> String {
+pub(crate) fn script(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/mcp")
         .join(name)
@@ -55,29 +55,41 @@ effect = "allow"
 [[rule]]
 rule = "mcp__notes__stat_file(./docs/**)"
 effect = "allow"
+
+[[rule]]
+rule = "mcp__notes__prompts/get(summarise)"
+effect = "allow"
+
+[[rule]]
+rule = "mcp__notes__resources/read(notes://welcome)"
+effect = "allow"
+
+[[rule]]
+rule = "mcp__notes__roots"
+effect = "allow"
 "#;
 
-struct Setup {
+pub(crate) struct Setup {
     dir: tempfile::TempDir,
 }
 
 impl Setup {
-    fn new(extra: &str) -> Setup {
+    pub(crate) fn new(extra: &str) -> Setup {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("deploy.toml"), format!("{RULES}\n{extra}")).unwrap();
         Setup { dir }
     }
 
-    fn path(&self, name: &str) -> PathBuf {
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
 
-    fn state(&self) -> PathBuf {
+    pub(crate) fn state(&self) -> PathBuf {
         self.path("state")
     }
 
     /// What reached the server, one event per call.
-    fn server_events(&self) -> Vec<Value> {
+    pub(crate) fn server_events(&self) -> Vec<Value> {
         std::fs::read_to_string(self.path("events.jsonl"))
             .unwrap_or_default()
             .lines()
@@ -86,7 +98,7 @@ impl Setup {
     }
 
     /// The gateway command (after the client's own arguments): stdio, session `s1`.
-    fn stdio_gateway(&self) -> Vec<String> {
+    pub(crate) fn stdio_gateway(&self) -> Vec<String> {
         vec![
             BIN.to_owned(),
             "--state-dir".to_owned(),
@@ -107,7 +119,7 @@ impl Setup {
 
     /// `(outcome, tool)` of every decided question in `session`, in order, checking that each
     /// question was decided exactly once.
-    fn decisions(&self, session: &str) -> Vec<(String, String)> {
+    pub(crate) fn decisions(&self, session: &str) -> Vec<(String, String)> {
         let events = events_at(&log_path(&self.state(), session));
         let mut asked = std::collections::HashMap::new();
         let mut decided = Vec::new();
@@ -133,7 +145,7 @@ impl Setup {
 }
 
 /// The lines `reader` gives, read on a thread of their own so a wait on them can time out.
-fn line_by_line(reader: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+pub(crate) fn line_by_line(reader: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
     let (tx, lines) = mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(reader).lines() {
@@ -147,7 +159,7 @@ fn line_by_line(reader: impl std::io::Read + Send + 'static) -> mpsc::Receiver<S
 }
 
 /// The Python SDK client, one JSON operation a line.
-struct Client {
+pub(crate) struct Client {
     child: Child,
     stdin: ChildStdin,
     lines: mpsc::Receiver<String>,
@@ -158,7 +170,7 @@ struct Client {
 }
 
 impl Client {
-    fn start(args: &[String], events: &Path) -> Client {
+    pub(crate) fn start(args: &[String], events: &Path) -> Client {
         Client::start_with(args, events, false)
     }
 
@@ -198,13 +210,13 @@ impl Client {
         client
     }
 
-    fn stdio(setup: &Setup) -> Client {
+    pub(crate) fn stdio(setup: &Setup) -> Client {
         let mut args = vec!["stdio".to_owned()];
         args.extend(setup.stdio_gateway());
         Client::start(&args, &setup.path("events.jsonl"))
     }
 
-    fn http(url: &str, events: &Path) -> Client {
+    pub(crate) fn http(url: &str, events: &Path) -> Client {
         Client::start(&["http".to_owned(), url.to_owned()], events)
     }
 
@@ -229,13 +241,13 @@ impl Client {
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
     }
 
-    fn op(&mut self, op: Value) -> Value {
+    pub(crate) fn op(&mut self, op: Value) -> Value {
         writeln!(self.stdin, "{op}").unwrap();
         self.stdin.flush().unwrap();
         self.next()
     }
 
-    fn call(&mut self, name: &str, arguments: Value) -> Value {
+    pub(crate) fn call(&mut self, name: &str, arguments: Value) -> Value {
         self.op(json!({"op": "call", "name": name, "arguments": arguments}))
     }
 
@@ -245,7 +257,7 @@ impl Client {
         self.child.wait().unwrap();
     }
 
-    fn quit(mut self) {
+    pub(crate) fn quit(mut self) {
         let _ = writeln!(self.stdin, "{}", json!({"op": "quit"}));
         drop(self.stdin);
         let status = self.child.wait().unwrap();
@@ -253,11 +265,11 @@ impl Client {
     }
 }
 
-fn refused(text: &str) -> Value {
+pub(crate) fn refused(text: &str) -> Value {
     json!({"is_error": true, "text": text})
 }
 
-fn ok(text: &str) -> Value {
+pub(crate) fn ok(text: &str) -> Value {
     json!({"is_error": false, "text": text})
 }
 
@@ -271,7 +283,7 @@ fn stdio_calls_are_asked_then_forwarded_or_refused_with_the_reason_and_the_rest_
     // delete_note can never be allowed: it is left out of the list.
     assert_eq!(
         client.op(json!({"op": "list_tools"})),
-        json!({"tools": ["read_note", "write_note", "stat_file", "slow", "crash"]})
+        json!({"tools": ["read_note", "write_note", "stat_file", "slow", "crash", "roots"]})
     );
     assert_eq!(
         client.call("read_note", json!({"name": "welcome"})),
@@ -288,7 +300,7 @@ fn stdio_calls_are_asked_then_forwarded_or_refused_with_the_reason_and_the_rest_
         client.call("write_note", json!({"name": "a", "text": "b"})),
         refused(&texts::approval_unavailable("mcp__notes__write_note"))
     );
-    // Prompts, resources and ping are relayed untouched.
+    // Prompts and resources are asked (the rules allow these), ping is relayed untouched.
     assert_eq!(
         client.op(json!({"op": "list_prompts"})),
         json!({"prompts": ["summarise"]})
@@ -315,6 +327,8 @@ fn stdio_calls_are_asked_then_forwarded_or_refused_with_the_reason_and_the_rest_
             ("allowed-once", "mcp__notes__read_note"),
             ("rejected", "mcp__notes__delete_note"),
             ("unavailable", "mcp__notes__write_note"),
+            ("allowed-once", "mcp__notes__prompts/get"),
+            ("allowed-once", "mcp__notes__resources/read"),
         ]
         .map(|(o, t)| (o.to_owned(), t.to_owned()))
     );
@@ -419,7 +433,7 @@ fn hiding_rejected_tools_can_be_turned_off_and_the_call_is_still_refused() {
     let mut client = Client::stdio(&setup);
     assert_eq!(
         client.op(json!({"op": "list_tools"})),
-        json!({"tools": ["read_note", "write_note", "delete_note", "stat_file", "slow", "crash"]})
+        json!({"tools": ["read_note", "write_note", "delete_note", "stat_file", "slow", "crash", "roots"]})
     );
     assert_eq!(
         client.call("delete_note", json!({"name": "welcome"}))["is_error"],
@@ -671,7 +685,7 @@ fn listening_url(child: &mut Child) -> String {
 
 /// `approval-host mcp --listen 127.0.0.1:0 --upstream UPSTREAM` with `extra` arguments (its
 /// stderr piped when `read_stderr`); returns it and its endpoint's URL.
-fn http_gateway(
+pub(crate) fn http_gateway(
     setup: &Setup,
     upstream: &str,
     extra: &[&str],
@@ -705,7 +719,7 @@ fn http_gateway(
 }
 
 /// Starts the notes server over streamable HTTP; returns it and its URL.
-fn http_server(events: &Path) -> (Child, String) {
+pub(crate) fn http_server(events: &Path) -> (Child, String) {
     let mut server = Command::new("python3")
         .args([script("notes_server.py"), "--http".to_owned()])
         .env("NOTES_EVENTS", events)
@@ -858,7 +872,7 @@ async fn a_person_answers_mcp_questions_in_the_console_and_a_call_cancelled_whil
     let stop = tokio_util::sync::CancellationToken::new();
     let endpoint = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", endpoint.local_addr().unwrap());
-    let router = axum::Router::new().nest_service("/mcp", gateway.http(stop.clone()));
+    let router = axum::Router::new().nest_service("/mcp", gateway.router(stop.clone()));
     tokio::spawn(async move { axum::serve(endpoint, router).await });
 
     let (cookie, csrf) = log_in_as(addr, ANSWERER).await;

@@ -23,9 +23,15 @@ import sys
 
 import anyio
 
+from mcp import types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+
+
+async def list_roots(context) -> types.ListRootsResult:
+    """The client's one root, as an agent would declare its project."""
+    return types.ListRootsResult(roots=[types.Root(uri="file:///project", name="project")])
 
 
 def answer(result) -> dict:
@@ -109,11 +115,11 @@ async def main() -> None:
         # The SDK passes only a few variables on by default; the test's (NOTES_EVENTS) go through.
         params = StdioServerParameters(command=sys.argv[2], args=sys.argv[3:], env=dict(os.environ))
         async with stdio_client(params) as (read, write):
-            async with ClientSession(read, write) as session:
+            async with ClientSession(read, write, list_roots_callback=list_roots) as session:
                 await run(session)
     else:
         async with streamable_http_client(sys.argv[2]) as streams:
-            async with ClientSession(streams[0], streams[1]) as session:
+            async with ClientSession(streams[0], streams[1], list_roots_callback=list_roots) as session:
                 await run(session)
 
 

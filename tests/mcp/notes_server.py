@@ -82,10 +82,28 @@ def crash(label: str) -> str:
     os._exit(3)
 
 
+@server.tool()
+async def roots(ctx: Context) -> str:
+    """Asks the client for its roots (a request of the server's, which the gateway relays)."""
+    event("roots")
+    try:
+        got = await ctx.session.list_roots()
+    except Exception as e:  # noqa: BLE001 - the test reads the error
+        return f"error: {e}"
+    return ",".join(str(r.uri) for r in got.roots)
+
+
 @server.resource("notes://welcome")
 def welcome() -> str:
     """The welcome note, as a resource."""
     return NOTES["welcome"]
+
+
+@server.resource("notes://private")
+def private() -> str:
+    """A resource no rule allows."""
+    event("read_private")
+    return "the private note"
 
 
 @server.prompt()

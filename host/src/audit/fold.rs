@@ -176,6 +176,7 @@ impl SessionFold {
             Event::ToolCall(_)
             | Event::ToolResult(_)
             | Event::Unasked(_)
+            | Event::McpMessage(_)
             | Event::Shadowed(_)
             | Event::Policy(_)
             | Event::HookInvoked(_)
@@ -225,6 +226,7 @@ impl SessionFold {
             Event::ToolCall(_)
             | Event::ToolResult(_)
             | Event::Unasked(_)
+            | Event::McpMessage(_)
             | Event::Shadowed(_)
             | Event::HookInvoked(_)
             | Event::HookResult(_) => {}

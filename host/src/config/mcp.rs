@@ -4,6 +4,8 @@
 //! ```toml
 //! [mcp]
 //! hide-rejected-tools = true   # leave out of tools/list what a reject rule refuses (the default)
+//! # the server's requests of the agent that go on to it (each recorded); the default is all three
+//! server-requests = ["sampling/createMessage", "elicitation/create", "roots/list"]
 //! ```
 
 use toml::Value;
@@ -11,7 +13,7 @@ use toml::Value;
 use super::read::{Ctx, table, type_name, unknown_key};
 use super::{ConfigError, Deployment};
 
-const KEYS: [&str; 1] = ["hide-rejected-tools"];
+const KEYS: [&str; 2] = ["hide-rejected-tools", "server-requests"];
 const PLACE: &str = "[mcp]";
 
 pub(super) fn parse(ctx: &Ctx, value: &Value, d: &mut Deployment) -> Result<(), ConfigError> {
@@ -27,6 +29,25 @@ pub(super) fn parse(ctx: &Ctx, value: &Value, d: &mut Deployment) -> Result<(), 
                         ),
                     )
                 })?;
+            }
+            "server-requests" => {
+                let known = crate::mcp::methods::SERVER_REQUESTS;
+                let usage = || {
+                    format!(
+                        "server-requests is a list of the server's requests to pass to the agent, each one of {}",
+                        known.join(", ")
+                    )
+                };
+                let list = v.as_array().ok_or_else(|| ctx.err(PLACE, usage()))?;
+                let mut methods = Vec::new();
+                for item in list {
+                    let method = item
+                        .as_str()
+                        .filter(|m| known.contains(m))
+                        .ok_or_else(|| ctx.err(PLACE, format!("{}, not {item}", usage())))?;
+                    methods.push(method.to_owned());
+                }
+                d.mcp.server_requests = methods;
             }
             other => return Err(unknown_key(ctx, PLACE, other, &KEYS)),
         }

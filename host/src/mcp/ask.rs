@@ -17,6 +17,11 @@ use super::Shared;
 /// sent a name the rules never saw).
 pub const INVALID_TOOL_NAME: &str = "invalid MCP tool name";
 
+/// A `tools/call` of a tool whose name starts as the questions of resources, prompts and
+/// completion are named (`resources/`, `prompts/`, `completion/`): refused without a question,
+/// so that a rule written for a resource never reads a tool's call, or the other way round.
+pub const RESERVED_TOOL_NAME: &str = "this MCP tool's name is reserved for the gateway's questions about resources, prompts and completion";
+
 /// The longest tool name the gateway asks about (the MCP specification's limit).
 const MAX_TOOL_NAME: usize = 128;
 

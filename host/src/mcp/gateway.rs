@@ -23,15 +23,20 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, RoleClient, RoleServer, ServerHandler, ServiceExt};
 use tokio_util::sync::CancellationToken;
 
+use serde_json::{Map, Value};
+
 use crate::agent::Agent;
+use crate::audit::event::{McpFrom, McpHandled, McpMessage};
 use crate::service::ApprovalService;
 
-use super::ask::{self, INVALID_TOOL_NAME, question_tool, refusal};
+use super::ask::{self, INVALID_TOOL_NAME, RESERVED_TOOL_NAME, question_tool, refusal};
+use super::methods;
 use super::relay::{Progress, Relay, expect, forward};
+use super::screen::{REFUSED, Refusal};
 use super::upstream::Upstream;
 use super::{
-    AGENT_ID, GatewayError, GatewayOptions, NOT_INITIALIZED, Shared, SharedRef, check_server_name,
-    server_gone, too_many_calls,
+    AGENT_ID, GatewayError, GatewayOptions, NOT_INITIALIZED, REFUSED_CODE, Shared, SharedRef,
+    check_server_name, server_gone, too_many_calls,
 };
 
 /// The gateway: what its connections share.
@@ -80,8 +85,9 @@ impl Gateway {
     pub async fn serve_stdio(&self) -> Result<(), GatewayError> {
         let connection = self.connection();
         let session = connection.session.clone();
+        let (reader, writer) = rmcp::transport::stdio_pipes();
         let running = connection
-            .serve(rmcp::transport::stdio())
+            .serve(super::stdio::Screened::new(reader, writer))
             .await
             .map_err(|e| GatewayError::Transport(e.to_string()))?;
         let _ = running.waiting().await;
@@ -109,9 +115,18 @@ impl Gateway {
         self.shared.closing.reopen();
     }
 
-    /// The streamable HTTP endpoint (a tower service to mount at `/mcp`): each MCP session a
-    /// connection of its own, in a session of its own. `cancel` ends every session.
-    pub fn http(
+    /// The streamable HTTP endpoint, every body screened first: a router to mount at `/mcp`.
+    /// `cancel` ends every session.
+    pub fn router(&self, cancel: CancellationToken) -> axum::Router {
+        axum::Router::new()
+            .fallback_service(self.http(cancel))
+            .layer(axum::middleware::from_fn(super::http::screen_posts))
+    }
+
+    /// The streamable HTTP endpoint (a tower service to mount at `/mcp`) as the SDK serves it,
+    /// without the screen: each MCP session a connection of its own, in a session of its own.
+    /// `cancel` ends every session.
+    fn http(
         &self,
         cancel: CancellationToken,
     ) -> StreamableHttpService<Connection, LocalSessionManager> {
@@ -212,12 +227,15 @@ impl Connection {
     ) -> Result<Link, McpError> {
         let calls = Progress::default();
         let asks = Progress::default();
+        let recorded_as = Arc::new(std::sync::OnceLock::new());
         let relay = Relay {
             info: params,
             agent: agent_peer,
             calls: calls.clone(),
             asks: asks.clone(),
             gone: "the agent closed the connection".to_owned(),
+            shared: self.shared.clone(),
+            recorded_as: recorded_as.clone(),
         };
         let server = self
             .shared
@@ -243,6 +261,7 @@ impl Connection {
             .map_err(failed)?;
         service.start_turn(&self.session).await.map_err(failed)?;
         self.shared.open_sessions().insert(self.session.clone());
+        let _ = recorded_as.set(agent.clone());
         Ok(Link {
             server,
             info,
@@ -252,8 +271,89 @@ impl Connection {
         })
     }
 
+    /// Records what was done with a message no question was asked about. Before `initialize`
+    /// there is no session to record it in: it goes to the gateway's own log.
+    async fn record(
+        &self,
+        from: McpFrom,
+        method: String,
+        handled: McpHandled,
+        why: Option<String>,
+    ) {
+        let Some(link) = self.link.get() else {
+            tracing::warn!(
+                method,
+                ?why,
+                "an MCP message before initialize, not forwarded"
+            );
+            return;
+        };
+        let message = McpMessage {
+            from,
+            method,
+            handled,
+            why,
+        };
+        if let Err(e) = self
+            .shared
+            .service
+            .record_mcp_message(&link.agent, message)
+            .await
+        {
+            tracing::warn!(session = self.session, error = %e, "could not record an MCP message");
+        }
+    }
+
+    /// Asks whether `tool` (in rule syntax) may go ahead with `arguments`: the connection's slot
+    /// for a call in flight while it runs, or the text of the refusal.
+    async fn ask_first(
+        &self,
+        tool: &str,
+        arguments: Map<String, Value>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, String> {
+        let link = self.link().map_err(|e| e.message.to_string())?;
+        // An agent that floods the gateway gets refusals, not a queue of questions.
+        let Ok(running) = self.calls.clone().try_acquire_owned() else {
+            return Err(too_many_calls(self.shared.options.calls_in_flight.max(1)));
+        };
+        let verdict = ask::ask(
+            &self.shared,
+            &link.agent,
+            tool,
+            Some(&arguments),
+            context.ct.clone(),
+        )
+        .await
+        .map_err(|e| crate::tools::texts::approval_failed(tool, &e.to_string()))?;
+        match refusal(tool, &verdict) {
+            Some(text) => Err(text),
+            None => Ok(running),
+        }
+    }
+
+    /// [`Connection::ask_first`] for a method other than `tools/call`, asked as
+    /// `mcp__<server>__<method>`: a refusal is a JSON-RPC error with [`REFUSED_CODE`].
+    async fn ask_method(
+        &self,
+        method: &str,
+        arguments: Map<String, Value>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, McpError> {
+        self.link()?;
+        let tool = question_tool(&self.shared.options.server, method)
+            .ok_or_else(|| McpError::internal_error(INVALID_TOOL_NAME, None))?;
+        self.ask_first(&tool, arguments, context)
+            .await
+            .map_err(|text| McpError::new(REFUSED_CODE, text, None))
+    }
+
     /// The tools the server lists, less those a reject rule refuses whatever the arguments.
     fn visible(&self, mut listed: ListToolsResult) -> ListToolsResult {
+        // A tool under a name reserved for resources and prompts can never be called.
+        listed
+            .tools
+            .retain(|tool| !methods::reserved_tool(&tool.name));
         if !self.shared.options.config.hide_rejected_tools {
             return listed;
         }
@@ -266,6 +366,33 @@ impl Connection {
                 .is_none_or(|name| book.rejects_every_call(&name, &self.session).is_none())
         });
         listed
+    }
+}
+
+/// The refusal a custom message carries: the screen's, or (for a message that reached the SDK
+/// without passing the screen) its method as unknown.
+fn refusal_of(method: &str, params: Option<&Value>) -> Refusal {
+    if method == REFUSED
+        && let Some(refusal) = params.and_then(|p| serde_json::from_value(p.clone()).ok())
+    {
+        return refusal;
+    }
+    Refusal {
+        method: method.to_owned(),
+        why: methods::unknown_method(method),
+        code: rmcp::model::ErrorCode::METHOD_NOT_FOUND.0,
+    }
+}
+
+/// A request's parameters as a question's arguments (without `_meta`, which is not the
+/// request's content).
+fn as_arguments(params: &impl serde::Serialize) -> Map<String, Value> {
+    match serde_json::to_value(params) {
+        Ok(Value::Object(mut map)) => {
+            map.remove("_meta");
+            map
+        }
+        _ => Map::new(),
     }
 }
 
@@ -363,36 +490,24 @@ impl ServerHandler for Connection {
         params: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let link = self.link()?;
-        // An agent that floods the gateway gets refusals, not a queue of questions.
-        let Ok(_running) = self.calls.clone().try_acquire_owned() else {
-            return Ok(refused(too_many_calls(
-                self.shared.options.calls_in_flight.max(1),
-            )));
-        };
+        self.link()?;
+        if methods::reserved_tool(&params.name) {
+            return Ok(refused(RESERVED_TOOL_NAME.to_owned()));
+        }
         let Some(tool) = question_tool(&self.shared.options.server, &params.name) else {
             return Ok(refused(INVALID_TOOL_NAME.to_owned()));
         };
-        let verdict = match ask::ask(
-            &self.shared,
-            &link.agent,
-            &tool,
-            params.arguments.as_ref(),
-            context.ct.clone(),
-        )
-        .await
+        let _running = match self
+            .ask_first(
+                &tool,
+                params.arguments.clone().unwrap_or_default(),
+                &context,
+            )
+            .await
         {
-            Ok(verdict) => verdict,
-            Err(e) => {
-                return Ok(refused(crate::tools::texts::approval_failed(
-                    &tool,
-                    &e.to_string(),
-                )));
-            }
+            Ok(running) => running,
+            Err(text) => return Ok(refused(text)),
         };
-        if let Some(text) = refusal(&tool, &verdict) {
-            return Ok(refused(text));
-        }
         let call = ClientRequest::CallToolRequest(request(params));
         match self.pass(call, context).await? {
             ServerResult::CallToolResult(r) => Ok(CallToolResponse::Complete(r)),
@@ -422,6 +537,10 @@ impl ServerHandler for Connection {
         params: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
+        let arguments = as_arguments(&params);
+        let _running = self
+            .ask_method(methods::COMPLETE, arguments, &context)
+            .await?;
         match self
             .pass(ClientRequest::CompleteRequest(request(params)), context)
             .await?
@@ -447,6 +566,10 @@ impl ServerHandler for Connection {
         params: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
+        let arguments = as_arguments(&params);
+        let _running = self
+            .ask_method(methods::GET_PROMPT, arguments, &context)
+            .await?;
         match self
             .pass(ClientRequest::GetPromptRequest(request(params)), context)
             .await?
@@ -505,6 +628,10 @@ impl ServerHandler for Connection {
         params: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
+        let arguments = as_arguments(&params);
+        let _running = self
+            .ask_method(methods::READ_RESOURCE, arguments, &context)
+            .await?;
         match self
             .pass(ClientRequest::ReadResourceRequest(request(params)), context)
             .await?
@@ -520,6 +647,10 @@ impl ServerHandler for Connection {
         params: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        let arguments = as_arguments(&params);
+        let _running = self
+            .ask_method(methods::SUBSCRIBE, arguments, &context)
+            .await?;
         self.pass(ClientRequest::SubscribeRequest(request(params)), context)
             .await
             .map(|_| ())
@@ -538,15 +669,22 @@ impl ServerHandler for Connection {
     async fn on_custom_request(
         &self,
         request: CustomRequest,
-        context: RequestContext<RoleServer>,
+        _context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, McpError> {
-        match self
-            .pass(ClientRequest::CustomRequest(request), context)
-            .await?
-        {
-            ServerResult::CustomResult(r) => Ok(r),
-            other => expect(other),
-        }
+        let refusal = refusal_of(&request.method, request.params.as_ref());
+        let error = McpError::new(
+            rmcp::model::ErrorCode(refusal.code),
+            refusal.why.clone(),
+            None,
+        );
+        self.record(
+            McpFrom::Agent,
+            refusal.method,
+            McpHandled::Refused,
+            Some(refusal.why),
+        )
+        .await;
+        Err(error)
     }
 
     async fn on_progress(
@@ -581,7 +719,13 @@ impl ServerHandler for Connection {
         notification: CustomNotification,
         _context: NotificationContext<RoleServer>,
     ) {
-        self.notify(ClientNotification::CustomNotification(notification))
-            .await;
+        let refusal = refusal_of(&notification.method, notification.params.as_ref());
+        self.record(
+            McpFrom::Agent,
+            refusal.method,
+            McpHandled::Dropped,
+            Some(refusal.why),
+        )
+        .await;
     }
 }

@@ -20,13 +20,19 @@
 
 mod ask;
 mod gateway;
+mod http;
+pub mod methods;
 mod relay;
+mod screen;
+mod stdio;
 mod upstream;
 
 use std::sync::Arc;
 
-pub use ask::{INVALID_TOOL_NAME, question_tool, refusal};
+pub use ask::{INVALID_TOOL_NAME, RESERVED_TOOL_NAME, question_tool, refusal};
 pub use gateway::{Connection, Gateway};
+pub use relay::server_request_refused;
+pub use screen::MAX_MESSAGE;
 pub use upstream::Upstream;
 
 /// The agent id MCP questions are asked as.
@@ -37,6 +43,11 @@ pub fn server_gone(server: &str) -> String {
     format!("the MCP server \"{server}\" is not connected (it exited or closed the connection)")
 }
 
+/// The JSON-RPC error code of a request other than `tools/call` (a resource read, a prompt, a
+/// completion) whose question did not allow it; the message is the text a refused tool call
+/// reads.
+pub const REFUSED_CODE: rmcp::model::ErrorCode = rmcp::model::ErrorCode(-32001);
+
 /// The error a request gets before the client's `initialize` linked the server.
 pub const NOT_INITIALIZED: &str = "the MCP gateway has not been initialized: send initialize first";
 
@@ -46,12 +57,19 @@ pub struct McpConfig {
     /// Leave out of `tools/list` a tool that a live reject rule refuses whatever its arguments
     /// (`mcp__github__delete_*`); a call of it is still asked and refused.
     pub hide_rejected_tools: bool,
+    /// The server's requests of the agent that go on to it (each recorded): by default every
+    /// one of [`methods::SERVER_REQUESTS`].
+    pub server_requests: Vec<String>,
 }
 
 impl Default for McpConfig {
     fn default() -> Self {
         McpConfig {
             hide_rejected_tools: true,
+            server_requests: methods::SERVER_REQUESTS
+                .iter()
+                .map(|m| (*m).to_owned())
+                .collect(),
         }
     }
 }
@@ -63,8 +81,8 @@ pub struct GatewayOptions {
     pub server: String,
     /// `[mcp]` from the deployment.
     pub config: McpConfig,
-    /// The working directory questions carry (relative path rules are read against it): the
-    /// gateway's own for a server it starts, none for one reached over HTTP.
+    /// The working directory questions carry (relative path rules and the protections read
+    /// paths against it): the gateway's own, for a server it starts and one over HTTP alike.
     pub cwd: Option<String>,
     /// The session every question of a stdio connection is asked in; a fresh `mcp-<uuid>` per
     /// connection when `None` (always for HTTP, whose clients each get their own).

@@ -10,6 +10,11 @@ use std::sync::{Arc, Mutex};
 use rmcp::model::{
     ClientConfig, ClientResult, ProgressToken, RequestMetaObject, ServerNotification, ServerRequest,
 };
+
+use crate::agent::Agent;
+use crate::audit::event::{McpFrom, McpHandled, McpMessage};
+
+use super::SharedRef;
 use rmcp::service::{
     NotificationContext, Peer, PeerRequestOptions, RequestContext, Service, ServiceError,
     ServiceRole,
@@ -136,6 +141,69 @@ pub(super) struct Relay {
     pub(super) asks: Progress,
     /// The text of a request to an agent that has gone.
     pub(super) gone: String,
+    /// What the connection shares with the gateway's others (the deployment's `[mcp]`).
+    pub(super) shared: SharedRef,
+    /// The connection's agent, once it initialized: what the server's requests are recorded
+    /// under.
+    pub(super) recorded_as: Arc<std::sync::OnceLock<Agent>>,
+}
+
+/// The method of a server's request, as the log records it.
+fn server_method(request: &ServerRequest) -> &str {
+    match request {
+        ServerRequest::PingRequest(_) => "ping",
+        ServerRequest::CreateMessageRequest(_) => "sampling/createMessage",
+        ServerRequest::ListRootsRequest(_) => "roots/list",
+        ServerRequest::ElicitRequest(_) => "elicitation/create",
+        ServerRequest::CustomRequest(r) => &r.method,
+        // A request type newer than the gateway: never passed.
+        _ => "",
+    }
+}
+
+/// The error a server's request gets when the deployment does not pass it to the agent.
+pub fn server_request_refused(method: &str) -> String {
+    format!(
+        "the MCP gateway does not pass {method:?} from the server to the agent ([mcp] server-requests)"
+    )
+}
+
+impl Relay {
+    /// Whether the server's request goes on to the agent; recorded either way, but a ping.
+    async fn passes(&self, request: &ServerRequest) -> bool {
+        let method = server_method(request);
+        if matches!(request, ServerRequest::PingRequest(_)) {
+            return true;
+        }
+        let passes = !method.is_empty()
+            && super::methods::SERVER_REQUESTS.contains(&method)
+            && self
+                .shared
+                .options
+                .config
+                .server_requests
+                .iter()
+                .any(|m| m == method);
+        let Some(agent) = self.recorded_as.get() else {
+            return false;
+        };
+        let message = McpMessage {
+            from: McpFrom::Server,
+            method: method.chars().take(128).collect(),
+            handled: if passes {
+                McpHandled::Passed
+            } else {
+                McpHandled::Refused
+            },
+            why: (!passes).then(|| server_request_refused(method)),
+        };
+        if let Err(e) = self.shared.service.record_mcp_message(agent, message).await {
+            // Not recorded, not passed.
+            tracing::warn!(error = %e, "could not record the MCP server's request");
+            return false;
+        }
+        passes
+    }
 }
 
 impl Service<RoleClient> for Relay {
@@ -144,6 +212,12 @@ impl Service<RoleClient> for Relay {
         request: ServerRequest,
         context: RequestContext<RoleClient>,
     ) -> Result<ClientResult, McpError> {
+        if !self.passes(&request).await {
+            return Err(McpError::invalid_request(
+                server_request_refused(server_method(&request)),
+                None,
+            ));
+        }
         forward(
             &self.agent,
             request,

@@ -6,6 +6,80 @@ use serde_json::Value;
 /// The call arguments a path pattern reads.
 pub(crate) const PATH_FIELDS: [&str; 3] = ["file_path", "path", "notebook_path"];
 
+/// The prefix of an MCP tool's name in rules (`mcp__<server>__<tool>`).
+pub(crate) const MCP_PREFIX: &str = "mcp__";
+
+/// Words in an MCP argument's name that say it names a place (`source`, `destDir`,
+/// `file_paths`): its strings are paths whatever they look like.
+const PLACE_WORDS: [&str; 12] = [
+    "path",
+    "file",
+    "dir",
+    "folder",
+    "source",
+    "src",
+    "dest",
+    "target",
+    "root",
+    "cwd",
+    "location",
+    "directory",
+];
+
+/// How deep into an MCP call's arguments paths are looked for; deeper calls are read as
+/// holding a path no rule covers.
+const MAX_DEPTH: usize = 32;
+
+/// The MCP questions whose rule pattern is a glob over one argument (the resource's URI, the
+/// prompt's name), by the tool part after `mcp__<server>__`.
+pub(crate) const SUBJECT_TOOLS: [&str; 4] = [
+    "resources/read",
+    "resources/subscribe",
+    "prompts/get",
+    "completion/complete",
+];
+
+/// A path no rule's area can hold: what an MCP call's paths read as when they could not all be
+/// read.
+const UNREADABLE: &str = "\0unreadable";
+
+/// Whether a string in an MCP tool's arguments reads as a path by its shape.
+fn looks_like_path(s: &str) -> bool {
+    s.starts_with(['/', '~', '.'])
+        || s.contains(['/', '\\'])
+        || s.starts_with("file:")
+        || (s.len() >= 2 && s.as_bytes()[1] == b':' && s.as_bytes()[0].is_ascii_alphabetic())
+}
+
+/// Whether an argument's name says it names a place.
+fn names_a_place(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    PLACE_WORDS.iter().any(|w| key.contains(w))
+}
+
+/// Every path-like string of an MCP call's arguments, at any depth: strings under a name that
+/// says it is a place, and strings shaped like a path under any name.
+fn mcp_paths<'a>(value: &'a Value, key: Option<&str>, depth: usize, out: &mut Vec<&'a str>) {
+    if depth > MAX_DEPTH {
+        out.push(UNREADABLE);
+        return;
+    }
+    match value {
+        Value::String(s) if key.is_some_and(names_a_place) || looks_like_path(s) => out.push(s),
+        Value::Array(items) => {
+            for item in items {
+                mcp_paths(item, key, depth + 1, out);
+            }
+        }
+        Value::Object(map) => {
+            for (k, v) in map {
+                mcp_paths(v, Some(k), depth + 1, out);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// How the call's arguments look to a matcher.
 pub struct Call<'a> {
     /// The tool.
@@ -24,8 +98,18 @@ impl Call<'_> {
             .and_then(Value::as_str)
     }
 
-    /// Every path argument the call carries.
+    /// Every path argument the call carries. For an MCP tool, whose arguments are whatever its
+    /// server declared, every path-like string at any depth (so an allow rule covers the call
+    /// only when all of them are inside it, and an added argument the server ignores cannot
+    /// stand in for the one it reads).
     pub fn paths(&self) -> Vec<&str> {
+        if self.tool.starts_with(MCP_PREFIX) {
+            let mut out = Vec::new();
+            if let Some(arguments) = self.arguments {
+                mcp_paths(arguments, None, 0, &mut out);
+            }
+            return out;
+        }
         PATH_FIELDS
             .iter()
             .filter_map(|f| {
@@ -36,12 +120,35 @@ impl Call<'_> {
             .collect()
     }
 
+    /// What a rule for an MCP resource, prompt or completion question matches: the resource's
+    /// `uri`, the prompt's `name`, or the completion's reference (its `uri` or `name`).
+    pub fn subject(&self) -> Option<&str> {
+        let arguments = self.arguments?;
+        fn text(v: Option<&Value>) -> Option<&str> {
+            v.and_then(Value::as_str)
+        }
+        text(arguments.get("uri"))
+            .or_else(|| text(arguments.get("name")))
+            .or_else(|| {
+                let reference = arguments.get("ref")?;
+                text(reference.get("uri")).or_else(|| text(reference.get("name")))
+            })
+    }
+
     /// The `url` argument.
     pub fn url(&self) -> Option<&str> {
         self.arguments
             .and_then(|a| a.get("url"))
             .and_then(Value::as_str)
     }
+}
+
+/// Whether `tool` is an MCP question whose rule pattern is a glob over its subject
+/// ([`Call::subject`]).
+pub(crate) fn subject_tool(tool: &str) -> bool {
+    tool.strip_prefix(MCP_PREFIX)
+        .and_then(|rest| rest.split_once("__"))
+        .is_some_and(|(_, method)| SUBJECT_TOOLS.contains(&method))
 }
 
 /// The host of a URL as a WHATWG parser reads it (lowercase, IDNA to ASCII, no trailing dot),

@@ -63,6 +63,7 @@ fn call_of(spec: &Spec, example: &str) -> serde_json::Value {
     match &spec.arguments {
         ArgumentMatch::Domain { .. } => json!({ "url": example }),
         ArgumentMatch::Path { .. } => json!({ "file_path": example }),
+        ArgumentMatch::Subject { .. } => json!({ "uri": example, "name": example }),
         ArgumentMatch::Command { .. } | ArgumentMatch::Any => json!({ "command": example }),
     }
 }

@@ -24,7 +24,7 @@ use globset::{Glob, GlobMatcher};
 use serde_json::Value;
 
 pub use super::call::Call;
-use super::call::url_host;
+use super::call::{subject_tool, url_host};
 use super::command::{Command, Part};
 use super::glob::{path_glob, path_matcher};
 use super::programs::base_name;
@@ -95,6 +95,14 @@ pub enum ArgumentMatch {
         glob: String,
         /// Whether it is relative to the asker's working directory.
         relative: bool,
+    },
+    /// An MCP resource's URI or prompt's name (`mcp__notes__resources/read(notes://docs/*)`):
+    /// a glob, `*` within one `/`-separated part, `**` across them.
+    Subject {
+        /// The glob as written.
+        glob: String,
+        /// It compiled.
+        matcher: GlobMatcher,
     },
     /// The `url` argument's host.
     Domain {
@@ -170,6 +178,17 @@ pub fn parse(text: &str) -> Result<Spec, SpecError> {
 }
 
 fn argument_match(tool: &str, pattern: &str) -> Result<ArgumentMatch, String> {
+    if subject_tool(tool) {
+        let matcher = globset::GlobBuilder::new(pattern)
+            .literal_separator(true)
+            .build()
+            .map_err(|e| format!("glob: {e}"))?
+            .compile_matcher();
+        return Ok(ArgumentMatch::Subject {
+            glob: pattern.to_owned(),
+            matcher,
+        });
+    }
     if let Some(domain) = pattern.strip_prefix("domain:") {
         return domain_match(domain.trim());
     }
@@ -260,6 +279,7 @@ impl Spec {
             ArgumentMatch::Command { .. } => inner == "Bash",
             ArgumentMatch::Path { .. } => PATH_TOOLS.contains(&inner),
             ArgumentMatch::Domain { .. } => inner == "WebFetch",
+            ArgumentMatch::Subject { .. } => false,
         }
     }
 
@@ -388,6 +408,9 @@ impl Spec {
         match &self.arguments {
             ArgumentMatch::Any => true,
             ArgumentMatch::Command { .. } => false,
+            ArgumentMatch::Subject { matcher, .. } => {
+                subject_tool(call.tool) && call.subject().is_some_and(|s| matcher.is_match(s))
+            }
             ArgumentMatch::Domain { host, schemes } => call
                 .url()
                 .and_then(url_host)

@@ -56,6 +56,7 @@ impl ApprovalService {
             | Event::HookResult(_)
             | Event::Shadowed(_)
             | Event::Unasked(_)
+            | Event::McpMessage(_)
             | Event::ToolResult(_) => return Ok(false),
         }
         Ok(true)

@@ -535,6 +535,24 @@ impl ApprovalService {
         Ok(())
     }
 
+    /// Records what the MCP gateway did with a message it did not ask about (`mcp/message`),
+    /// durably: a refusal the log does not hold did not happen as far as an auditor can tell.
+    ///
+    /// # Errors
+    /// The session log could not be written.
+    pub async fn record_mcp_message(
+        &self,
+        agent: &Agent,
+        message: crate::audit::event::McpMessage,
+    ) -> Result<(), ApprovalError> {
+        agent
+            .session()
+            .log
+            .append(Event::McpMessage(message))
+            .await?;
+        Ok(())
+    }
+
     /// The JSON arguments of the session's recorded `tool/call` with this call id.
     pub fn call_arguments(&self, agent: &Agent, call_id: &str) -> Option<serde_json::Value> {
         agent.call_arguments(call_id)

@@ -45,9 +45,12 @@ pub mod types {
     /// A tool call ran that was never asked, or ran although it was refused: the agent CLI's
     /// after-tool hook saw it.
     pub const APPROVAL_UNASKED: &str = "approval/unasked";
+    /// A message the MCP gateway passed on or refused without a question: the agent's refused
+    /// or dropped, or a request the server made of the agent.
+    pub const MCP_MESSAGE: &str = "mcp/message";
 
     /// Every event type, in the order above.
-    pub const ALL: [&str; 14] = [
+    pub const ALL: [&str; 15] = [
         TURN_START,
         TURN_END,
         TOOL_CALL,
@@ -62,6 +65,7 @@ pub mod types {
         RULE_REVOKED,
         APPROVAL_SHADOWED,
         APPROVAL_UNASKED,
+        MCP_MESSAGE,
     ];
 }
 
@@ -446,6 +450,65 @@ pub struct Unasked {
 
 pub use crate::policy::SandboxModeName;
 
+/// Which side of the MCP gateway a message came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum McpFrom {
+    /// The agent (the MCP client).
+    Agent,
+    /// The MCP server.
+    Server,
+}
+
+/// What the MCP gateway did with a message it did not ask about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum McpHandled {
+    /// A request answered with a JSON-RPC error, never forwarded.
+    Refused,
+    /// A notification not forwarded.
+    Dropped,
+    /// Forwarded: a request of the server's that the deployment lets through.
+    Passed,
+}
+
+/// `mcp/message {from, method, handled, why?}`: a message the MCP gateway handled without a
+/// question. From the agent: a method that could act unasked, or a message that is malformed
+/// (refused, or dropped when a notification). From the server: its requests of the agent
+/// (sampling, elicitation, roots), passed or refused as the deployment says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct McpMessage {
+    /// Who sent it.
+    pub from: McpFrom,
+    /// Its method as written (bounded; empty when it had none that could be read).
+    pub method: String,
+    /// What the gateway did with it.
+    pub handled: McpHandled,
+    /// Why, for a message refused or dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+}
+
+impl McpMessage {
+    /// Who sent it, as a reader says it: `from the agent` or `from the server`.
+    pub fn from_text(&self) -> &'static str {
+        match self.from {
+            McpFrom::Agent => "from the agent",
+            McpFrom::Server => "from the server",
+        }
+    }
+
+    /// What was done with it, in words.
+    pub fn handled_text(&self) -> &'static str {
+        match self.handled {
+            McpHandled::Refused => "refused",
+            McpHandled::Dropped => "dropped",
+            McpHandled::Passed => "passed on",
+        }
+    }
+}
+
 /// Who ended a turn its client did not end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -504,6 +567,8 @@ pub enum Event {
     Shadowed(Shadowed),
     /// `approval/unasked`.
     Unasked(Unasked),
+    /// `mcp/message`.
+    McpMessage(McpMessage),
 }
 
 /// Event data that does not fit its type.
@@ -545,6 +610,7 @@ impl Event {
             Event::RuleRevoked(_) => types::RULE_REVOKED,
             Event::Shadowed(_) => types::APPROVAL_SHADOWED,
             Event::Unasked(_) => types::APPROVAL_UNASKED,
+            Event::McpMessage(_) => types::MCP_MESSAGE,
         }
     }
 
@@ -602,6 +668,7 @@ impl Event {
             types::RULE_REVOKED => Event::RuleRevoked(parse(types::RULE_REVOKED, data)?),
             types::APPROVAL_SHADOWED => Event::Shadowed(parse(types::APPROVAL_SHADOWED, data)?),
             types::APPROVAL_UNASKED => Event::Unasked(parse(types::APPROVAL_UNASKED, data)?),
+            types::MCP_MESSAGE => Event::McpMessage(parse(types::MCP_MESSAGE, data)?),
             other => return Err(EventError::UnknownType(other.to_owned())),
         })
     }
@@ -623,6 +690,7 @@ impl Event {
             Event::RuleRevoked(d) => serde_json::to_value(d),
             Event::Shadowed(d) => serde_json::to_value(d),
             Event::Unasked(d) => serde_json::to_value(d),
+            Event::McpMessage(d) => serde_json::to_value(d),
         };
         // These types serialise plain structs of strings, enums and JSON values: infallible.
         value.unwrap_or(Value::Null)

@@ -69,6 +69,7 @@ impl Serialize for DataRef<'_> {
             Event::RuleRevoked(d) => d.serialize(serializer),
             Event::Shadowed(d) => d.serialize(serializer),
             Event::Unasked(d) => d.serialize(serializer),
+            Event::McpMessage(d) => d.serialize(serializer),
         }
     }
 }

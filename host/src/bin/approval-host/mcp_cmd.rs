@@ -105,14 +105,12 @@ pub(crate) fn run(ctx: &Context, args: McpArgs) -> Result<ExitCode> {
     let options = GatewayOptions {
         server: args.name.clone(),
         config: deployment.mcp.clone(),
-        // A server the gateway starts runs where the gateway runs: relative path rules read
-        // its arguments from there.
-        cwd: match upstream {
-            Upstream::Command(_) => std::env::current_dir()
-                .ok()
-                .map(|d| d.display().to_string()),
-            Upstream::Url(_) => None,
-        },
+        // Relative path rules and the protections read a question's paths from the gateway's
+        // directory: where a server it starts runs, and the nearest thing to the agent's own
+        // for a server reached over HTTP (a question without one would pass relative rules).
+        cwd: std::env::current_dir()
+            .ok()
+            .map(|d| d.display().to_string()),
         session: args.session.clone(),
         calls_in_flight: deployment.limits.requests_in_flight,
     };
@@ -187,7 +185,8 @@ async fn gateway(
                 // stdout carries nothing else in this mode: a harness (or a test) that asked
                 // for port 0 reads the address here.
                 println!("{}", listening_line(addr));
-                let router = axum::Router::new().nest_service("/mcp", gateway.http(cancel.clone()));
+                let router =
+                    axum::Router::new().nest_service("/mcp", gateway.router(cancel.clone()));
                 let stop = cancel.clone();
                 axum::serve(listener, router)
                     .with_graceful_shutdown(async move { stop.cancelled().await })

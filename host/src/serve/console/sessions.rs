@@ -19,7 +19,7 @@ use super::pages::{self, Tab};
 use super::visible::visible;
 use super::{Console, Viewer};
 use crate::audit::check::check_bytes;
-use crate::audit::event::{Event, Record, UnaskedWhy};
+use crate::audit::event::{Event, McpHandled, Record, UnaskedWhy};
 use crate::audit::store::{Store, validate_session_id};
 use crate::outcome::Outcome;
 use crate::policy::Policy;
@@ -533,6 +533,9 @@ impl Item<'_> {
                                 @if let Some(args) = &u.arguments {
                                     details { summary { "arguments" } pre { (visible(&serde_json::to_string_pretty(args).unwrap_or_default())) } }
                                 } }
+                            Event::McpMessage(m) => { "MCP " (m.from_text()) " " code { (visible(&m.method)) } " "
+                                @if m.handled == McpHandled::Passed { "passed on" } @else { b.outcome-rejected { (m.handled_text()) } }
+                                @if let Some(why) = &m.why { ": " (visible(why)) } }
                             _ => { code { (kind) } " " (data.to_string()) }
                         }
                     }
