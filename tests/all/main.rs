@@ -23,6 +23,7 @@ mod hostile_clients;
 mod init;
 mod layering;
 mod log_contract;
+mod mcp_doors;
 mod mcp_gateway;
 mod mcp_nothing_unasked;
 mod on_postgres;

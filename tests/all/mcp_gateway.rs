@@ -24,6 +24,10 @@ use crate::support::{events_at, events_so_far, log_path};
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_approval-host");
 pub(crate) const PATIENCE: Duration = Duration::from_secs(60);
 
+/// The token HTTP clients of the gateway present (`[[token]] name = "agent"`, role agent).
+pub(crate) const AGENT_TOKEN: &str =
+    "aht_mcp_agent_token_for_tests_00000000000000000000000000000000000000";
+
 pub(crate) fn script(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/mcp")
@@ -76,7 +80,15 @@ pub(crate) struct Setup {
 impl Setup {
     pub(crate) fn new(extra: &str) -> Setup {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("deploy.toml"), format!("{RULES}\n{extra}")).unwrap();
+        let token = format!(
+            "[[token]]\nname = \"agent\"\nsha256 = \"{}\"\nroles = [\"agent\"]\n",
+            auth::token_hash(AGENT_TOKEN)
+        );
+        std::fs::write(
+            dir.path().join("deploy.toml"),
+            format!("{RULES}\n{token}\n{extra}"),
+        )
+        .unwrap();
         Setup { dir }
     }
 
@@ -217,7 +229,10 @@ impl Client {
     }
 
     pub(crate) fn http(url: &str, events: &Path) -> Client {
-        Client::start(&["http".to_owned(), url.to_owned()], events)
+        Client::start(
+            &["http".to_owned(), url.to_owned(), AGENT_TOKEN.to_owned()],
+            events,
+        )
     }
 
     /// The rest of the first stderr line starting with `prefix`.
@@ -631,7 +646,7 @@ fn the_command_line_refuses_names_listeners_and_servers_it_cannot_use() {
                 "--upstream",
                 "http://127.0.0.1:1/mcp",
             ],
-            "the MCP endpoint has no authentication, so it listens on loopback only",
+            "off loopback the MCP endpoint needs --tls-cert and --tls-key",
         ),
         (
             &[
@@ -672,7 +687,7 @@ fn console_answerer(timeout_s: u64) -> String {
 }
 
 /// The URL in the `listening on URL` line a process prints first on its stdout.
-fn listening_url(child: &mut Child) -> String {
+pub(crate) fn listening_url(child: &mut Child) -> String {
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
@@ -859,6 +874,8 @@ async fn a_person_answers_mcp_questions_in_the_console_and_a_call_cancelled_whil
             cwd: None,
             session: None,
             calls_in_flight: 64,
+            sessions: 1024,
+            sessions_per_caller: 256,
         },
         Upstream::command(vec![
             "env".to_owned(),

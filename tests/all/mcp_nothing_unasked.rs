@@ -16,7 +16,8 @@ use approval_host::tools::texts;
 use serde_json::{Value, json};
 
 use crate::mcp_gateway::{
-    BIN, Client, PATIENCE, Setup, http_gateway, http_server, line_by_line, ok, refused, script,
+    AGENT_TOKEN, BIN, Client, PATIENCE, Setup, http_gateway, http_server, line_by_line, ok,
+    refused, script,
 };
 use crate::support::{events_at, log_path};
 
@@ -167,6 +168,9 @@ impl Raw {
     }
 }
 
+/// The `initialize` a raw client sends.
+pub(crate) const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+
 /// The methods of the messages the server received, in order.
 fn received_methods(setup: &Setup) -> Vec<String> {
     std::fs::read_to_string(setup.path("received.jsonl"))
@@ -299,13 +303,46 @@ fn over_stdio_no_malformed_duplicated_or_custom_message_reaches_the_server_and_e
     assert_eq!(dup["method"], "tools/call");
 }
 
+/// Writes `request` and reads the whole answer (the request asks to close after it; an event
+/// stream for one request ends when its answer is sent).
+fn exchange<S: Read + Write>(mut stream: S, request: &str) -> String {
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut raw = String::new();
+    let _ = BufReader::new(stream).read_to_string(&mut raw);
+    raw
+}
+
 /// One POST to the gateway's endpoint; returns the status and every JSON-RPC message in the
 /// answer (a JSON body, or the `data:` lines of an event stream).
-fn post(url: &str, session: Option<&str>, body: &str) -> (u16, Vec<Value>, Option<String>) {
-    let rest = url.strip_prefix("http://").unwrap();
-    let (host, path) = rest.split_once('/').unwrap();
-    let mut stream = std::net::TcpStream::connect(host).unwrap();
-    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+pub(crate) fn post(
+    url: &str,
+    session: Option<&str>,
+    body: &str,
+) -> (u16, Vec<Value>, Option<String>) {
+    post_with(
+        url,
+        &[("Authorization", &format!("Bearer {AGENT_TOKEN}"))],
+        session,
+        body,
+    )
+}
+
+/// [`post`] with these headers (and no others but what every request carries).
+pub(crate) fn post_with(
+    url: &str,
+    headers: &[(&str, &str)],
+    session: Option<&str>,
+    body: &str,
+) -> (u16, Vec<Value>, Option<String>) {
+    // `unix:PATH` is the endpoint /mcp on the Unix socket at PATH.
+    let (host, path) = match url.strip_prefix("unix:") {
+        Some(_) => ("localhost", "mcp"),
+        None => url
+            .strip_prefix("http://")
+            .unwrap()
+            .split_once('/')
+            .unwrap(),
+    };
     let mut head = format!(
         "POST /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\
          Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
@@ -317,12 +354,23 @@ fn post(url: &str, session: Option<&str>, body: &str) -> (u16, Vec<Value>, Optio
             "Mcp-Session-Id: {s}\r\nMcp-Protocol-Version: 2025-06-18\r\n"
         ));
     }
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
     head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).unwrap();
-    stream.write_all(body.as_bytes()).unwrap();
-    let mut raw = String::new();
-    // An event stream for one request ends when its answer is sent.
-    let _ = BufReader::new(&stream).read_to_string(&mut raw);
+    head.push_str(body);
+    let raw = match url.strip_prefix("unix:") {
+        Some(socket) => {
+            let stream = std::os::unix::net::UnixStream::connect(socket).unwrap();
+            stream.set_read_timeout(Some(PATIENCE)).unwrap();
+            exchange(stream, &head)
+        }
+        None => {
+            let stream = std::net::TcpStream::connect(host).unwrap();
+            stream.set_read_timeout(Some(PATIENCE)).unwrap();
+            exchange(stream, &head)
+        }
+    };
     let (head, rest) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
     let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap();
     let session = head

@@ -2,7 +2,7 @@
 ClientSession over stdio (a command) or streamable HTTP (a URL).
 
     python3 client.py stdio COMMAND [ARG...]
-    python3 client.py http URL
+    python3 client.py http URL [TOKEN [SESSION]]   (TOKEN as a bearer token, SESSION as Approval-Session)
 
 Each line on stdin is a JSON operation; each answer is one JSON line on stdout:
 
@@ -27,6 +27,7 @@ from mcp import types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 
 async def list_roots(context) -> types.ListRootsResult:
@@ -118,7 +119,13 @@ async def main() -> None:
             async with ClientSession(read, write, list_roots_callback=list_roots) as session:
                 await run(session)
     else:
-        async with streamable_http_client(sys.argv[2]) as streams:
+        headers = {}
+        if len(sys.argv) > 3:
+            headers["Authorization"] = f"Bearer {sys.argv[3]}"
+        if len(sys.argv) > 4:
+            headers["Approval-Session"] = sys.argv[4]
+        http = create_mcp_http_client(headers=headers)
+        async with streamable_http_client(sys.argv[2], http_client=http) as streams:
             async with ClientSession(streams[0], streams[1], list_roots_callback=list_roots) as session:
                 await run(session)
 

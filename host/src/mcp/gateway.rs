@@ -29,6 +29,9 @@ use crate::agent::Agent;
 use crate::audit::event::{McpFrom, McpHandled, McpMessage};
 use crate::service::ApprovalService;
 
+use super::admit::{
+    Caller, LOCAL, NOT_THE_OPENER, REVOKED, SESSION_HEADER, SessionSlot, session_taken,
+};
 use super::ask::{self, INVALID_TOOL_NAME, RESERVED_TOOL_NAME, question_tool, refusal};
 use super::methods;
 use super::relay::{Progress, Relay, expect, forward};
@@ -63,6 +66,7 @@ impl Gateway {
                 upstream,
                 closing: tokio_util::task::TaskTracker::new(),
                 open: std::sync::Mutex::default(),
+                http_sessions: Arc::default(),
             }),
         })
     }
@@ -75,7 +79,7 @@ impl Gateway {
             .session
             .clone()
             .unwrap_or_else(fresh_session);
-        Connection::new(self.shared.clone(), session)
+        Connection::new(self.shared.clone(), Some(session))
     }
 
     /// Serves one agent on stdin and stdout until it closes them.
@@ -84,7 +88,7 @@ impl Gateway {
     /// [`GatewayError::Transport`] when the agent's side fails before it initialized.
     pub async fn serve_stdio(&self) -> Result<(), GatewayError> {
         let connection = self.connection();
-        let session = connection.session.clone();
+        let session = connection.session().to_owned();
         let (reader, writer) = rmcp::transport::stdio_pipes();
         let running = connection
             .serve(super::stdio::Screened::new(reader, writer))
@@ -131,10 +135,24 @@ impl Gateway {
         cancel: CancellationToken,
     ) -> StreamableHttpService<Connection, LocalSessionManager> {
         let shared = self.shared.clone();
-        let config = StreamableHttpServerConfig::default().with_cancellation_token(cancel);
+        let options = &self.shared.options;
+        let mut config = StreamableHttpServerConfig::default()
+            .with_cancellation_token(cancel)
+            .with_max_request_body_bytes(super::MAX_MESSAGE)
+            // A browser page (a DNS-rebound one included) is refused unless its origin is listed.
+            .enforce_origin_validation()
+            .with_allowed_origins(options.config.allowed_origins.clone());
+        if !options.config.allowed_hosts.is_empty() {
+            let mut hosts = config.allowed_hosts.clone();
+            hosts.extend(options.config.allowed_hosts.iter().cloned());
+            config = config.with_allowed_hosts(hosts);
+        }
+        let mut sessions = LocalSessionManager::default();
+        sessions.session_config.keep_alive = Some(options.config.session_idle);
         StreamableHttpService::new(
-            move || Ok(Connection::new(shared.clone(), fresh_session())),
-            Arc::new(LocalSessionManager::default()),
+            // The session is chosen at `initialize`, from who is calling.
+            move || Ok(Connection::new(shared.clone(), None)),
+            Arc::new(sessions),
             config,
         )
     }
@@ -147,7 +165,8 @@ fn fresh_session() -> String {
 /// One client connection: its session, and once initialized, its server and agent.
 pub struct Connection {
     shared: SharedRef,
-    session: String,
+    /// Set at construction for stdio, at `initialize` over HTTP.
+    session: std::sync::OnceLock<String>,
     link: tokio::sync::OnceCell<Link>,
     /// Its `tools/call`s running now, at most [`GatewayOptions::calls_in_flight`].
     calls: Arc<tokio::sync::Semaphore>,
@@ -162,6 +181,10 @@ struct Link {
     agent: Agent,
     calls: Progress,
     asks: Progress,
+    /// Who opened it, when it came over HTTP.
+    caller: Option<Caller>,
+    /// Its place under the gateway's caps on HTTP sessions.
+    _slot: Option<SessionSlot>,
 }
 
 impl Link {
@@ -171,7 +194,11 @@ impl Link {
 }
 
 impl Connection {
-    fn new(shared: SharedRef, session: String) -> Connection {
+    fn new(shared: SharedRef, preset: Option<String>) -> Connection {
+        let session = std::sync::OnceLock::new();
+        if let Some(preset) = preset {
+            let _ = session.set(preset);
+        }
         let gone = server_gone(&shared.options.server);
         let calls = Arc::new(tokio::sync::Semaphore::new(
             shared.options.calls_in_flight.max(1),
@@ -185,15 +212,90 @@ impl Connection {
         }
     }
 
-    /// The session this connection's questions are asked in.
+    /// The session this connection's questions are asked in (empty before an HTTP
+    /// connection's `initialize`).
     pub fn session(&self) -> &str {
-        &self.session
+        self.session.get().map_or("", String::as_str)
     }
 
     fn link(&self) -> Result<&Link, McpError> {
-        self.link
+        let link = self
+            .link
             .get()
-            .ok_or_else(|| McpError::invalid_request(NOT_INITIALIZED, None))
+            .ok_or_else(|| McpError::invalid_request(NOT_INITIALIZED, None))?;
+        if link
+            .caller
+            .as_ref()
+            .is_some_and(|c| c.revoked.is_cancelled())
+        {
+            return Err(McpError::invalid_request(REVOKED, None));
+        }
+        Ok(link)
+    }
+
+    /// [`Connection::link`] for a request, which over HTTP must come from the caller that opened
+    /// the connection (a session id is a handle, not a credential).
+    fn link_for(&self, context: &RequestContext<RoleServer>) -> Result<&Link, McpError> {
+        let link = self.link()?;
+        let Some(opened_by) = &link.caller else {
+            return Ok(link);
+        };
+        // Without a layer in front (an endpoint in process), every caller is the local one,
+        // as at `initialize`.
+        let caller = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .map(|p| {
+                p.extensions
+                    .get::<Caller>()
+                    .map_or(LOCAL, |c| c.name.as_str())
+            });
+        match caller {
+            Some(name) if name == opened_by.name => Ok(link),
+            _ => Err(McpError::invalid_request(NOT_THE_OPENER, None)),
+        }
+    }
+
+    /// Over HTTP: who is calling (from the layer in front), the session its connection asks
+    /// in, and its place under the caps; over stdio, nothing to decide.
+    fn admit(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(Option<Caller>, Option<SessionSlot>), McpError> {
+        let Some(parts) = context.extensions.get::<axum::http::request::Parts>() else {
+            return Ok((None, None));
+        };
+        let caller = parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .unwrap_or_else(Caller::local);
+        let refuse = |text: String| McpError::invalid_request(text, None);
+        let named = parts
+            .headers
+            .get(SESSION_HEADER)
+            .map(|v| {
+                v.to_str()
+                    .map_err(|_| refuse(format!("{SESSION_HEADER}: not text")))
+            })
+            .transpose()?;
+        let session = match self.session.get() {
+            Some(preset) => preset.clone(),
+            None => super::admit::session_for(&caller, named).map_err(refuse)?,
+        };
+        if self.shared.open_sessions().contains(&session) {
+            return Err(refuse(session_taken(&session)));
+        }
+        let options = &self.shared.options;
+        let slot = super::admit::admit(
+            &self.shared.http_sessions,
+            &caller,
+            options.sessions,
+            options.sessions_per_caller,
+        )
+        .map_err(refuse)?;
+        let _ = self.session.set(session);
+        Ok((Some(caller), Some(slot)))
     }
 
     async fn pass(
@@ -201,11 +303,16 @@ impl Connection {
         request: ClientRequest,
         context: RequestContext<RoleServer>,
     ) -> Result<ServerResult, McpError> {
-        let link = self.link()?;
+        let link = self.link_for(&context)?;
+        // No rule reads `_meta`: only the progress token (replaced by the forward) goes on.
+        let mut meta = context.meta;
+        meta.0
+            .0
+            .retain(|key, _| key == super::relay::PROGRESS_TOKEN);
         forward(
             link.peer(),
             request,
-            context.meta,
+            meta,
             context.ct,
             &link.calls,
             &self.gone,
@@ -224,7 +331,12 @@ impl Connection {
         &self,
         params: InitializeRequestParams,
         agent_peer: Peer<RoleServer>,
+        context: &RequestContext<RoleServer>,
     ) -> Result<Link, McpError> {
+        // Refused before anything is started or written: a flood of `initialize`s leaves no
+        // session logs and no servers behind.
+        let (caller, slot) = self.admit(context)?;
+        let session = self.session().to_owned();
         let calls = Progress::default();
         let asks = Progress::default();
         let recorded_as = Arc::new(std::sync::OnceLock::new());
@@ -250,17 +362,11 @@ impl Connection {
         let service = &self.shared.service;
         let failed =
             |e: crate::service::ApprovalError| McpError::internal_error(e.to_string(), None);
-        let agent = service
-            .agent(&self.session, AGENT_ID)
-            .await
-            .map_err(failed)?;
+        let agent = service.agent(&session, AGENT_ID).await.map_err(failed)?;
         // A turn a killed gateway left open in this session settles first.
-        service
-            .end_turn_if_open(&self.session)
-            .await
-            .map_err(failed)?;
-        service.start_turn(&self.session).await.map_err(failed)?;
-        self.shared.open_sessions().insert(self.session.clone());
+        service.end_turn_if_open(&session).await.map_err(failed)?;
+        service.start_turn(&session).await.map_err(failed)?;
+        self.shared.open_sessions().insert(session);
         let _ = recorded_as.set(agent.clone());
         Ok(Link {
             server,
@@ -268,6 +374,8 @@ impl Connection {
             agent,
             calls,
             asks,
+            caller,
+            _slot: slot,
         })
     }
 
@@ -300,7 +408,7 @@ impl Connection {
             .record_mcp_message(&link.agent, message)
             .await
         {
-            tracing::warn!(session = self.session, error = %e, "could not record an MCP message");
+            tracing::warn!(session = self.session(), error = %e, "could not record an MCP message");
         }
     }
 
@@ -312,7 +420,7 @@ impl Connection {
         arguments: Map<String, Value>,
         context: &RequestContext<RoleServer>,
     ) -> Result<tokio::sync::OwnedSemaphorePermit, String> {
-        let link = self.link().map_err(|e| e.message.to_string())?;
+        let link = self.link_for(context).map_err(|e| e.message.to_string())?;
         // An agent that floods the gateway gets refusals, not a queue of questions.
         let Ok(running) = self.calls.clone().try_acquire_owned() else {
             return Err(too_many_calls(self.shared.options.calls_in_flight.max(1)));
@@ -363,7 +471,7 @@ impl Connection {
         let server = &self.shared.options.server;
         listed.tools.retain(|tool| {
             question_tool(server, &tool.name)
-                .is_none_or(|name| book.rejects_every_call(&name, &self.session).is_none())
+                .is_none_or(|name| book.rejects_every_call(&name, self.session()).is_none())
         });
         listed
     }
@@ -418,7 +526,7 @@ impl Drop for Connection {
         let Link { server, agent, .. } = link;
         drop(server);
         let shared = self.shared.clone();
-        let session = self.session.clone();
+        let session = self.session().to_owned();
         // Questions still waiting settle `cancelled` inside the turn.
         // Tracked, not awaited: `Gateway::closed` waits for it.
         drop(self.shared.closing.spawn_on(
@@ -472,7 +580,7 @@ impl ServerHandler for Connection {
         context.peer.set_peer_info(request.clone());
         let link = self
             .link
-            .get_or_try_init(|| self.connect(request, context.peer.clone()))
+            .get_or_try_init(|| self.connect(request, context.peer.clone(), &context))
             .await?;
         Ok(link.info.clone())
     }

@@ -18,6 +18,7 @@
 //! `ask.rs` the question a `tools/call` is and the text a refusal reads; `upstream.rs` how the
 //! server is reached (a child process over stdio, or streamable HTTP).
 
+mod admit;
 mod ask;
 mod gateway;
 mod http;
@@ -29,6 +30,10 @@ mod upstream;
 
 use std::sync::Arc;
 
+pub use admit::{
+    Caller, NOT_THE_OPENER, REVOKED, SESSION_HEADER, session_not_granted, session_taken,
+    too_many_sessions, too_many_sessions_for,
+};
 pub use ask::{INVALID_TOOL_NAME, RESERVED_TOOL_NAME, question_tool, refusal};
 pub use gateway::{Connection, Gateway};
 pub use relay::server_request_refused;
@@ -60,6 +65,14 @@ pub struct McpConfig {
     /// The server's requests of the agent that go on to it (each recorded): by default every
     /// one of [`methods::SERVER_REQUESTS`].
     pub server_requests: Vec<String>,
+    /// Browser origins the HTTP endpoint answers (`https://console.example:443`); a request
+    /// from any other origin is refused (403). Requests without an `Origin` (agents) pass.
+    pub allowed_origins: Vec<String>,
+    /// Host names (or `host:port`) the HTTP endpoint answers besides loopback's, for an
+    /// endpoint reached by name off loopback.
+    pub allowed_hosts: Vec<String>,
+    /// How long an HTTP session may stay idle before it is closed (its turn ends).
+    pub session_idle: std::time::Duration,
 }
 
 impl Default for McpConfig {
@@ -70,6 +83,9 @@ impl Default for McpConfig {
                 .iter()
                 .map(|m| (*m).to_owned())
                 .collect(),
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            session_idle: std::time::Duration::from_secs(300),
         }
     }
 }
@@ -90,6 +106,10 @@ pub struct GatewayOptions {
     /// `tools/call`s one connection may have running at once (`[limits] requests_in_flight`);
     /// one more is refused unasked ([`too_many_calls`]).
     pub calls_in_flight: usize,
+    /// HTTP sessions open at once on the gateway (`[limits] connections`).
+    pub sessions: usize,
+    /// HTTP sessions open at once under one caller's token (`[limits] sessions_per_token`).
+    pub sessions_per_caller: usize,
 }
 
 /// The text of a `tools/call` over its connection's limit of calls at once.
@@ -153,6 +173,8 @@ pub(crate) struct Shared {
     pub(crate) closing: tokio_util::task::TaskTracker,
     /// The sessions whose turn a live connection holds open, for [`Gateway::shutdown`].
     pub(crate) open: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// HTTP sessions open now, in all and by caller.
+    pub(crate) http_sessions: Arc<std::sync::Mutex<admit::OpenSessions>>,
 }
 
 impl Shared {

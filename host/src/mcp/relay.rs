@@ -55,7 +55,7 @@ impl Progress {
 }
 
 /// The `_meta` key of a request's progress token.
-const PROGRESS_TOKEN: &str = "progressToken";
+pub(super) const PROGRESS_TOKEN: &str = "progressToken";
 
 /// Sends `request` to `peer` and waits for its answer, cancelling it when `cancel` fires.
 pub(super) async fn forward<R: ServiceRole>(

@@ -215,6 +215,11 @@ impl<'de> Visitor<'de> for Strict<'_> {
     }
 }
 
+/// Members of an asked request's parameters that the SDK types but no rule reads: answers to a
+/// server's input request and its opaque state (the 2026 revision's multi-round trips, which
+/// the gateway does not offer).
+const UNREAD_MEMBERS: [&str; 2] = ["inputResponses", "requestState"];
+
 /// The `_meta` member, which carries the request's progress token and other annotations, not
 /// its arguments.
 const META: &str = "_meta";
@@ -344,6 +349,18 @@ pub(crate) fn screen(bytes: &[u8]) -> Screened {
                 return refuse(format!("malformed {m} parameters"));
             }
             if methods::request_class(m) == RequestClass::Asked
+                && let Some(member) = UNREAD_MEMBERS.iter().find(|k| {
+                    params
+                        .as_ref()
+                        .and_then(|p| p.get(**k))
+                        .is_some_and(|v| !v.is_null())
+                })
+            {
+                return refuse(format!(
+                    "the {m} parameters carry {member:?}, which no rule reads and this gateway's protocol versions do not use"
+                ));
+            }
+            if methods::request_class(m) == RequestClass::Asked
                 && !reads_back(&r.request, params.as_ref())
             {
                 return refuse(format!(
@@ -450,6 +467,12 @@ mod tests {
                 r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{},"argumentz":{"a":1}}}"#
             ),
             "the tools/call parameters hold members the gateway does not read: only what a rule reads is forwarded"
+        );
+        assert_eq!(
+            refused(
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{},"requestState":"s"}}"#
+            ),
+            "the tools/call parameters carry \"requestState\", which no rule reads and this gateway's protocol versions do not use"
         );
         assert!(refused(r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#).starts_with("garbage"));
         assert!(refused(r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#).contains("2.0"));

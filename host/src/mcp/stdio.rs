@@ -65,9 +65,10 @@ where
                 Err(AnyDelimiterCodecError::MaxChunkLengthExceeded) => {
                     let why = format!("a message longer than {MAX_MESSAGE} bytes");
                     tracing::warn!(why, "refused a message from the MCP client");
-                    // A client that cannot be told has gone; the next read says so.
+                    // Answered, then the connection ends: the framing is lost, and a reader that
+                    // guessed where the next message starts could start inside this one.
                     let _ = write_line(&self.out, garbage_answer(&why)).await;
-                    continue;
+                    return None;
                 }
                 Err(AnyDelimiterCodecError::Io(_)) => return None,
             };

@@ -1,7 +1,11 @@
 //! A call as a rule reads it: its tool, its working directory, and the arguments rules look at
 //! (the shell command, the paths, the URL and the host a browser would reach).
 
+use std::borrow::Cow;
+
 use serde_json::Value;
+
+use super::paths;
 
 /// The call arguments a path pattern reads.
 pub(crate) const PATH_FIELDS: [&str; 3] = ["file_path", "path", "notebook_path"];
@@ -39,16 +43,28 @@ pub(crate) const SUBJECT_TOOLS: [&str; 4] = [
     "completion/complete",
 ];
 
-/// A path no rule's area can hold: what an MCP call's paths read as when they could not all be
-/// read.
-const UNREADABLE: &str = "\0unreadable";
+/// What an MCP call's path reads as when it cannot be read as a place on this host (too deep,
+/// a URI of another scheme): no allow rule covers it, every reject path rule matches it.
+pub(crate) const UNREADABLE: &str = "\0unreadable";
 
 /// Whether a string in an MCP tool's arguments reads as a path by its shape.
 fn looks_like_path(s: &str) -> bool {
     s.starts_with(['/', '~', '.'])
         || s.contains(['/', '\\'])
-        || s.starts_with("file:")
         || (s.len() >= 2 && s.as_bytes()[1] == b':' && s.as_bytes()[0].is_ascii_alphabetic())
+        || uri_scheme(s).is_some()
+}
+
+/// The scheme of a string that starts as a URI does (`notes:`, `s3:`, `file:`), not a Windows
+/// drive letter.
+fn uri_scheme(s: &str) -> Option<&str> {
+    let (scheme, _) = s.split_once(':')?;
+    let fits = scheme.len() >= 2
+        && scheme.as_bytes()[0].is_ascii_alphabetic()
+        && scheme
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'));
+    fits.then_some(scheme)
 }
 
 /// Whether an argument's name says it names a place.
@@ -57,15 +73,30 @@ fn names_a_place(key: &str) -> bool {
     PLACE_WORDS.iter().any(|w| key.contains(w))
 }
 
+/// A path-like string as a place: a `file:` URL's path, a URI of any other scheme
+/// [`UNREADABLE`] (its server decides what it names), anything else as written.
+fn as_place(s: &str) -> Cow<'_, str> {
+    match uri_scheme(s) {
+        Some(scheme) if scheme.eq_ignore_ascii_case("file") => {
+            paths::file_url(s).map_or(Cow::Borrowed(UNREADABLE), Cow::Owned)
+        }
+        Some(_) => Cow::Borrowed(UNREADABLE),
+        None => Cow::Borrowed(s),
+    }
+}
+
 /// Every path-like string of an MCP call's arguments, at any depth: strings under a name that
-/// says it is a place, and strings shaped like a path under any name.
-fn mcp_paths<'a>(value: &'a Value, key: Option<&str>, depth: usize, out: &mut Vec<&'a str>) {
+/// says it is a place, strings shaped like a path under any name, and object keys shaped like
+/// a path.
+fn mcp_paths<'a>(value: &'a Value, key: Option<&str>, depth: usize, out: &mut Vec<Cow<'a, str>>) {
     if depth > MAX_DEPTH {
-        out.push(UNREADABLE);
+        out.push(Cow::Borrowed(UNREADABLE));
         return;
     }
     match value {
-        Value::String(s) if key.is_some_and(names_a_place) || looks_like_path(s) => out.push(s),
+        Value::String(s) if key.is_some_and(names_a_place) || looks_like_path(s) => {
+            out.push(as_place(s));
+        }
         Value::Array(items) => {
             for item in items {
                 mcp_paths(item, key, depth + 1, out);
@@ -73,6 +104,9 @@ fn mcp_paths<'a>(value: &'a Value, key: Option<&str>, depth: usize, out: &mut Ve
         }
         Value::Object(map) => {
             for (k, v) in map {
+                if looks_like_path(k) {
+                    out.push(as_place(k));
+                }
                 mcp_paths(v, Some(k), depth + 1, out);
             }
         }
@@ -91,8 +125,13 @@ pub struct Call<'a> {
 }
 
 impl Call<'_> {
-    /// The `command` argument, for a shell tool.
+    /// The `command` argument, for a shell tool. An MCP tool has none: its `command` argument is
+    /// whatever its server makes of it, never a shell command the rules could read (and a call
+    /// that carried one would otherwise be judged as a command, not by its paths).
     pub fn command(&self) -> Option<&str> {
+        if self.tool.starts_with(MCP_PREFIX) {
+            return None;
+        }
         self.arguments
             .and_then(|a| a.get("command"))
             .and_then(Value::as_str)
@@ -102,7 +141,7 @@ impl Call<'_> {
     /// server declared, every path-like string at any depth (so an allow rule covers the call
     /// only when all of them are inside it, and an added argument the server ignores cannot
     /// stand in for the one it reads).
-    pub fn paths(&self) -> Vec<&str> {
+    pub fn paths(&self) -> Vec<Cow<'_, str>> {
         if self.tool.starts_with(MCP_PREFIX) {
             let mut out = Vec::new();
             if let Some(arguments) = self.arguments {
@@ -116,6 +155,7 @@ impl Call<'_> {
                 self.arguments
                     .and_then(|a| a.get(*f))
                     .and_then(Value::as_str)
+                    .map(Cow::Borrowed)
             })
             .collect()
     }
@@ -141,6 +181,33 @@ impl Call<'_> {
             .and_then(|a| a.get("url"))
             .and_then(Value::as_str)
     }
+}
+
+/// A subject a server could read as something else than written: decoded (`%xx`), its scheme
+/// lowercased, its dot segments folded; `None` when it reads the same.
+pub(crate) fn subject_forms(subject: &str) -> Option<String> {
+    let decoded: String = percent_encoding::percent_decode_str(subject)
+        .decode_utf8_lossy()
+        .into_owned();
+    let (scheme, rest) = match decoded.split_once("://") {
+        Some((scheme, rest)) => (
+            format!("{}://", scheme.to_ascii_lowercase()),
+            rest.to_owned(),
+        ),
+        None => (String::new(), decoded.clone()),
+    };
+    let mut parts: Vec<&str> = Vec::new();
+    for part in rest.split('/') {
+        match part {
+            "." => {}
+            ".." => {
+                parts.pop();
+            }
+            other => parts.push(other),
+        }
+    }
+    let folded = format!("{scheme}{}", parts.join("/"));
+    (folded != subject).then_some(folded)
 }
 
 /// Whether `tool` is an MCP question whose rule pattern is a glob over its subject

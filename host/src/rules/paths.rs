@@ -44,6 +44,19 @@ pub fn real_home() -> Option<PathBuf> {
     })
 }
 
+/// The path a `file:` URL names (curl, Wget and MCP servers read them), decoded as the URL
+/// parser decodes it.
+pub(crate) fn file_url(word: &str) -> Option<String> {
+    if !word
+        .get(..5)
+        .is_some_and(|s| s.eq_ignore_ascii_case("file:"))
+    {
+        return None;
+    }
+    let url = url::Url::parse(word).ok()?;
+    url.to_file_path().ok().map(|p| p.display().to_string())
+}
+
 /// `path` made absolute: `~` and `~/…` under the home, a relative path under `cwd`. `None` when
 /// it needs a working directory or home that is not known, or uses another user's `~name`.
 pub fn absolute(path: &str, cwd: Option<&Path>) -> Option<PathBuf> {

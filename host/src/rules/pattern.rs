@@ -24,7 +24,7 @@ use globset::{Glob, GlobMatcher};
 use serde_json::Value;
 
 pub use super::call::Call;
-use super::call::{subject_tool, url_host};
+use super::call::{UNREADABLE, subject_forms, subject_tool, url_host};
 use super::command::{Command, Part};
 use super::glob::{path_glob, path_matcher};
 use super::programs::base_name;
@@ -283,6 +283,25 @@ impl Spec {
         }
     }
 
+    /// As an allow rule, whether its tool part may grant `tool`: a tool glob grants an MCP
+    /// resource, prompt or completion question only when it names the method
+    /// (`mcp__*__resources/read`), so a glob written for tools (`mcp__notes__*read*`) never
+    /// allows reading resources.
+    pub fn allows_tool(&self, tool: &str) -> bool {
+        match &self.tool {
+            ToolMatch::Exact(t) => t == tool,
+            ToolMatch::Glob(_) => {
+                let method = tool
+                    .strip_prefix(super::call::MCP_PREFIX)
+                    .and_then(|rest| rest.split_once("__"))
+                    .map(|(_, method)| method);
+                let named = self.text.split('(').next().unwrap_or_default();
+                self.matches_tool(tool)
+                    && (!subject_tool(tool) || method.is_some_and(|m| named.contains(m)))
+            }
+        }
+    }
+
     /// Whether the tool part matches `tool`.
     pub fn matches_tool(&self, tool: &str) -> bool {
         match &self.tool {
@@ -367,7 +386,7 @@ impl Spec {
     /// part of it is covered (a command that cannot be read only under a rule for the whole
     /// tool).
     pub fn covers(&self, call: &Call<'_>) -> bool {
-        if !self.matches_tool(call.tool) {
+        if !self.allows_tool(call.tool) {
             return false;
         }
         match (&self.arguments, call.command()) {
@@ -409,7 +428,21 @@ impl Spec {
             ArgumentMatch::Any => true,
             ArgumentMatch::Command { .. } => false,
             ArgumentMatch::Subject { matcher, .. } => {
-                subject_tool(call.tool) && call.subject().is_some_and(|s| matcher.is_match(s))
+                if !subject_tool(call.tool) {
+                    return false;
+                }
+                let Some(subject) = call.subject() else {
+                    return false;
+                };
+                match subject_forms(subject) {
+                    // As written, with nothing a server could decode into something else.
+                    None => matcher.is_match(subject),
+                    // An allow rule covers only a plain subject; a reject rule matches either
+                    // form.
+                    Some(decoded) => {
+                        !allow && (matcher.is_match(subject) || matcher.is_match(&decoded))
+                    }
+                }
             }
             ArgumentMatch::Domain { host, schemes } => call
                 .url()
@@ -419,6 +452,11 @@ impl Spec {
                 let found = call.paths();
                 if found.is_empty() {
                     return false;
+                }
+                // A path that cannot be read as a place here is inside no allow rule and inside
+                // every reject rule.
+                if found.iter().any(|p| p == UNREADABLE) {
+                    return !allow;
                 }
                 if allow && call.tool == "Glob" && glob_pattern_escapes(call) {
                     return false;
@@ -511,6 +549,96 @@ mod tests {
             arguments: Some(args),
             cwd,
         })
+    }
+
+    fn rejects(rule: &str, tool: &str, args: &Value, cwd: Option<&str>) -> bool {
+        parse(rule).unwrap().rejects(&Call {
+            tool,
+            arguments: Some(args),
+            cwd,
+        })
+    }
+
+    #[test]
+    fn an_mcp_call_is_judged_by_every_path_it_carries_whatever_else_it_adds() {
+        let tool = "mcp__fs__read";
+        let allow = "mcp__fs__read(./docs/**)";
+        let reject = "mcp__fs__read(//etc/**)";
+        let cwd = Some("/w");
+        // A `command` argument does not turn the call into a shell command.
+        let with_command = json!({"path": "/etc/passwd", "command": "ls"});
+        assert!(rejects(reject, tool, &with_command, cwd));
+        assert!(!allows(allow, tool, &with_command, cwd));
+        // file: URLs are their paths; other schemes are unreadable (never allowed, always
+        // matched by a reject path rule); keys shaped like paths count; depth is bounded.
+        let mut deep = json!("./docs/a");
+        for _ in 0..40 {
+            deep = json!({ "x": deep });
+        }
+        for (args, allowed, rejected) in [
+            (json!({"uri": "file:///etc/passwd"}), false, true),
+            (json!({"uri": "file:///w/docs/a"}), true, false),
+            (json!({"path": "./docs/a", "src": "notes://x"}), false, true),
+            (
+                json!({"path": "./docs/a", "files": {"/etc/shadow": "1"}}),
+                false,
+                true,
+            ),
+            (
+                json!({"path": "./docs/a", "note": "plain words"}),
+                true,
+                false,
+            ),
+            (deep, false, true),
+        ] {
+            assert_eq!(allows(allow, tool, &args, cwd), allowed, "{args}");
+            assert_eq!(rejects(reject, tool, &args, cwd), rejected, "{args}");
+        }
+    }
+
+    #[test]
+    fn a_tool_glob_never_allows_a_resource_or_prompt_it_does_not_name() {
+        let read = |uri: &str| json!({ "uri": uri });
+        let resource = "mcp__notes__resources/read";
+        for rule in [
+            "mcp__notes__*read*",
+            "mcp__notes__*",
+            "mcp__notes__*(./**)",
+            "mcp__*",
+        ] {
+            assert!(
+                !allows(rule, resource, &read("notes://private"), Some("/w")),
+                "{rule}"
+            );
+        }
+        assert!(allows(
+            "mcp__*__resources/read",
+            resource,
+            &read("notes://x"),
+            None
+        ));
+        // Reject globs still reach them.
+        assert!(rejects("mcp__notes__*", resource, &read("notes://x"), None));
+    }
+
+    #[test]
+    fn a_resource_rule_reads_the_uri_as_a_server_would_decode_it() {
+        let tool = "mcp__notes__resources/read";
+        let read = |uri: &str| json!({ "uri": uri });
+        let allow = "mcp__notes__resources/read(notes://notes/*)";
+        let reject = "mcp__notes__resources/read(notes://notes/secret)";
+        assert!(allows(allow, tool, &read("notes://notes/a"), None));
+        assert!(!allows(allow, tool, &read("notes://notes/a/b"), None));
+        for hidden in [
+            "notes://notes/%73ecret",
+            "NOTES://notes/secret",
+            "notes://notes/x/../secret",
+            "notes://notes/./secret",
+        ] {
+            assert!(rejects(reject, tool, &read(hidden), None), "{hidden}");
+            assert!(!allows(allow, tool, &read(hidden), None), "{hidden}");
+        }
+        assert!(!allows(allow, tool, &read("notes://notes/a%2Fb"), None));
     }
 
     #[test]

@@ -586,7 +586,7 @@ impl Protected {
                 .iter()
                 .filter(|s| s.len() <= LONGEST_PATH && !s.contains('\n'))
             {
-                let path = file_url(text).unwrap_or_else(|| text.clone());
+                let path = paths::file_url(text).unwrap_or_else(|| text.clone());
                 if let Some(area) = self.touched(&path, cwd, !reader, false) {
                     return Some(Finding {
                         area,
@@ -815,7 +815,7 @@ impl Protected {
         });
         // An option alone is not a path (one holding a secret's path is found by its text).
         for path in part.reading.operands.iter().filter(|o| !o.starts_with('-')) {
-            let path = file_url(path).unwrap_or_else(|| path.clone());
+            let path = paths::file_url(path).unwrap_or_else(|| path.clone());
             if let Some(path) = tilde(&path, at) {
                 if let Some(area) = self.touched(&path, at, false, false) {
                     return Some(found(area));
@@ -1077,18 +1077,6 @@ const LISTS_NAMES: &[&str] = &[
     "ls", "cd", "pushd", "du", "df", "stat", "find", "fd", "fdfind", "tree", "file", "realpath",
     "readlink", "dirname", "basename", "test", "[", "echo", "printf", "mkdir", "touch", "wc",
 ];
-
-/// The path a `file:` URL names (curl and Wget read them), decoded as the URL parser decodes it.
-fn file_url(word: &str) -> Option<String> {
-    if !word
-        .get(..5)
-        .is_some_and(|s| s.eq_ignore_ascii_case("file:"))
-    {
-        return None;
-    }
-    let url = url::Url::parse(word).ok()?;
-    url.to_file_path().ok().map(|p| p.display().to_string())
-}
 
 /// A shell word with bash's tilde expansion done where it can be (`~+` is the working
 /// directory; `~` and `~/…` stay for [`paths::absolute`], which knows the home; `~name` is that

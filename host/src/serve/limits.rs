@@ -97,15 +97,18 @@ pub enum Transport {
     Console,
     /// The metrics address (`--metrics`).
     Metrics,
+    /// The MCP gateway's HTTP endpoint (`mcp --listen`).
+    Mcp,
 }
 
 impl Transport {
     /// Every transport, in the order [`Admission::open_by_transport`] reports them.
-    pub const ALL: [Transport; 4] = [
+    pub const ALL: [Transport; 5] = [
         Transport::Unix,
         Transport::Tcp,
         Transport::Console,
         Transport::Metrics,
+        Transport::Mcp,
     ];
 
     /// Its name, as a metric's label.
@@ -115,6 +118,7 @@ impl Transport {
             Transport::Tcp => "tcp",
             Transport::Console => "console",
             Transport::Metrics => "metrics",
+            Transport::Mcp => "mcp",
         }
     }
 
@@ -128,7 +132,7 @@ impl Transport {
 struct Open {
     total: usize,
     per_address: HashMap<IpAddr, usize>,
-    by_transport: [usize; 4],
+    by_transport: [usize; 5],
 }
 
 /// Admits connections within the limits, and holds the limits (replaced on reload).
@@ -228,7 +232,7 @@ impl Admission {
     }
 
     /// How many connections are open now over each of [`Transport::ALL`].
-    pub fn open_by_transport(&self) -> [(Transport, usize); 4] {
+    pub fn open_by_transport(&self) -> [(Transport, usize); 5] {
         let open = self.lock_open();
         Transport::ALL.map(|t| (t, open.by_transport[t.index()]))
     }
@@ -259,7 +263,10 @@ mod tests {
         );
         drop(first);
         assert_eq!(admission.open_connections(), 2);
-        assert_eq!(admission.open_by_transport().map(|(_, n)| n), [0, 0, 1, 1]);
+        assert_eq!(
+            admission.open_by_transport().map(|(_, n)| n),
+            [0, 0, 1, 1, 0]
+        );
         let _again = admission.admit(Transport::Tcp, Some(a)).unwrap();
         assert_eq!(
             admission

@@ -21,6 +21,7 @@ pub mod console;
 mod hook;
 pub mod http;
 pub mod limits;
+pub mod mcp_endpoint;
 mod methods;
 pub mod metrics;
 pub mod rpc;

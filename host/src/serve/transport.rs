@@ -31,6 +31,22 @@ fn bind_private(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
     Ok(listener)
 }
 
+/// A private Unix socket at `path` ([`bind_private`]), replacing a stale one a stopped server
+/// left; refused when a live server listens there.
+pub(super) async fn listen_private(path: &Path) -> Result<tokio::net::UnixListener, ServeError> {
+    if path.exists() {
+        if tokio::net::UnixStream::connect(path).await.is_ok() {
+            return Err(ServeError::Io(format!(
+                "{}: another server is listening there",
+                path.display()
+            )));
+        }
+        std::fs::remove_file(path)
+            .map_err(|e| ServeError::Io(format!("{}: {e}", path.display())))?;
+    }
+    bind_private(path).map_err(|e| ServeError::Io(format!("{}: {e}", path.display())))
+}
+
 /// Tells a connection refused at the door why, if its socket takes the line at once (it is
 /// never waited on), and closes it.
 fn refuse(text: &str, try_write: impl FnOnce(&[u8]) -> std::io::Result<usize>) {
@@ -51,18 +67,7 @@ impl Server {
 
     /// Serves many clients on a Unix socket at `path` until the task is dropped.
     pub async fn serve_unix(&self, path: &Path) -> Result<(), ServeError> {
-        if path.exists() {
-            if tokio::net::UnixStream::connect(path).await.is_ok() {
-                return Err(ServeError::Io(format!(
-                    "{}: another server is listening there",
-                    path.display()
-                )));
-            }
-            std::fs::remove_file(path)
-                .map_err(|e| ServeError::Io(format!("{}: {e}", path.display())))?;
-        }
-        let listener =
-            bind_private(path).map_err(|e| ServeError::Io(format!("{}: {e}", path.display())))?;
+        let listener = listen_private(path).await?;
         loop {
             let (stream, _) = match listener.accept().await {
                 Ok(accepted) => accepted,

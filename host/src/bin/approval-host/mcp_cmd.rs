@@ -25,8 +25,10 @@ pub(crate) struct McpArgs {
     /// The server's name in rules: its tools are asked about as `mcp__<NAME>__<tool>`.
     #[arg(long, value_name = "NAME")]
     name: String,
-    /// Serve agents over streamable HTTP at this loopback address (`127.0.0.1:8931`, endpoint
-    /// `/mcp`) instead of stdio; the server is then --upstream.
+    /// Serve agents over streamable HTTP instead of stdio, at this address (`127.0.0.1:8931`,
+    /// endpoint `/mcp`: every request bears a `[[token]]` with the agent role; off loopback over
+    /// TLS) or on a Unix socket only its owner may use (`unix:/run/approval.sock`, endpoint `/mcp`;
+    /// a token needed when the deployment declares any). The server is then --upstream.
     #[arg(long, value_name = "ADDR", requires = "upstream")]
     listen: Option<String>,
     /// The MCP server's streamable HTTP endpoint (`http://127.0.0.1:8000/mcp`).
@@ -39,14 +41,15 @@ pub(crate) struct McpArgs {
     /// pending questions answered from a browser (needs `[[answerer]] kind = "web"`).
     #[arg(long, value_name = "ADDR")]
     console: Option<String>,
-    /// The console's certificate chain (PEM).
-    #[arg(long, value_name = "FILE", requires = "console")]
+    /// The certificate chain (PEM) the console and a TCP --listen serve TLS with.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
-    /// The console's private key (PEM).
-    #[arg(long, value_name = "FILE", requires = "console")]
+    /// The private key (PEM) for --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
-    /// Serve the console without TLS: only for a network you trust.
-    #[arg(long, requires = "console", conflicts_with_all = ["tls_cert", "tls_key"])]
+    /// Serve the console, or a --listen address off loopback, without TLS: only for a network
+    /// you trust.
+    #[arg(long, conflicts_with_all = ["tls_cert", "tls_key"])]
     insecure_plaintext: bool,
     /// Do not watch the deployment and plugin files.
     #[arg(long)]
@@ -80,31 +83,48 @@ pub(crate) fn run(ctx: &Context, args: McpArgs) -> Result<ExitCode> {
             .into());
         }
     };
-    let listen = args.listen.as_deref().map(loopback).transpose()?;
+    let listen = args.listen.as_deref().map(listen_at).transpose()?;
     approval_host::mcp::check_server_name(&args.name).map_err(|e| UsageError(e.to_string()))?;
     let deployment = Deployment::load(&args.config)?;
-    let console_tls = match (&args.console, &args.tls_cert, &args.tls_key) {
-        (None, ..) => None,
-        (Some(_), Some(cert), Some(key)) => Some(
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(
             approval_host::serve::tls::acceptor(&approval_host::serve::tls::TlsFiles {
                 cert: cert.clone(),
                 key: key.clone(),
                 client_ca: None,
             })
-            .map_err(|e| UsageError(format!("--console: {e}")))?,
+            .map_err(|e| UsageError(format!("--tls-cert/--tls-key: {e}")))?,
         ),
-        (Some(_), None, None) if args.insecure_plaintext => None,
-        (Some(_), ..) => {
-            return Err(UsageError(
-                "--console needs --tls-cert and --tls-key (or, on a network you trust, --insecure-plaintext)"
-                    .to_owned(),
-            )
-            .into());
-        }
+        _ => None,
     };
+    if args.console.is_some() && tls.is_none() && !args.insecure_plaintext {
+        return Err(UsageError(
+            "--console needs --tls-cert and --tls-key (or, on a network you trust, --insecure-plaintext)"
+                .to_owned(),
+        )
+        .into());
+    }
+    if let Some(Listen::Tcp(addr)) = &listen
+        && !addr.ip().is_loopback()
+        && tls.is_none()
+        && !args.insecure_plaintext
+    {
+        return Err(UsageError(format!(
+            "--listen {addr}: off loopback the MCP endpoint needs --tls-cert and --tls-key (or, on a network you trust, --insecure-plaintext)"
+        ))
+        .into());
+    }
+    let mut config = deployment.mcp.clone();
+    if let Some(Listen::Tcp(addr)) = &listen
+        && !addr.ip().is_loopback()
+        && !addr.ip().is_unspecified()
+    {
+        // Requests to the address it listens on name it as their Host.
+        config.allowed_hosts.push(addr.ip().to_string());
+    }
     let options = GatewayOptions {
         server: args.name.clone(),
-        config: deployment.mcp.clone(),
+        config,
         // Relative path rules and the protections read a question's paths from the gateway's
         // directory: where a server it starts runs, and the nearest thing to the agent's own
         // for a server reached over HTTP (a question without one would pass relative rules).
@@ -113,6 +133,8 @@ pub(crate) fn run(ctx: &Context, args: McpArgs) -> Result<ExitCode> {
             .map(|d| d.display().to_string()),
         session: args.session.clone(),
         calls_in_flight: deployment.limits.requests_in_flight,
+        sessions: deployment.limits.connections,
+        sessions_per_caller: deployment.limits.sessions_per_token,
     };
     let serve = ServeOptions {
         config: args.config.clone(),
@@ -127,7 +149,8 @@ pub(crate) fn run(ctx: &Context, args: McpArgs) -> Result<ExitCode> {
         options,
         upstream,
         listen,
-        args.console.map(|addr| (addr, console_tls)),
+        tls,
+        args.console,
         !args.no_watch,
     ));
     runtime.shutdown_timeout(Duration::from_millis(500));
@@ -135,31 +158,42 @@ pub(crate) fn run(ctx: &Context, args: McpArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The line `mcp --listen` prints once it listens.
-fn listening_line(addr: std::net::SocketAddr) -> String {
-    format!("listening on http://{addr}/mcp")
+/// Where `--listen` serves the endpoint.
+enum Listen {
+    /// A TCP address.
+    Tcp(std::net::SocketAddr),
+    /// A Unix socket's path.
+    Unix(PathBuf),
 }
 
-/// `--listen ADDR`: loopback only, since the endpoint has no authentication of its own.
-fn loopback(addr: &str) -> Result<std::net::SocketAddr> {
-    let parsed: std::net::SocketAddr = addr
-        .parse()
-        .map_err(|e| UsageError(format!("--listen {addr:?}: {e} (say 127.0.0.1:8931)")))?;
-    if !parsed.ip().is_loopback() {
-        return Err(UsageError(format!(
-            "--listen {addr:?}: the MCP endpoint has no authentication, so it listens on loopback only (127.0.0.1 or [::1])"
-        ))
-        .into());
+/// The line `mcp --listen` prints once it listens.
+fn listening_line(scheme: &str, addr: std::net::SocketAddr) -> String {
+    format!("listening on {scheme}://{addr}/mcp")
+}
+
+/// `--listen ADDR` or `--listen unix:PATH`.
+fn listen_at(addr: &str) -> Result<Listen> {
+    if let Some(path) = addr.strip_prefix("unix:") {
+        if path.is_empty() {
+            return Err(UsageError("--listen unix:PATH needs a path".to_owned()).into());
+        }
+        return Ok(Listen::Unix(PathBuf::from(path)));
     }
-    Ok(parsed)
+    let parsed: std::net::SocketAddr = addr.parse().map_err(|e| {
+        UsageError(format!(
+            "--listen {addr:?}: {e} (say 127.0.0.1:8931, or unix:/path/to/socket)"
+        ))
+    })?;
+    Ok(Listen::Tcp(parsed))
 }
 
 async fn gateway(
     serve: ServeOptions,
     options: GatewayOptions,
     upstream: Upstream,
-    listen: Option<std::net::SocketAddr>,
-    console: Option<(String, Option<tokio_rustls::TlsAcceptor>)>,
+    listen: Option<Listen>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    console: Option<String>,
     watch: bool,
 ) -> Result<()> {
     let server = Server::start(serve).await.map_err(|e| match e {
@@ -177,27 +211,42 @@ async fn gateway(
     let agents = async {
         match listen {
             None => gateway.serve_stdio().await.map_err(anyhow::Error::new),
-            Some(addr) => {
+            Some(Listen::Tcp(addr)) => {
+                server
+                    .check_mcp_endpoint()
+                    .map_err(|e| UsageError(e.to_string()))?;
                 let listener = tokio::net::TcpListener::bind(addr)
                     .await
                     .with_context(|| format!("--listen {addr}"))?;
                 let addr = listener.local_addr().context("--listen")?;
                 // stdout carries nothing else in this mode: a harness (or a test) that asked
                 // for port 0 reads the address here.
-                println!("{}", listening_line(addr));
-                let router =
+                let scheme = if tls.is_some() { "https" } else { "http" };
+                println!("{}", listening_line(scheme, addr));
+                let endpoint =
                     axum::Router::new().nest_service("/mcp", gateway.router(cancel.clone()));
-                let stop = cancel.clone();
-                axum::serve(listener, router)
-                    .with_graceful_shutdown(async move { stop.cancelled().await })
+                server
+                    .serve_mcp(listener, tls.clone(), endpoint)
                     .await
-                    .context("serving the MCP endpoint")
+                    .map_err(anyhow::Error::new)
+            }
+            Some(Listen::Unix(path)) => {
+                let endpoint =
+                    axum::Router::new().nest_service("/mcp", gateway.router(cancel.clone()));
+                let listener = approval_host::serve::mcp_endpoint::bind_private_socket(&path)
+                    .await
+                    .map_err(|e| UsageError(format!("--listen unix:{}: {e}", path.display())))?;
+                println!("listening on unix:{}", path.display());
+                server
+                    .serve_mcp_unix(listener, &path, endpoint, cancel.clone())
+                    .await
+                    .map_err(anyhow::Error::new)
             }
         }
     };
     let web = async {
         match &console {
-            Some((addr, tls)) => {
+            Some(addr) => {
                 let listener = tokio::net::TcpListener::bind(addr)
                     .await
                     .with_context(|| format!("--console {addr}"))?;

@@ -71,7 +71,11 @@ impl RuleBook {
                             reject = Some(rule.clone());
                             break;
                         }
-                        Effect::Allow if allow.is_none() && rule.spec.matches_other(call, true) => {
+                        Effect::Allow
+                            if allow.is_none()
+                                && rule.spec.allows_tool(call.tool)
+                                && rule.spec.matches_other(call, true) =>
+                        {
                             allow = Some(rule.clone());
                         }
                         _ => {}

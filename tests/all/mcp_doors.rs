@@ -1,0 +1,365 @@
+//! The MCP gateway's HTTP endpoint has doors: every request over TCP bears a `[[token]]` with
+//! the agent role, a browser origin not listed is refused, a token limited to some sessions opens
+//! only those, a session is used only by the token that opened it, sessions are capped per token
+//! (a refused `initialize` leaves no session log behind), a Unix socket is private (0600), and
+//! questions over HTTP carry the gateway's working directory.
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+
+use approval_host::mcp::{NOT_THE_OPENER, session_not_granted, too_many_sessions_for};
+use approval_host::serve::auth;
+use approval_host::serve::mcp_endpoint::NEEDS_TOKEN;
+use serde_json::json;
+
+use crate::mcp_gateway::{AGENT_TOKEN, BIN, Client, Setup, http_gateway, http_server, ok};
+use crate::mcp_nothing_unasked::{INITIALIZE, post, post_with};
+
+const OTHER_TOKEN: &str = "aht_mcp_team_token_for_tests_000000000000000000000000000000000000000";
+const METRICS_TOKEN: &str = "aht_mcp_metrics_token_for_tests_000000000000000000000000000000000000";
+
+fn tokens() -> String {
+    format!(
+        "[[token]]\nname = \"team-a\"\nsha256 = \"{}\"\nroles = [\"agent\"]\nsessions = [\"team-a-\"]\n\n\
+         [[token]]\nname = \"scraper\"\nsha256 = \"{}\"\nroles = [\"metrics\"]\n\n\
+         [limits]\nsessions_per_token = 2\n",
+        auth::token_hash(OTHER_TOKEN),
+        auth::token_hash(METRICS_TOKEN),
+    )
+}
+
+fn bearer(token: &str) -> String {
+    format!("Bearer {token}")
+}
+
+/// The session log files in the state directory.
+fn session_logs(setup: &Setup) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(setup.state().join("sessions"))
+        .map(|d| {
+            d.filter_map(|e| {
+                let name = e.unwrap().file_name().to_string_lossy().into_owned();
+                name.strip_suffix(".jsonl").map(str::to_owned)
+            })
+            .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[test]
+fn over_tcp_every_request_needs_an_agent_token_and_a_foreign_origin_is_refused() {
+    let setup = Setup::new(&tokens());
+    let (mut server, upstream) = http_server(&setup.path("events.jsonl"));
+    let (mut gateway, url) = http_gateway(&setup, &upstream, &[], false);
+
+    // No token, a wrong one, one without the agent role.
+    for (headers, status, text) in [
+        (vec![], 401, format!("{}: {NEEDS_TOKEN}", auth::BAD_TOKEN)),
+        (
+            vec![("Authorization", bearer("aht_wrong"))],
+            401,
+            format!("{}: {NEEDS_TOKEN}", auth::BAD_TOKEN),
+        ),
+        (
+            vec![("Authorization", bearer(METRICS_TOKEN))],
+            403,
+            "token \"scraper\" does not have the agent role".to_owned(),
+        ),
+    ] {
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let (got, answers, session) = post_with(&url, &headers, None, INITIALIZE);
+        assert_eq!(got, status, "{headers:?}");
+        assert_eq!(answers[0]["error"]["message"], json!(text));
+        assert!(session.is_none());
+    }
+    // A web page's request (its Origin) is refused even with a good token.
+    let agent = bearer(AGENT_TOKEN);
+    let (got, _, session) = post_with(
+        &url,
+        &[
+            ("Authorization", &agent),
+            ("Origin", "https://evil.example"),
+        ],
+        None,
+        INITIALIZE,
+    );
+    assert_eq!(got, 403);
+    assert!(session.is_none());
+    // No session was opened by any of them.
+    assert_eq!(session_logs(&setup), Vec::<String>::new());
+    // The agent's own request has no Origin and gets in.
+    let (got, hello, session) = post(&url, None, INITIALIZE);
+    assert_eq!(got, 200, "{hello:?}");
+    assert!(session.is_some());
+    gateway.kill().unwrap();
+    gateway.wait().unwrap();
+    server.kill().unwrap();
+    server.wait().unwrap();
+}
+
+#[test]
+fn a_listed_origin_is_answered() {
+    let setup = Setup::new("[mcp]\nallowed-origins = [\"https://tools.example:443\"]\n");
+    let (mut server, upstream) = http_server(&setup.path("events.jsonl"));
+    let (mut gateway, url) = http_gateway(&setup, &upstream, &[], false);
+    let agent = bearer(AGENT_TOKEN);
+    let (got, _, _) = post_with(
+        &url,
+        &[
+            ("Authorization", &agent),
+            ("Origin", "https://tools.example"),
+        ],
+        None,
+        INITIALIZE,
+    );
+    assert_eq!(got, 200);
+    let (got, _, _) = post_with(
+        &url,
+        &[
+            ("Authorization", &agent),
+            ("Origin", "https://tools.example.evil"),
+        ],
+        None,
+        INITIALIZE,
+    );
+    assert_eq!(got, 403);
+    gateway.kill().unwrap();
+    gateway.wait().unwrap();
+    server.kill().unwrap();
+    server.wait().unwrap();
+}
+
+#[test]
+fn a_token_limited_to_some_sessions_opens_only_those_up_to_its_share_and_no_other_token_uses_them()
+{
+    let setup = Setup::new(&tokens());
+    let (mut server, upstream) = http_server(&setup.path("events.jsonl"));
+    let (mut gateway, url) = http_gateway(&setup, &upstream, &[], false);
+    let team = bearer(OTHER_TOKEN);
+
+    // A session outside its grant is refused, and leaves no log.
+    let (got, answers, _) = post_with(
+        &url,
+        &[("Authorization", &team), ("Approval-Session", "team-b-1")],
+        None,
+        INITIALIZE,
+    );
+    assert_eq!(got, 200);
+    assert_eq!(
+        answers[0]["error"]["message"],
+        json!(session_not_granted("team-a", "team-b-1"))
+    );
+    assert_eq!(session_logs(&setup), Vec::<String>::new());
+
+    // One it names inside its grant, and one it is given there.
+    let (_, answers, named) = post_with(
+        &url,
+        &[("Authorization", &team), ("Approval-Session", "team-a-7")],
+        None,
+        INITIALIZE,
+    );
+    assert!(answers[0].get("result").is_some(), "{answers:?}");
+    let named = named.unwrap();
+    let (got, _, _) = post_with(
+        &url,
+        &[("Authorization", &team)],
+        Some(&named),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    );
+    assert_eq!(got, 202);
+    let (_, answers, _) = post_with(&url, &[("Authorization", &team)], None, INITIALIZE);
+    assert!(answers[0].get("result").is_some(), "{answers:?}");
+    let logs = session_logs(&setup);
+    assert_eq!(logs.len(), 2, "{logs:?}");
+    assert!(logs.contains(&"team-a-7".to_owned()));
+    assert!(logs.iter().all(|l| l.starts_with("team-a-")), "{logs:?}");
+
+    // A third is over the token's share ([limits] sessions_per_token = 2): refused, no log.
+    let (_, answers, _) = post_with(&url, &[("Authorization", &team)], None, INITIALIZE);
+    assert_eq!(
+        answers[0]["error"]["message"],
+        json!(too_many_sessions_for("team-a", 2))
+    );
+    assert_eq!(session_logs(&setup).len(), 2);
+
+    // Another token cannot use the session by its id.
+    let (_, answers, _) = post(
+        &url,
+        Some(&named),
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"read_note","arguments":{"name":"welcome"}}}"#,
+    );
+    assert_eq!(
+        answers[0]["result"],
+        json!({"content": [{"type": "text", "text": NOT_THE_OPENER}], "isError": true}),
+        "{answers:?}"
+    );
+    let (_, answers, _) = post(
+        &url,
+        Some(&named),
+        r#"{"jsonrpc":"2.0","id":7,"method":"prompts/list"}"#,
+    );
+    assert_eq!(
+        answers[0]["error"]["message"],
+        json!(NOT_THE_OPENER),
+        "{answers:?}"
+    );
+    // Its own token can.
+    let (_, answers, _) = post_with(
+        &url,
+        &[("Authorization", &team)],
+        Some(&named),
+        r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"read_note","arguments":{"name":"welcome"}}}"#,
+    );
+    assert_eq!(
+        answers[0]["result"]["content"][0]["text"], "hello from the notes server",
+        "{answers:?}"
+    );
+    gateway.kill().unwrap();
+    gateway.wait().unwrap();
+    server.kill().unwrap();
+    server.wait().unwrap();
+    assert_eq!(
+        setup.server_events(),
+        vec![json!({"event": "read_note", "name": "welcome"})]
+    );
+}
+
+#[test]
+fn over_http_a_relative_path_rule_reads_paths_against_the_gateway_s_directory() {
+    let setup = Setup::new("");
+    let (mut server, upstream) = http_server(&setup.path("events.jsonl"));
+    // The gateway runs in the test's directory: ./docs/** is there.
+    let mut gateway = Command::new(BIN)
+        .current_dir(setup.path(""))
+        .arg("--state-dir")
+        .arg(setup.state())
+        .args(["mcp", "--config"])
+        .arg(setup.path("deploy.toml"))
+        .args([
+            "--name",
+            "notes",
+            "--no-watch",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+        ])
+        .arg(&upstream)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let url = crate::mcp_gateway::listening_url(&mut gateway);
+    let mut client = Client::http(&url, &setup.path("events.jsonl"));
+    assert_eq!(
+        client.call("stat_file", json!({"path": "docs/none.md"})),
+        ok("missing")
+    );
+    let refused = client.call("stat_file", json!({"path": "../docs/x"}));
+    assert_eq!(refused["is_error"], true);
+    client.quit();
+    gateway.kill().unwrap();
+    gateway.wait().unwrap();
+    server.kill().unwrap();
+    server.wait().unwrap();
+    assert_eq!(
+        setup.server_events(),
+        vec![json!({"event": "stat_file", "path": "docs/none.md"})]
+    );
+}
+
+#[test]
+fn a_unix_socket_endpoint_is_private_and_asks_for_the_deployment_s_token() {
+    let setup = Setup::new("");
+    let (mut server, upstream) = http_server(&setup.path("events.jsonl"));
+    let socket = setup.path("mcp.sock");
+    let listen = format!("unix:{}", socket.display());
+    let mut gateway = Command::new(BIN)
+        .arg("--state-dir")
+        .arg(setup.state())
+        .args(["mcp", "--config"])
+        .arg(setup.path("deploy.toml"))
+        .args([
+            "--name",
+            "notes",
+            "--no-watch",
+            "--listen",
+            &listen,
+            "--upstream",
+        ])
+        .arg(&upstream)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let line = {
+        use std::io::BufRead;
+        let mut line = String::new();
+        std::io::BufReader::new(gateway.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        line
+    };
+    assert_eq!(line.trim(), format!("listening on {listen}"));
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    // The deployment declares a token: the socket asks for it.
+    let (got, _, _) = post_with(&listen, &[], None, INITIALIZE);
+    assert_eq!(got, 401);
+    let (got, hello, _) = post(&listen, None, INITIALIZE);
+    assert_eq!(got, 200, "{hello:?}");
+    assert_eq!(hello[0]["result"]["serverInfo"]["name"], "notes");
+    gateway.kill().unwrap();
+    gateway.wait().unwrap();
+    server.kill().unwrap();
+    server.wait().unwrap();
+}
+
+#[test]
+fn the_command_line_refuses_an_endpoint_it_cannot_guard() {
+    // TCP without any token in the deployment.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("deploy.toml");
+    std::fs::write(&config, "").unwrap();
+    let out = Command::new(BIN)
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .args(["mcp", "--config"])
+        .arg(&config)
+        .args([
+            "--name",
+            "notes",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            "http://127.0.0.1:9/mcp",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the MCP endpoint on TCP needs [[token]] entries with the agent role"),
+        "{stderr}"
+    );
+    // Off loopback without TLS.
+    let out = Command::new(BIN)
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .args(["mcp", "--config"])
+        .arg(&config)
+        .args([
+            "--name",
+            "notes",
+            "--listen",
+            "192.0.2.1:8931",
+            "--upstream",
+            "http://127.0.0.1:9/mcp",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("off loopback the MCP endpoint needs --tls-cert and --tls-key"),
+        "{stderr}"
+    );
+}
