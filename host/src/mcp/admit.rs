@@ -9,8 +9,6 @@ use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::config::token::{grants_session, is_prefix};
-
 /// The request header an HTTP client names the session its questions are asked in with (on
 /// `initialize`); without it the connection gets a fresh `mcp-<uuid>`, under the first prefix
 /// its token grants when it is limited to some sessions.
@@ -19,15 +17,32 @@ pub const SESSION_HEADER: &str = "approval-session";
 /// The name of the caller that needs no token.
 pub(crate) const LOCAL: &str = "local";
 
+/// Which sessions a caller may open, as its token says (the layer in front knows the syntax of
+/// `[[token]] sessions`; the gateway only asks).
+pub type SessionGrant = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
 /// Who is calling, as the layer in front of the endpoint established it.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Caller {
     /// The token's name (`local` for a caller that needs none).
     pub name: String,
-    /// The sessions it may open (prefixes and whole ids, as `[[token]] sessions`); empty: any.
-    pub sessions: Vec<String>,
+    /// The sessions it may open; `None`: any.
+    pub sessions: Option<SessionGrant>,
+    /// Where a fresh session of a caller limited to some sessions is opened (its token's first
+    /// prefix), so that it is one the caller may open.
+    pub fresh_prefix: Option<String>,
     /// Cancelled when its token is revoked: its connections refuse everything from then on.
     pub revoked: CancellationToken,
+}
+
+impl std::fmt::Debug for Caller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Caller")
+            .field("name", &self.name)
+            .field("limited", &self.sessions.is_some())
+            .field("fresh_prefix", &self.fresh_prefix)
+            .finish()
+    }
 }
 
 impl Caller {
@@ -35,13 +50,14 @@ impl Caller {
     pub fn local() -> Caller {
         Caller {
             name: LOCAL.to_owned(),
-            sessions: Vec::new(),
+            sessions: None,
+            fresh_prefix: None,
             revoked: CancellationToken::new(),
         }
     }
 
     fn may_open(&self, session: &str) -> bool {
-        self.sessions.is_empty() || self.sessions.iter().any(|p| grants_session(p, session))
+        self.sessions.as_ref().is_none_or(|grants| grants(session))
     }
 }
 
@@ -139,7 +155,7 @@ pub(crate) fn session_for(caller: &Caller, named: Option<&str>) -> Result<String
             if caller.may_open(&fresh) {
                 fresh
             } else {
-                match caller.sessions.iter().find(|s| is_prefix(s)) {
+                match &caller.fresh_prefix {
                     Some(prefix) => format!("{prefix}{fresh}"),
                     None => return Err(session_not_granted(&caller.name, &fresh)),
                 }
@@ -156,10 +172,25 @@ pub(crate) fn session_for(caller: &Caller, named: Option<&str>) -> Result<String
 mod tests {
     use super::*;
 
+    /// A caller limited to `sessions`: entries ending in `-` are prefixes, others whole ids.
     fn caller(sessions: &[&str]) -> Caller {
+        let entries: Vec<String> = sessions.iter().map(|s| (*s).to_owned()).collect();
+        let grants: SessionGrant = {
+            let entries = entries.clone();
+            Arc::new(move |s: &str| {
+                entries.iter().any(|e| {
+                    if e.ends_with('-') {
+                        s.starts_with(e.as_str())
+                    } else {
+                        s == e
+                    }
+                })
+            })
+        };
         Caller {
             name: "t".to_owned(),
-            sessions: sessions.iter().map(|s| (*s).to_owned()).collect(),
+            sessions: (!entries.is_empty()).then_some(grants),
+            fresh_prefix: entries.iter().find(|e| e.ends_with('-')).cloned(),
             revoked: CancellationToken::new(),
         }
     }

@@ -31,8 +31,8 @@ mod upstream;
 use std::sync::Arc;
 
 pub use admit::{
-    Caller, NOT_THE_OPENER, REVOKED, SESSION_HEADER, session_not_granted, session_taken,
-    too_many_sessions, too_many_sessions_for,
+    Caller, NOT_THE_OPENER, REVOKED, SESSION_HEADER, SessionGrant, session_not_granted,
+    session_taken, too_many_sessions, too_many_sessions_for,
 };
 pub use ask::{INVALID_TOOL_NAME, RESERVED_TOOL_NAME, question_tool, refusal};
 pub use gateway::{Connection, Gateway};

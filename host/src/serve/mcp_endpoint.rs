@@ -14,8 +14,10 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::{ServeError, Server};
-use crate::config::token::TokenRole;
-use crate::mcp::Caller;
+use std::sync::Arc;
+
+use crate::config::token::{TokenRole, grants_session, is_prefix};
+use crate::mcp::{Caller, SessionGrant};
 
 /// What a request without a good token is told (with the reason the check gave).
 pub const NEEDS_TOKEN: &str =
@@ -67,11 +69,21 @@ async fn authenticate(
     } else {
         let peer = peer.map_or_else(|| "unix".to_owned(), |p| p.0.0.ip().to_string());
         match gatekeeper.check(&peer, token.as_deref()) {
-            Ok(grant) if grant.has(TokenRole::Agent) => Caller {
-                name: grant.name,
-                sessions: grant.sessions,
-                revoked: grant.revoked,
-            },
+            Ok(grant) if grant.has(TokenRole::Agent) => {
+                let fresh_prefix = grant.sessions.iter().find(|s| is_prefix(s)).cloned();
+                let entries = grant.sessions;
+                let sessions: Option<SessionGrant> = (!entries.is_empty()).then(|| {
+                    Arc::new(move |session: &str| {
+                        entries.iter().any(|e| grants_session(e, session))
+                    }) as SessionGrant
+                });
+                Caller {
+                    name: grant.name,
+                    sessions,
+                    fresh_prefix,
+                    revoked: grant.revoked,
+                }
+            }
             Ok(grant) => {
                 return refusal(
                     StatusCode::FORBIDDEN,
