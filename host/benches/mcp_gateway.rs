@@ -1,7 +1,12 @@
 //! What the MCP gateway adds to a `tools/call`: the same call made by an rmcp client directly to
-//! an MCP server over stdio, and through `approval-host mcp` (the release build of the binary
-//! this bench is built with) to the same server, with rules only (a standing allow rule decides)
-//! and with 2 warm wasm gates (`deny-commands` says next, `allow-tools` allows; no rule).
+//! an MCP server over stdio, through a pass-through relay (an rmcp server that forwards each call
+//! to the same server with no question, no screen and no log: what any MCP proxy costs), and
+//! through `approval-host mcp` (the release build of the binary this bench is built with) to the
+//! same server, with rules only (a standing allow rule decides) and with 2 warm wasm gates
+//! (`deny-commands` says next, `allow-tools` allows; no rule). Beside them, one `fdatasync` of a
+//! 700-byte append to a file in the gateway's state directory, measured in the same run: every
+//! decision is durable before the call goes on, so one sync is the floor of what the gateway adds
+//! over the relay.
 //! The server is this bench itself started again as a minimal rmcp server (`echo`), so the
 //! figures are the gateway's, not a slow server's. All three connections are open at once and
 //! measured in interleaved blocks, so drift on this shared VM falls on every mode alike. Every
@@ -23,6 +28,7 @@ use rmcp::{ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
 
 const BIN: &str = env!("CARGO_BIN_EXE_approval-host");
 const SERVER_ENV: &str = "APPROVAL_HOST_BENCH_MCP_SERVER";
+const RELAY_ENV: &str = "APPROVAL_HOST_BENCH_MCP_RELAY";
 const BLOCK: usize = 100;
 
 /// The server: one tool, `echo`, answering `ok`.
@@ -65,9 +71,78 @@ async fn serve_echo() {
     let _ = running.waiting().await;
 }
 
+/// The pass-through relay: lists and calls forwarded to the echo server as they come.
+struct PassThrough {
+    server: RunningService<RoleClient, ()>,
+}
+
+impl ServerHandler for PassThrough {
+    fn get_info(&self) -> ServerConfig {
+        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        params: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        self.server
+            .peer()
+            .list_tools(params)
+            .await
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+    }
+
+    async fn call_tool(
+        &self,
+        params: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.server
+            .peer()
+            .call_tool(params)
+            .await
+            .map(CallToolResponse::Complete)
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+    }
+}
+
+async fn serve_relay() {
+    let me = std::env::current_exe().unwrap().display().to_string();
+    let server = connect(&me, &[]).await;
+    let running = PassThrough { server }
+        .serve(rmcp::transport::stdio())
+        .await
+        .unwrap();
+    let _ = running.waiting().await;
+}
+
+/// `n` appends of a 700-byte line to a file in `dir`, each followed by `fdatasync`.
+fn syncs(dir: &Path, n: usize) -> Vec<Duration> {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("sync-probe.jsonl"))
+        .unwrap();
+    let line = [b'x'; 699];
+    (0..n)
+        .map(|_| {
+            let started = Instant::now();
+            file.write_all(&line).unwrap();
+            file.write_all(b"\n").unwrap();
+            file.sync_data().unwrap();
+            started.elapsed()
+        })
+        .collect()
+}
+
 async fn connect(program: &str, args: &[&str]) -> RunningService<RoleClient, ()> {
     let mut cmd = tokio::process::Command::new(program);
-    cmd.args(args).env(SERVER_ENV, "1").env("RUST_LOG", "error");
+    cmd.args(args)
+        .env(SERVER_ENV, "1")
+        .env_remove(RELAY_ENV)
+        .env("RUST_LOG", "error");
     ().serve(TokioChildProcess::new(cmd).unwrap())
         .await
         .unwrap()
@@ -104,6 +179,10 @@ fn deployment(dir: &Path, name: &str, text: &str) -> String {
 
 fn main() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
+    if std::env::var_os(RELAY_ENV).is_some() {
+        runtime.block_on(serve_relay());
+        return;
+    }
     if std::env::var_os(SERVER_ENV).is_some() {
         runtime.block_on(serve_echo());
         return;
@@ -152,10 +231,23 @@ fn main() {
     };
     let rules_args = through(&rules);
     let gates_args = through(&gates);
-    let modes = ["direct", "gateway, rules only", "gateway, 2 wasm gates"];
+    let modes = [
+        "direct",
+        "pass-through relay",
+        "gateway, rules only",
+        "gateway, 2 wasm gates",
+    ];
     let samples = runtime.block_on(async {
+        let relay = {
+            let mut cmd = tokio::process::Command::new(&me);
+            cmd.env(RELAY_ENV, "1").env("RUST_LOG", "error");
+            ().serve(TokioChildProcess::new(cmd).unwrap())
+                .await
+                .unwrap()
+        };
         let clients = [
             connect(&me, &[]).await,
+            relay,
             connect(
                 BIN,
                 &rules_args.iter().map(String::as_str).collect::<Vec<_>>(),
@@ -173,7 +265,7 @@ fn main() {
                 call(client, n).await;
             }
         }
-        let mut samples: [Vec<Duration>; 3] = Default::default();
+        let mut samples: [Vec<Duration>; 4] = Default::default();
         let mut n = 0;
         while samples[0].len() < calls {
             for (client, taken) in clients.iter().zip(samples.iter_mut()) {
@@ -188,27 +280,46 @@ fn main() {
         }
         samples
     });
+    std::fs::create_dir_all(&state).unwrap();
+    let mut synced = syncs(Path::new(&state), calls);
+    synced.sort();
     println!(
         "MCP gateway, tools/call over stdio: {calls} calls per mode, interleaved in blocks of {BLOCK}"
     );
     println!(
-        "{:<24} {:>10} {:>10} {:>16} {:>16}",
-        "mode", "p50 µs", "p99 µs", "p50 added µs", "p99 added µs"
+        "{:<24} {:>10} {:>10} {:>16} {:>16} {:>18}",
+        "mode", "p50 µs", "p99 µs", "p50 added µs", "p99 added µs", "p50 over relay µs"
     );
     let mut sorted = samples;
     for s in &mut sorted {
         s.sort();
     }
     let (base50, base99) = (percentile(&sorted[0], 0.5), percentile(&sorted[0], 0.99));
+    let relay50 = percentile(&sorted[1], 0.5);
     for (mode, s) in modes.iter().zip(&sorted) {
         let (p50, p99) = (percentile(s, 0.5), percentile(s, 0.99));
         println!(
-            "{:<24} {:>10.1} {:>10.1} {:>16.1} {:>16.1}",
+            "{:<24} {:>10.1} {:>10.1} {:>16.1} {:>16.1} {:>18.1}",
             mode,
             us(p50),
             us(p99),
             us(p50) - us(base50),
-            us(p99) - us(base99)
+            us(p99) - us(base99),
+            us(p50) - us(relay50)
+        );
+    }
+    let (sync50, sync99) = (percentile(&synced, 0.5), percentile(&synced, 0.99));
+    println!(
+        "{:<24} {:>10.1} {:>10.1}   (one 700-byte append + fdatasync in the state directory)",
+        "fdatasync",
+        us(sync50),
+        us(sync99)
+    );
+    for (mode, s) in modes.iter().zip(&sorted).skip(2) {
+        let p50 = percentile(s, 0.5);
+        println!(
+            "{mode}: p50 over the relay minus one sync = {:.1} µs (goal: at most 100)",
+            us(p50) - us(relay50) - us(sync50)
         );
     }
 }

@@ -7,7 +7,9 @@
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 
-use approval_host::mcp::{NOT_THE_OPENER, session_not_granted, too_many_sessions_for};
+use approval_host::mcp::{
+    ALREADY_INITIALIZED, NOT_THE_OPENER, session_not_granted, too_many_sessions_for,
+};
 use approval_host::serve::auth;
 use approval_host::serve::mcp_endpoint::NEEDS_TOKEN;
 use serde_json::json;
@@ -26,6 +28,30 @@ fn tokens() -> String {
         auth::token_hash(OTHER_TOKEN),
         auth::token_hash(METRICS_TOKEN),
     )
+}
+
+/// A bodiless request (`GET` opens the session's event stream, `DELETE` closes it) with a
+/// token and a session id; its status and headers.
+fn request(url: &str, method: &str, token: &str, session: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_once('/').unwrap();
+    let mut stream = std::net::TcpStream::connect(host).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    write!(
+        stream,
+        "{method} /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\
+         Accept: text/event-stream\r\nAuthorization: Bearer {token}\r\n\
+         Mcp-Session-Id: {session}\r\nMcp-Protocol-Version: 2025-06-18\r\n\r\n"
+    )
+    .unwrap();
+    let mut head = [0u8; 512];
+    let n = stream.read(&mut head).unwrap();
+    let head = String::from_utf8_lossy(&head[..n]).into_owned();
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap();
+    (status, head)
 }
 
 fn bearer(token: &str) -> String {
@@ -72,6 +98,12 @@ fn over_tcp_every_request_needs_an_agent_token_and_a_foreign_origin_is_refused()
         assert_eq!(got, status, "{headers:?}");
         assert_eq!(answers[0]["error"]["message"], json!(text));
         assert!(session.is_none());
+    }
+    // Requests without a token are not counted against the address: a web page (or any local
+    // process) sending them cannot lock the agent out.
+    for _ in 0..8 {
+        let (got, _, _) = post_with(&url, &[], None, INITIALIZE);
+        assert_eq!(got, 401);
     }
     // A web page's request (its Origin) is refused even with a good token.
     let agent = bearer(AGENT_TOKEN);
@@ -183,27 +215,44 @@ fn a_token_limited_to_some_sessions_opens_only_those_up_to_its_share_and_no_othe
     );
     assert_eq!(session_logs(&setup).len(), 2);
 
-    // Another token cannot use the session by its id.
-    let (_, answers, _) = post(
-        &url,
-        Some(&named),
+    // Another token cannot use the session by its id: refused before anything reads it.
+    for body in [
         r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"read_note","arguments":{"name":"welcome"}}}"#,
-    );
-    assert_eq!(
-        answers[0]["result"],
-        json!({"content": [{"type": "text", "text": NOT_THE_OPENER}], "isError": true}),
-        "{answers:?}"
-    );
-    let (_, answers, _) = post(
-        &url,
-        Some(&named),
         r#"{"jsonrpc":"2.0","id":7,"method":"prompts/list"}"#,
+        r#"{"jsonrpc":"2.0","id":8,"method":"notes/delete"}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}"#,
+    ] {
+        let (got, answers, _) = post(&url, Some(&named), body);
+        assert_eq!(got, 403, "{body}");
+        assert_eq!(
+            answers[0]["error"]["message"],
+            json!(NOT_THE_OPENER),
+            "{answers:?}"
+        );
+    }
+    // Nothing of it was recorded in the session's log.
+    let events = crate::support::events_at(&crate::support::log_path(&setup.state(), "team-a-7"));
+    assert!(
+        events.iter().all(|(kind, _)| kind != "mcp/message"),
+        "{events:?}"
     );
+    // Nor read its event stream, close it, or initialize it again.
+    for method in ["GET", "DELETE"] {
+        let (got, _) = request(&url, method, AGENT_TOKEN, &named);
+        assert_eq!(got, 403, "{method}");
+    }
+    let (got, answers, _) = post(&url, Some(&named), INITIALIZE);
+    assert_eq!(got, 403);
+    assert_eq!(answers[0]["error"]["message"], json!(NOT_THE_OPENER));
+    let (_, answers, _) = post_with(&url, &[("Authorization", &team)], Some(&named), INITIALIZE);
     assert_eq!(
         answers[0]["error"]["message"],
-        json!(NOT_THE_OPENER),
+        json!(ALREADY_INITIALIZED),
         "{answers:?}"
     );
+    // A session id never opened here is not found (a client opens a new session).
+    let (got, _, _) = post(&url, Some("no-such-session"), INITIALIZE);
+    assert_eq!(got, 404);
     // Its own token can.
     let (_, answers, _) = post_with(
         &url,

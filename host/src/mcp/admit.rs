@@ -89,6 +89,9 @@ pub fn session_taken(session: &str) -> String {
 pub const NOT_THE_OPENER: &str =
     "this MCP session was opened with another token: only the token that opened it may use it";
 
+/// The text of a second `initialize` on a connection.
+pub const ALREADY_INITIALIZED: &str = "this MCP connection is already initialized";
+
 /// The text every request of a connection gets once its token was revoked.
 pub const REVOKED: &str = "the token this MCP connection authenticated with was revoked";
 
@@ -152,14 +155,18 @@ pub(crate) fn session_for(caller: &Caller, named: Option<&str>) -> Result<String
         }
         None => {
             let fresh = format!("mcp-{}", uuid::Uuid::new_v4());
-            if caller.may_open(&fresh) {
+            let session = if caller.may_open(&fresh) {
                 fresh
             } else {
                 match &caller.fresh_prefix {
                     Some(prefix) => format!("{prefix}{fresh}"),
                     None => return Err(session_not_granted(&caller.name, &fresh)),
                 }
-            }
+            };
+            // A long prefix could make an id no log can have: refused now, before the server
+            // is reached.
+            crate::audit::store::validate_session_id(&session).map_err(|e| e.to_string())?;
+            session
         }
     };
     if !caller.may_open(&session) {

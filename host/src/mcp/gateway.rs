@@ -30,7 +30,7 @@ use crate::audit::event::{McpFrom, McpHandled, McpMessage};
 use crate::service::ApprovalService;
 
 use super::admit::{
-    Caller, LOCAL, NOT_THE_OPENER, REVOKED, SESSION_HEADER, SessionSlot, session_taken,
+    ALREADY_INITIALIZED, Caller, LOCAL, NOT_THE_OPENER, REVOKED, SESSION_HEADER, SessionSlot,
 };
 use super::ask::{self, INVALID_TOOL_NAME, RESERVED_TOOL_NAME, question_tool, refusal};
 use super::methods;
@@ -67,6 +67,7 @@ impl Gateway {
                 closing: tokio_util::task::TaskTracker::new(),
                 open: std::sync::Mutex::default(),
                 http_sessions: Arc::default(),
+                owners: std::sync::Mutex::default(),
             }),
         })
     }
@@ -125,6 +126,12 @@ impl Gateway {
         axum::Router::new()
             .fallback_service(self.http(cancel))
             .layer(axum::middleware::from_fn(super::http::screen_posts))
+            // Outermost: a request for another caller's session reaches nothing, not even the
+            // screen's record in that session's log.
+            .layer(axum::middleware::from_fn_with_state(
+                self.shared.clone(),
+                super::http::bind_sessions,
+            ))
     }
 
     /// The streamable HTTP endpoint (a tower service to mount at `/mcp`) as the SDK serves it,
@@ -165,6 +172,10 @@ fn fresh_session() -> String {
 /// One client connection: its session, and once initialized, its server and agent.
 pub struct Connection {
     shared: SharedRef,
+    /// Cancelled when the connection is dropped (ends the task watching its token).
+    ended: CancellationToken,
+    /// The HTTP transport's id of its session, once a request named it.
+    transport_id: std::sync::OnceLock<String>,
     /// Set at construction for stdio, at `initialize` over HTTP.
     session: std::sync::OnceLock<String>,
     link: tokio::sync::OnceCell<Link>,
@@ -205,6 +216,8 @@ impl Connection {
         ));
         Connection {
             shared,
+            ended: CancellationToken::new(),
+            transport_id: std::sync::OnceLock::new(),
             session,
             link: tokio::sync::OnceCell::new(),
             calls,
@@ -251,8 +264,27 @@ impl Connection {
                     .map_or(LOCAL, |c| c.name.as_str())
             });
         match caller {
-            Some(name) if name == opened_by.name => Ok(link),
+            Some(name) if name == opened_by.name => {
+                self.learn_transport_id(context);
+                Ok(link)
+            }
             _ => Err(McpError::invalid_request(NOT_THE_OPENER, None)),
+        }
+    }
+
+    /// Remembers the transport's id of this connection's HTTP session (known from its second
+    /// request on), so that its binding to its caller goes when it does.
+    fn learn_transport_id(&self, context: &RequestContext<RoleServer>) {
+        if self.transport_id.get().is_some() {
+            return;
+        }
+        let id = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.headers.get(super::http::TRANSPORT_SESSION))
+            .and_then(|v| v.to_str().ok());
+        if let Some(id) = id {
+            let _ = self.transport_id.set(id.to_owned());
         }
     }
 
@@ -283,9 +315,6 @@ impl Connection {
             Some(preset) => preset.clone(),
             None => super::admit::session_for(&caller, named).map_err(refuse)?,
         };
-        if self.shared.open_sessions().contains(&session) {
-            return Err(refuse(session_taken(&session)));
-        }
         let options = &self.shared.options;
         let slot = super::admit::admit(
             &self.shared.http_sessions,
@@ -337,6 +366,11 @@ impl Connection {
         // session logs and no servers behind.
         let (caller, slot) = self.admit(context)?;
         let session = self.session().to_owned();
+        // One connection per session: two that started together would end each other's turns.
+        let claim = self
+            .shared
+            .claim(&session)
+            .map_err(|text| McpError::invalid_request(text, None))?;
         let calls = Progress::default();
         let asks = Progress::default();
         let recorded_as = Arc::new(std::sync::OnceLock::new());
@@ -366,8 +400,11 @@ impl Connection {
         // A turn a killed gateway left open in this session settles first.
         service.end_turn_if_open(&session).await.map_err(failed)?;
         service.start_turn(&session).await.map_err(failed)?;
-        self.shared.open_sessions().insert(session);
+        claim.keep();
         let _ = recorded_as.set(agent.clone());
+        if let Some(caller) = &caller {
+            self.end_when_revoked(caller, &server, &session);
+        }
         Ok(Link {
             server,
             info,
@@ -377,6 +414,33 @@ impl Connection {
             caller,
             _slot: slot,
         })
+    }
+
+    /// When the caller's token is revoked (removed or changed at a reload), the connection ends
+    /// at once: its turn ends (questions waiting settle `cancelled`) and its server is stopped,
+    /// so an open event stream carries nothing more; every later request is refused.
+    fn end_when_revoked(
+        &self,
+        caller: &Caller,
+        server: &RunningService<RoleClient, Relay>,
+        session: &str,
+    ) {
+        let revoked = caller.revoked.clone();
+        let stop = server.cancellation_token();
+        let shared = self.shared.clone();
+        let session = session.to_owned();
+        let ended = self.ended.clone();
+        // Not tracked in `closing`: it lives as long as the connection, which a shutdown does
+        // not wait for.
+        drop(tokio::spawn(async move {
+            tokio::select! {
+                () = revoked.cancelled() => {}
+                () = ended.cancelled() => return,
+            }
+            tracing::info!(session, "an MCP connection's token was revoked: ending it");
+            stop.cancel();
+            shared.end_turn(&session).await;
+        }));
     }
 
     /// Records what was done with a message no question was asked about. Before `initialize`
@@ -518,6 +582,14 @@ fn initialize_result(peer: &ServerPeerInfo) -> InitializeResult {
 
 impl Drop for Connection {
     fn drop(&mut self) {
+        self.ended.cancel();
+        if let Some(id) = self.transport_id.get() {
+            self.shared
+                .owners
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(id);
+        }
         let Some(link) = self.link.take() else { return };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
@@ -577,6 +649,11 @@ impl ServerHandler for Connection {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, McpError> {
+        // A connection is initialized once: a second `initialize` would replace what its agent
+        // said it is.
+        if self.link.get().is_some() {
+            return Err(McpError::invalid_request(ALREADY_INITIALIZED, None));
+        }
         context.peer.set_peer_info(request.clone());
         let link = self
             .link

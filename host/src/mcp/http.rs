@@ -6,11 +6,92 @@
 
 use axum::body::Body;
 use axum::extract::Request;
+use axum::extract::State;
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use super::SharedRef;
+use super::admit::{Caller, LOCAL, NOT_THE_OPENER};
 use super::screen::{MAX_MESSAGE, Screened, garbage_answer, screen};
+
+/// The header the streamable HTTP transport names a session with.
+pub(crate) const TRANSPORT_SESSION: &str = "mcp-session-id";
+
+/// The error a request for another caller's session (or one this gateway never opened) gets.
+fn not_yours() -> Response {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": -32600, "message": NOT_THE_OPENER},
+    });
+    (
+        StatusCode::FORBIDDEN,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// Binds each HTTP session to the caller that opened it: the session id an `initialize`'s
+/// answer carries is recorded against its caller, and every later request naming a session
+/// (a POST, the event stream's GET, a DELETE) must come from that caller. A session id is a
+/// handle, not a credential.
+pub(crate) async fn bind_sessions(
+    State(shared): State<SharedRef>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let caller = request
+        .extensions()
+        .get::<Caller>()
+        .map_or(LOCAL, |c| c.name.as_str())
+        .to_owned();
+    let named = request
+        .headers()
+        .get(TRANSPORT_SESSION)
+        .map(|v| v.to_str().map(str::to_owned));
+    let named = match named {
+        Some(Ok(id)) => {
+            let owners = shared.owners.lock().unwrap_or_else(|p| p.into_inner());
+            match owners.get(&id) {
+                Some(owner) if *owner == caller => {}
+                Some(_) => return not_yours(),
+                // Never opened here (or forgotten): as the transport answers a session it does
+                // not have, so a client opens a new one.
+                None => {
+                    return (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
+                }
+            }
+            Some(id)
+        }
+        Some(Err(_)) => return not_yours(),
+        None => None,
+    };
+    let closing = request.method() == Method::DELETE;
+    let response = next.run(request).await;
+    let mut owners = shared.owners.lock().unwrap_or_else(|p| p.into_inner());
+    match named {
+        None => {
+            if let Some(id) = response
+                .headers()
+                .get(TRANSPORT_SESSION)
+                .and_then(|v| v.to_str().ok())
+            {
+                owners.insert(id.to_owned(), caller);
+            }
+        }
+        Some(id) if closing && response.status().is_success() => {
+            owners.remove(&id);
+        }
+        Some(_) => {}
+    }
+    drop(owners);
+    response
+}
 
 fn bad_request(answer: Vec<u8>) -> Response {
     (

@@ -31,8 +31,8 @@ mod upstream;
 use std::sync::Arc;
 
 pub use admit::{
-    Caller, NOT_THE_OPENER, REVOKED, SESSION_HEADER, SessionGrant, session_not_granted,
-    session_taken, too_many_sessions, too_many_sessions_for,
+    ALREADY_INITIALIZED, Caller, NOT_THE_OPENER, REVOKED, SESSION_HEADER, SessionGrant,
+    session_not_granted, session_taken, too_many_sessions, too_many_sessions_for,
 };
 pub use ask::{INVALID_TOOL_NAME, RESERVED_TOOL_NAME, question_tool, refusal};
 pub use gateway::{Connection, Gateway};
@@ -175,6 +175,9 @@ pub(crate) struct Shared {
     pub(crate) open: std::sync::Mutex<std::collections::HashSet<String>>,
     /// HTTP sessions open now, in all and by caller.
     pub(crate) http_sessions: Arc<std::sync::Mutex<admit::OpenSessions>>,
+    /// Which caller opened each HTTP session, by the transport's session id: a request naming
+    /// a session is refused unless it comes from its opener.
+    pub(crate) owners: std::sync::Mutex<std::collections::HashMap<String, String>>,
 }
 
 impl Shared {
@@ -185,12 +188,50 @@ impl Shared {
     }
 
     /// Ends `session`'s turn (its waiting questions settle `cancelled`) if this gateway holds it.
+    /// The session stays claimed until its turn has ended, so a new connection cannot start a
+    /// turn this one is still ending.
     pub(crate) async fn end_turn(&self, session: &str) {
-        if !self.open_sessions().remove(session) {
+        if !self.open_sessions().contains(session) {
             return;
         }
         if let Err(e) = self.service.end_turn_if_open(session).await {
             tracing::warn!(session, error = %e, "could not end an MCP connection's turn");
+        }
+        self.open_sessions().remove(session);
+    }
+
+    /// Claims `session` for one connection, or the text to refuse the second with. The claim
+    /// is given back when dropped unless [`Claim::keep`] was called.
+    pub(crate) fn claim(&self, session: &str) -> Result<Claim<'_>, String> {
+        if !self.open_sessions().insert(session.to_owned()) {
+            return Err(admit::session_taken(session));
+        }
+        Ok(Claim {
+            shared: self,
+            session: session.to_owned(),
+            kept: false,
+        })
+    }
+}
+
+/// A session claimed by a connection that is still starting.
+pub(crate) struct Claim<'a> {
+    shared: &'a Shared,
+    session: String,
+    kept: bool,
+}
+
+impl Claim<'_> {
+    /// The connection started: the session stays claimed until its turn ends.
+    pub(crate) fn keep(mut self) {
+        self.kept = true;
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        if !self.kept {
+            self.shared.open_sessions().remove(&self.session);
         }
     }
 }

@@ -66,6 +66,14 @@ async fn authenticate(
         .map(str::to_owned);
     let caller = if !door.always && !gatekeeper.has_tokens() {
         Caller::local()
+    } else if token.is_none() {
+        // Not counted as a failed attempt: anyone who can reach the port (a web page's
+        // request carries no token) could otherwise lock the agent's own address out.
+        return refusal(
+            StatusCode::UNAUTHORIZED,
+            super::auth::UNAUTHENTICATED,
+            &format!("{}: {NEEDS_TOKEN}", super::auth::BAD_TOKEN),
+        );
     } else {
         let peer = peer.map_or_else(|| "unix".to_owned(), |p| p.0.0.ip().to_string());
         match gatekeeper.check(&peer, token.as_deref()) {
