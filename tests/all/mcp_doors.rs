@@ -5,7 +5,7 @@
 //! questions over HTTP carry the gateway's working directory.
 
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use approval_host::mcp::{
     ALREADY_INITIALIZED, NOT_THE_OPENER, session_not_granted, too_many_sessions_for,
@@ -14,7 +14,9 @@ use approval_host::serve::auth;
 use approval_host::serve::mcp_endpoint::NEEDS_TOKEN;
 use serde_json::json;
 
-use crate::mcp_gateway::{AGENT_TOKEN, BIN, Client, Setup, http_gateway, http_server, ok};
+use crate::mcp_gateway::{
+    AGENT_TOKEN, BIN, Client, Setup, gateway_command, http_gateway, http_server, ok,
+};
 use crate::mcp_nothing_unasked::{INITIALIZE, post, post_with};
 
 const OTHER_TOKEN: &str = "aht_mcp_team_token_for_tests_000000000000000000000000000000000000000";
@@ -279,22 +281,8 @@ fn over_http_a_relative_path_rule_reads_paths_against_the_gateway_s_directory() 
     let setup = Setup::new("");
     let (mut server, upstream) = http_server(&setup.path("events.jsonl"));
     // The gateway runs in the test's directory: ./docs/** is there.
-    let mut gateway = Command::new(BIN)
+    let mut gateway = gateway_command(&setup, "127.0.0.1:0", &upstream)
         .current_dir(setup.path(""))
-        .arg("--state-dir")
-        .arg(setup.state())
-        .args(["mcp", "--config"])
-        .arg(setup.path("deploy.toml"))
-        .args([
-            "--name",
-            "notes",
-            "--no-watch",
-            "--listen",
-            "127.0.0.1:0",
-            "--upstream",
-        ])
-        .arg(&upstream)
-        .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     let url = crate::mcp_gateway::listening_url(&mut gateway);
@@ -322,23 +310,7 @@ fn a_unix_socket_endpoint_is_private_and_asks_for_the_deployment_s_token() {
     let (mut server, upstream) = http_server(&setup.path("events.jsonl"));
     let socket = setup.path("mcp.sock");
     let listen = format!("unix:{}", socket.display());
-    let mut gateway = Command::new(BIN)
-        .arg("--state-dir")
-        .arg(setup.state())
-        .args(["mcp", "--config"])
-        .arg(setup.path("deploy.toml"))
-        .args([
-            "--name",
-            "notes",
-            "--no-watch",
-            "--listen",
-            &listen,
-            "--upstream",
-        ])
-        .arg(&upstream)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut gateway = gateway_command(&setup, &listen, &upstream).spawn().unwrap();
     let line = {
         use std::io::BufRead;
         let mut line = String::new();

@@ -700,13 +700,11 @@ pub(crate) fn listening_url(child: &mut Child) -> String {
 
 /// `approval-host mcp --listen 127.0.0.1:0 --upstream UPSTREAM` with `extra` arguments (its
 /// stderr piped when `read_stderr`); returns it and its endpoint's URL.
-pub(crate) fn http_gateway(
-    setup: &Setup,
-    upstream: &str,
-    extra: &[&str],
-    read_stderr: bool,
-) -> (Child, String) {
-    let mut gateway = Command::new(BIN)
+/// `approval-host mcp` for the notes server at `upstream`, serving agents at `listen` (stdout
+/// piped, for its `listening on` line).
+pub(crate) fn gateway_command(setup: &Setup, listen: &str, upstream: &str) -> Command {
+    let mut command = Command::new(BIN);
+    command
         .arg("--state-dir")
         .arg(setup.state())
         .args(["mcp", "--config"])
@@ -716,12 +714,22 @@ pub(crate) fn http_gateway(
             "notes",
             "--no-watch",
             "--listen",
-            "127.0.0.1:0",
+            listen,
             "--upstream",
             upstream,
         ])
+        .stdout(Stdio::piped());
+    command
+}
+
+pub(crate) fn http_gateway(
+    setup: &Setup,
+    upstream: &str,
+    extra: &[&str],
+    read_stderr: bool,
+) -> (Child, String) {
+    let mut gateway = gateway_command(setup, "127.0.0.1:0", upstream)
         .args(extra)
-        .stdout(Stdio::piped())
         .stderr(if read_stderr {
             Stdio::piped()
         } else {

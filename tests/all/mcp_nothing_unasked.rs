@@ -101,6 +101,21 @@ fn corpus() -> Vec<(String, Expect)> {
     corpus
 }
 
+/// Corpus entry `n` with its id filled in (a number, or a string where the template says
+/// `"sID"`), and the id its answer must carry.
+fn instance(n: usize, template: &str) -> (String, Value) {
+    let id = 1000 + n as i64;
+    let message = template
+        .replace("\"sID\"", &format!("\"s{id}\""))
+        .replace("ID", &id.to_string());
+    let want_id = if template.contains("\"sID\"") {
+        json!(format!("s{id}"))
+    } else {
+        json!(id)
+    };
+    (message, want_id)
+}
+
 /// A raw MCP client over the gateway's stdio, its server's stdin copied to `received.jsonl`.
 struct Raw {
     child: Child,
@@ -223,15 +238,7 @@ fn over_stdio_no_malformed_duplicated_or_custom_message_reaches_the_server_and_e
     let mut refusals = Vec::new();
     let mut dropped = 0;
     for (n, (template, expect)) in corpus().into_iter().enumerate() {
-        let id = 1000 + n as i64;
-        let message = template
-            .replace("\"sID\"", &format!("\"s{id}\""))
-            .replace("ID", &id.to_string());
-        let want_id = if template.contains("\"sID\"") {
-            json!(format!("s{id}"))
-        } else {
-            json!(id)
-        };
+        let (message, want_id) = instance(n, &template);
         raw.send(&message);
         if let Expect::Dropped = expect {
             dropped += 1;
@@ -409,15 +416,7 @@ fn over_http_the_same_corpus_is_refused_before_the_sdk_reads_it_and_recorded_in_
     assert_eq!(status, 202);
     let mut refusals = Vec::new();
     for (n, (template, expect)) in corpus().into_iter().enumerate() {
-        let id = 1000 + n as i64;
-        let message = template
-            .replace("\"sID\"", &format!("\"s{id}\""))
-            .replace("ID", &id.to_string());
-        let want_id = if template.contains("\"sID\"") {
-            json!(format!("s{id}"))
-        } else {
-            json!(id)
-        };
+        let (message, want_id) = instance(n, &template);
         let (status, answers, _) = post(&url, Some(&session), &message);
         match expect {
             Expect::Dropped => {

@@ -49,12 +49,12 @@ pub(super) async fn ask(
     shared: &Shared,
     agent: &Agent,
     tool: &str,
-    arguments: Option<&Map<String, Value>>,
+    arguments: Map<String, Value>,
     cancel: CancellationToken,
 ) -> Result<Verdict, ApprovalError> {
     // JSON-RPC ids repeat across connections and restarts; the log needs its own.
     let call_id = format!("mcp-{}", uuid::Uuid::new_v4());
-    let arguments = Value::Object(arguments.cloned().unwrap_or_default());
+    let arguments = Value::Object(arguments);
     // Durable with the decision, one sync per call.
     shared
         .service

@@ -278,9 +278,7 @@ impl Connection {
         if self.transport_id.get().is_some() {
             return;
         }
-        let id = context
-            .extensions
-            .get::<axum::http::request::Parts>()
+        let id = http_parts(context)
             .and_then(|p| p.headers.get(super::http::TRANSPORT_SESSION))
             .and_then(|v| v.to_str().ok());
         if let Some(id) = id {
@@ -294,7 +292,7 @@ impl Connection {
         &self,
         context: &RequestContext<RoleServer>,
     ) -> Result<(Option<Caller>, Option<SessionSlot>), McpError> {
-        let Some(parts) = context.extensions.get::<axum::http::request::Parts>() else {
+        let Some(parts) = http_parts(context) else {
             return Ok((None, None));
         };
         let caller = parts
@@ -493,7 +491,7 @@ impl Connection {
             &self.shared,
             &link.agent,
             tool,
-            Some(&arguments),
+            arguments,
             context.ct.clone(),
         )
         .await
@@ -539,6 +537,12 @@ impl Connection {
         });
         listed
     }
+}
+
+/// The HTTP request a message came in (its headers, and what the layers in front added); `None`
+/// over stdio.
+fn http_parts(context: &RequestContext<RoleServer>) -> Option<&axum::http::request::Parts> {
+    context.extensions.get::<axum::http::request::Parts>()
 }
 
 /// The refusal a custom message carries: the screen's, or (for a message that reached the SDK
