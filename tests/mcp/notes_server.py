@@ -117,6 +117,9 @@ async def serve_http() -> None:
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
+    # Listening before the line is printed: a client that connects at once is queued, not
+    # refused while uvicorn is still starting.
+    sock.listen(128)
     port = sock.getsockname()[1]
     app = server.streamable_http_app(host="127.0.0.1")
     config = uvicorn.Config(app, log_level="warning")
