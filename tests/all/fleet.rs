@@ -186,7 +186,7 @@ pub(crate) fn scrape(addr: std::net::SocketAddr) -> String {
         }
     };
     stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
         .unwrap();
     let mut reply = String::new();
     stream.read_to_string(&mut reply).unwrap();

@@ -14,6 +14,7 @@ mod console;
 mod console_browser;
 mod crash;
 mod deployment;
+mod dns_rebinding;
 mod durable_commit;
 mod fixtures;
 mod fleet;

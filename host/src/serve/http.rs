@@ -1,7 +1,9 @@
 //! The HTTP listeners' accept loop, shared by the web console and the metrics address: each
 //! connection admitted under `[limits]` (connections in all and per address), over TLS when an
 //! acceptor is given, its request heads bounded in time (slowloris), and the peer's address
-//! handed to the router as an [`Peer`] extension.
+//! handed to the router as an [`Peer`] extension. On loopback the console and the metrics
+//! address answer only requests for a loopback host from their own origin
+//! ([`super::rebinding`]); the MCP endpoint has rmcp's own `Host`/`Origin` checks.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -23,6 +25,15 @@ pub(super) async fn serve(
     router: axum::Router,
     admission: Arc<Admission>,
 ) {
+    let guarded = matches!(transport, Transport::Console | Transport::Metrics)
+        && listener
+            .local_addr()
+            .is_ok_and(|addr| addr.ip().is_loopback());
+    let router = if guarded {
+        router.layer(axum::middleware::from_fn(super::rebinding::loopback_only))
+    } else {
+        router
+    };
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,

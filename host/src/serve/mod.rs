@@ -24,6 +24,7 @@ pub mod limits;
 pub mod mcp_endpoint;
 mod methods;
 pub mod metrics;
+pub mod rebinding;
 pub mod rpc;
 mod rules;
 pub mod tls;
