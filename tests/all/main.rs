@@ -27,6 +27,7 @@ mod log_contract;
 mod mcp_doors;
 mod mcp_gateway;
 mod mcp_nothing_unasked;
+mod mcp_pins;
 mod on_postgres;
 mod operability;
 mod ownership;

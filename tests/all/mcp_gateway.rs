@@ -551,7 +551,9 @@ fn a_server_that_dies_mid_call_gives_the_client_an_error_and_the_log_pairs_every
 /// `read_note`, none reaches the server unasked, and the malformed ones are never asked.
 #[test]
 fn hostile_tool_names_are_refused_or_asked_as_written_never_allowed_by_a_neighbours_rule() {
-    let setup = Setup::new("");
+    // Unpinned, so names the server does not list reach the rules (pinned, they are refused
+    // before any question: `mcp_pins`).
+    let setup = Setup::new("[mcp]\npin = \"off\"\n");
     let mut client = Client::stdio(&setup);
     let invalid = [
         "",

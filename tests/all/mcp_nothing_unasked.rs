@@ -270,9 +270,16 @@ fn over_stdio_no_malformed_duplicated_or_custom_message_reaches_the_server_and_e
     let pings = methods.iter().filter(|m| *m == "ping").count();
     assert_eq!(pings, corpus().len());
     let others: Vec<&String> = methods.iter().filter(|m| *m != "ping").collect();
+    // The gateway's own tools/list: the first call of a tool this connection never listed
+    // has its definition checked against its pin.
     assert_eq!(
         others,
-        ["initialize", "notifications/initialized", "tools/call"]
+        [
+            "initialize",
+            "notifications/initialized",
+            "tools/list",
+            "tools/call"
+        ]
     );
     let received = std::fs::read_to_string(setup.path("received.jsonl")).unwrap();
     assert!(!received.contains("delete_note"), "{received}");

@@ -177,6 +177,8 @@ impl SessionFold {
             | Event::ToolResult(_)
             | Event::Unasked(_)
             | Event::McpMessage(_)
+            | Event::McpPinned(_)
+            | Event::McpPinWanted(_)
             | Event::Shadowed(_)
             | Event::Policy(_)
             | Event::HookInvoked(_)
@@ -227,6 +229,8 @@ impl SessionFold {
             | Event::ToolResult(_)
             | Event::Unasked(_)
             | Event::McpMessage(_)
+            | Event::McpPinned(_)
+            | Event::McpPinWanted(_)
             | Event::Shadowed(_)
             | Event::HookInvoked(_)
             | Event::HookResult(_) => {}

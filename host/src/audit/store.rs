@@ -143,6 +143,16 @@ pub type LogLens = Vec<(String, Option<u64>)>;
 /// with it. Kept here, with the logs' names, so a reader of logs knows one without the rules.
 pub const RULES_LOG_PREFIX: &str = "rules.";
 
+/// The prefix of every pins log (`pins.<server>`: the MCP gateway's pinned tool definitions);
+/// no session may be named with it.
+pub const PINS_LOG_PREFIX: &str = "pins.";
+
+/// Whether `name` is a ledger (a rules or pins log: records written one by one, each
+/// checkpointed, no turns) rather than a session's log.
+pub fn is_ledger(name: &str) -> bool {
+    name.starts_with(RULES_LOG_PREFIX) || name.starts_with(PINS_LOG_PREFIX)
+}
+
 /// Longest session id accepted.
 pub const MAX_SESSION_ID_LEN: usize = 128;
 

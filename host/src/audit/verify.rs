@@ -293,7 +293,7 @@ pub fn verify_reader_with(
     let last_signed = signed.keys().next_back().copied().unwrap_or(0);
     // The host checkpoints a rules log after every record (each is a rule added or revoked), so
     // there every record must be covered, as a session's turn ends are.
-    let rules_log = session.starts_with(crate::audit::store::RULES_LOG_PREFIX);
+    let rules_log = crate::audit::store::is_ledger(session);
     // Turn ends (in a rules log: records) after the last checkpoint.
     let mut unsigned_turn_ends: Vec<u64> = Vec::new();
     loop {

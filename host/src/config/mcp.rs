@@ -11,6 +11,9 @@
 //! # host names it answers as, besides loopback's and the --listen address
 //! allowed-hosts = ["gateway.example.com"]
 //! session-idle-s = 300         # an HTTP session idle this long is closed
+//! # pin each tool's definition when first seen ("first-use", the default), only when a person
+//! # approves it ("ask"), or not at all ("off"); a changed definition is withheld until approved
+//! pin = "first-use"
 //! ```
 
 use toml::Value;
@@ -18,8 +21,9 @@ use toml::Value;
 use super::read::{Ctx, table, type_name, unknown_key};
 use super::{ConfigError, Deployment};
 
-const KEYS: [&str; 5] = [
+const KEYS: [&str; 6] = [
     "hide-rejected-tools",
+    "pin",
     "server-requests",
     "allowed-origins",
     "allowed-hosts",
@@ -91,6 +95,18 @@ pub(super) fn parse(ctx: &Ctx, value: &Value, d: &mut Deployment) -> Result<(), 
                         )
                     })?;
                 d.mcp.session_idle = std::time::Duration::from_secs(secs as u64);
+            }
+            "pin" => {
+                use crate::mcp::pins::PinMode;
+                d.mcp.pin = v.as_str().and_then(PinMode::parse).ok_or_else(|| {
+                    ctx.err(
+                        PLACE,
+                        format!(
+                            "pin is one of \"{}\", not {v}",
+                            PinMode::NAMES.join("\", \"")
+                        ),
+                    )
+                })?;
             }
             other => return Err(unknown_key(ctx, PLACE, other, &KEYS)),
         }

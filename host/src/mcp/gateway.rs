@@ -62,12 +62,13 @@ impl Gateway {
         Ok(Gateway {
             shared: Arc::new(Shared {
                 service,
-                options,
                 upstream,
                 closing: tokio_util::task::TaskTracker::new(),
                 open: std::sync::Mutex::default(),
                 http_sessions: Arc::default(),
                 owners: std::sync::Mutex::default(),
+                pins: super::pins::Pins::new(options.config.pin, &options.server),
+                options,
             }),
         })
     }
@@ -196,6 +197,8 @@ struct Link {
     caller: Option<Caller>,
     /// Its place under the gateway's caps on HTTP sessions.
     _slot: Option<SessionSlot>,
+    /// The hash of each tool's definition as this connection's server last listed it.
+    seen: std::sync::Mutex<std::collections::HashMap<String, String>>,
 }
 
 impl Link {
@@ -411,6 +414,7 @@ impl Connection {
             asks,
             caller,
             _slot: slot,
+            seen: std::sync::Mutex::default(),
         })
     }
 
@@ -518,12 +522,61 @@ impl Connection {
             .map_err(|text| McpError::new(REFUSED_CODE, text, None))
     }
 
-    /// The tools the server lists, less those a reject rule refuses whatever the arguments.
-    fn visible(&self, mut listed: ListToolsResult) -> ListToolsResult {
+    /// Whether a call of `name` may be asked: its definition, as this connection's server
+    /// listed it, is pinned ([`super::pins`]). A tool the connection never listed is listed
+    /// now, so its definition is known before anything is asked.
+    async fn pinned(&self, name: &str) -> Result<(), String> {
+        let pins = &self.shared.pins;
+        if pins.off() {
+            return Ok(());
+        }
+        let link = self.link().map_err(|e| e.message.to_string())?;
+        let known = |link: &Link| {
+            link.seen
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(name)
+                .cloned()
+        };
+        let mut seen = known(link);
+        if seen.is_none() {
+            let mut tools = link
+                .peer()
+                .list_all_tools()
+                .await
+                .map_err(|e| format!("{}: {e}", self.gone))?;
+            tools.retain(|tool| !methods::reserved_tool(&tool.name));
+            let hashes = pins.screen(&self.shared.service, &mut tools).await;
+            link.seen
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend(hashes);
+            seen = known(link);
+        }
+        pins.admit_call(&self.shared.service, name, seen.as_deref())
+            .await
+    }
+
+    /// The tools the server lists, less those whose definition is not pinned and those a
+    /// reject rule refuses whatever the arguments.
+    async fn visible(&self, mut listed: ListToolsResult) -> ListToolsResult {
         // A tool under a name reserved for resources and prompts can never be called.
         listed
             .tools
             .retain(|tool| !methods::reserved_tool(&tool.name));
+        if !self.shared.pins.off() {
+            let hashes = self
+                .shared
+                .pins
+                .screen(&self.shared.service, &mut listed.tools)
+                .await;
+            if let Ok(link) = self.link() {
+                link.seen
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .extend(hashes);
+            }
+        }
         if !self.shared.options.config.hide_rejected_tools {
             return listed;
         }
@@ -686,6 +739,16 @@ impl ServerHandler for Connection {
         let Some(tool) = question_tool(&self.shared.options.server, &params.name) else {
             return Ok(refused(INVALID_TOOL_NAME.to_owned()));
         };
+        if let Err(text) = self.pinned(&params.name).await {
+            self.record(
+                McpFrom::Agent,
+                "tools/call".to_owned(),
+                McpHandled::Refused,
+                Some(text.clone()),
+            )
+            .await;
+            return Ok(refused(text));
+        }
         let _running = match self
             .ask_first(
                 &tool,
@@ -718,7 +781,7 @@ impl ServerHandler for Connection {
             ServerResult::ListToolsResult(r) => r,
             other => expect(other)?,
         };
-        Ok(self.visible(listed))
+        Ok(self.visible(listed).await)
     }
 
     async fn complete(

@@ -23,6 +23,7 @@ mod ask;
 mod gateway;
 mod http;
 pub mod methods;
+pub mod pins;
 mod relay;
 mod screen;
 mod stdio;
@@ -73,6 +74,8 @@ pub struct McpConfig {
     pub allowed_hosts: Vec<String>,
     /// How long an HTTP session may stay idle before it is closed (its turn ends).
     pub session_idle: std::time::Duration,
+    /// When a tool's definition is pinned ([`pins`]).
+    pub pin: pins::PinMode,
 }
 
 impl Default for McpConfig {
@@ -86,6 +89,7 @@ impl Default for McpConfig {
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             session_idle: std::time::Duration::from_secs(300),
+            pin: pins::PinMode::default(),
         }
     }
 }
@@ -178,6 +182,8 @@ pub(crate) struct Shared {
     /// Which caller opened each HTTP session, by the transport's session id: a request naming
     /// a session is refused unless it comes from its opener.
     pub(crate) owners: std::sync::Mutex<std::collections::HashMap<String, String>>,
+    /// The server's pinned tool definitions.
+    pub(crate) pins: pins::Pins,
 }
 
 impl Shared {

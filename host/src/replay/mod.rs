@@ -28,7 +28,7 @@ use crate::assemble::{self, AssembleError};
 use crate::audit::error::LogError;
 use crate::audit::event::{Decided, Event};
 use crate::audit::scratch::ScratchStore;
-use crate::audit::store::{RULES_LOG_PREFIX, Store, parse_lines};
+use crate::audit::store::{Store, parse_lines};
 use crate::config::Deployment;
 use crate::outcome::Outcome;
 use crate::plugin::PluginHost;
@@ -159,7 +159,7 @@ fn sessions(store: &dyn Store, which: &Sessions) -> Result<Vec<String>, ReplayEr
     let all: Vec<String> = store
         .list()?
         .into_iter()
-        .filter(|n| !n.starts_with(RULES_LOG_PREFIX))
+        .filter(|n| !crate::audit::store::is_ledger(n))
         .collect();
     match which {
         Sessions::All => Ok(all),

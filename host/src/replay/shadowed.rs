@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::report::argument_line;
 use crate::audit::error::LogError;
 use crate::audit::event::{Asked, Event, Shadowed, Would};
-use crate::audit::store::{RULES_LOG_PREFIX, Store, parse_lines};
+use crate::audit::store::{Store, parse_lines};
 
 /// A disagreement, with the question it was about.
 #[derive(Debug, Clone)]
@@ -69,7 +69,7 @@ pub struct ShadowReport {
 pub fn read(store: &dyn Store, since: Option<SystemTime>) -> Result<ShadowReport, LogError> {
     let mut report = ShadowReport::default();
     for session in store.list()? {
-        if session.starts_with(RULES_LOG_PREFIX) {
+        if crate::audit::store::is_ledger(&session) {
             continue;
         }
         report.sessions += 1;

@@ -57,6 +57,8 @@ impl ApprovalService {
             | Event::Shadowed(_)
             | Event::Unasked(_)
             | Event::McpMessage(_)
+            | Event::McpPinned(_)
+            | Event::McpPinWanted(_)
             | Event::ToolResult(_) => return Ok(false),
         }
         Ok(true)

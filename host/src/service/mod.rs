@@ -27,7 +27,7 @@ use crate::audit::event::{
 };
 use crate::audit::log::SessionLog;
 use crate::audit::redact::{Redaction, RedactionCell};
-use crate::audit::store::{DirStore, RULES_LOG_PREFIX, Store, validate_session_id};
+use crate::audit::store::{DirStore, Store, validate_session_id};
 use crate::audit::subscribe::{Subscriber, Subscribers, Subscription};
 use crate::outcome::{FailureKind, Outcome};
 use crate::policy::{self, Policy};
@@ -38,6 +38,7 @@ use crate::waterfall::{AfterDecision, Listener, Position, Registration, Scope, W
 
 mod error;
 mod feed;
+mod ledger;
 pub mod observe;
 mod request;
 mod settled;
@@ -45,6 +46,7 @@ mod standing;
 mod traceparent;
 
 pub use error::ApprovalError;
+pub use ledger::Ledger;
 pub use request::{ApprovalRequest, Verdict};
 pub use traceparent::{BadTraceParent, TraceParent};
 
@@ -296,10 +298,10 @@ impl ApprovalService {
 
     async fn session(&self, id: &str) -> Result<Arc<Session>, ApprovalError> {
         validate_session_id(id)?;
-        if id.starts_with(RULES_LOG_PREFIX) {
+        if crate::audit::store::is_ledger(id) {
             return Err(LogError::InvalidSessionId {
                 id: id.to_owned(),
-                why: "the \"rules.\" prefix is reserved for the rules logs",
+                why: "the \"rules.\" and \"pins.\" prefixes are reserved for the rules and pins logs",
             }
             .into());
         }

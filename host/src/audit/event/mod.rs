@@ -48,9 +48,14 @@ pub mod types {
     /// A message the MCP gateway passed on or refused without a question: the agent's refused
     /// or dropped, or a request the server made of the agent.
     pub const MCP_MESSAGE: &str = "mcp/message";
+    /// An MCP tool's definition was pinned: on first use, or approved by a person.
+    pub const MCP_PINNED: &str = "mcp/pinned";
+    /// An MCP tool's definition the gateway withheld: changed from its pin, or new under
+    /// `pin = "ask"`.
+    pub const MCP_PIN_WANTED: &str = "mcp/pin-wanted";
 
     /// Every event type, in the order above.
-    pub const ALL: [&str; 15] = [
+    pub const ALL: [&str; 17] = [
         TURN_START,
         TURN_END,
         TOOL_CALL,
@@ -66,6 +71,8 @@ pub mod types {
         APPROVAL_SHADOWED,
         APPROVAL_UNASKED,
         MCP_MESSAGE,
+        MCP_PINNED,
+        MCP_PIN_WANTED,
     ];
 }
 
@@ -509,6 +516,46 @@ impl McpMessage {
     }
 }
 
+/// `mcp/pinned {server, tool, hash, definition, by, previous?}`: the definition of `tool` (its
+/// name, title, description, input and output schemas and annotations) that the gateway lists
+/// and lets be called from now on, kept whole so a later change can be shown beside it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct McpPinned {
+    /// The server's name (as in `mcp__<server>__<tool>`).
+    pub server: String,
+    /// The tool's name as the server lists it.
+    pub tool: String,
+    /// `sha256:<hex>` of the definition's canonical JSON.
+    pub hash: String,
+    /// The definition pinned.
+    pub definition: Value,
+    /// Who pinned it: `first-use`, or the person who approved it (`cli:<user>`,
+    /// `console:<token>`).
+    pub by: String,
+    /// The hash this pin replaces, when the tool had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<String>,
+}
+
+/// `mcp/pin-wanted {server, tool, hash, definition, previous?}`: a definition the gateway saw
+/// and withheld until a person approves it (changed from its pin, or new under `pin = "ask"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct McpPinWanted {
+    /// The server's name.
+    pub server: String,
+    /// The tool's name as the server lists it.
+    pub tool: String,
+    /// `sha256:<hex>` of the definition's canonical JSON.
+    pub hash: String,
+    /// The definition seen.
+    pub definition: Value,
+    /// The pinned hash it differs from; `None` for a tool never pinned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<String>,
+}
+
 /// Who ended a turn its client did not end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -569,6 +616,10 @@ pub enum Event {
     Unasked(Unasked),
     /// `mcp/message`.
     McpMessage(McpMessage),
+    /// `mcp/pinned`.
+    McpPinned(McpPinned),
+    /// `mcp/pin-wanted`.
+    McpPinWanted(McpPinWanted),
 }
 
 /// Event data that does not fit its type.
@@ -611,6 +662,8 @@ impl Event {
             Event::Shadowed(_) => types::APPROVAL_SHADOWED,
             Event::Unasked(_) => types::APPROVAL_UNASKED,
             Event::McpMessage(_) => types::MCP_MESSAGE,
+            Event::McpPinned(_) => types::MCP_PINNED,
+            Event::McpPinWanted(_) => types::MCP_PIN_WANTED,
         }
     }
 
@@ -669,6 +722,8 @@ impl Event {
             types::APPROVAL_SHADOWED => Event::Shadowed(parse(types::APPROVAL_SHADOWED, data)?),
             types::APPROVAL_UNASKED => Event::Unasked(parse(types::APPROVAL_UNASKED, data)?),
             types::MCP_MESSAGE => Event::McpMessage(parse(types::MCP_MESSAGE, data)?),
+            types::MCP_PINNED => Event::McpPinned(parse(types::MCP_PINNED, data)?),
+            types::MCP_PIN_WANTED => Event::McpPinWanted(parse(types::MCP_PIN_WANTED, data)?),
             other => return Err(EventError::UnknownType(other.to_owned())),
         })
     }
@@ -691,6 +746,8 @@ impl Event {
             Event::Shadowed(d) => serde_json::to_value(d),
             Event::Unasked(d) => serde_json::to_value(d),
             Event::McpMessage(d) => serde_json::to_value(d),
+            Event::McpPinned(d) => serde_json::to_value(d),
+            Event::McpPinWanted(d) => serde_json::to_value(d),
         };
         // These types serialise plain structs of strings, enums and JSON values: infallible.
         value.unwrap_or(Value::Null)

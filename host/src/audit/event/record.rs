@@ -70,6 +70,8 @@ impl Serialize for DataRef<'_> {
             Event::Shadowed(d) => d.serialize(serializer),
             Event::Unasked(d) => d.serialize(serializer),
             Event::McpMessage(d) => d.serialize(serializer),
+            Event::McpPinned(d) => d.serialize(serializer),
+            Event::McpPinWanted(d) => d.serialize(serializer),
         }
     }
 }

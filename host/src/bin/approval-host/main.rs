@@ -28,6 +28,7 @@ mod hook_guard;
 mod init;
 mod keygen;
 mod mcp_cmd;
+mod mcp_pins_cmd;
 mod new;
 mod progress;
 mod project_state;

@@ -18,13 +18,17 @@ use crate::{Context, UsageError};
 
 /// The arguments of `mcp`.
 #[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub(crate) struct McpArgs {
+    /// What to do besides running the gateway.
+    #[command(subcommand)]
+    command_: Option<McpCommand>,
     /// The deployment file (TOML): its rules, plugins and answerers decide every `tools/call`.
-    #[arg(long, value_name = "FILE")]
-    config: PathBuf,
+    #[arg(long, value_name = "FILE", required = true)]
+    config: Option<PathBuf>,
     /// The server's name in rules: its tools are asked about as `mcp__<NAME>__<tool>`.
-    #[arg(long, value_name = "NAME")]
-    name: String,
+    #[arg(long, value_name = "NAME", required = true)]
+    name: Option<String>,
     /// Serve agents over streamable HTTP instead of stdio, at this address (`127.0.0.1:8931`,
     /// endpoint `/mcp`: every request bears a `[[token]]` with the agent role; off loopback over
     /// TLS) or on a Unix socket only its owner may use (`unix:/run/approval.sock`, endpoint `/mcp`;
@@ -59,8 +63,22 @@ pub(crate) struct McpArgs {
     command: Vec<String>,
 }
 
+/// `mcp`'s subcommands.
+#[derive(clap::Subcommand, Debug)]
+enum McpCommand {
+    /// The pinned tool definitions: list them, approve a changed one.
+    #[command(subcommand)]
+    Pins(crate::mcp_pins_cmd::PinsCommand),
+}
+
 /// Runs `mcp`.
 pub(crate) fn run(ctx: &Context, args: McpArgs) -> Result<ExitCode> {
+    if let Some(McpCommand::Pins(command)) = args.command_ {
+        return crate::mcp_pins_cmd::run(ctx, command);
+    }
+    let (Some(config_file), Some(name)) = (args.config.clone(), args.name.clone()) else {
+        return Err(UsageError("mcp needs --config FILE and --name NAME".to_owned()).into());
+    };
     // reqwest (the SDK's HTTP client) is built on rustls without a provider of its own.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let upstream = match (&args.upstream, args.command.is_empty()) {
@@ -84,8 +102,8 @@ pub(crate) fn run(ctx: &Context, args: McpArgs) -> Result<ExitCode> {
         }
     };
     let listen = args.listen.as_deref().map(listen_at).transpose()?;
-    approval_host::mcp::check_server_name(&args.name).map_err(|e| UsageError(e.to_string()))?;
-    let deployment = Deployment::load(&args.config)?;
+    approval_host::mcp::check_server_name(&name).map_err(|e| UsageError(e.to_string()))?;
+    let deployment = Deployment::load(&config_file)?;
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(
             approval_host::serve::tls::acceptor(&approval_host::serve::tls::TlsFiles {
@@ -123,7 +141,7 @@ pub(crate) fn run(ctx: &Context, args: McpArgs) -> Result<ExitCode> {
         config.allowed_hosts.push(addr.ip().to_string());
     }
     let options = GatewayOptions {
-        server: args.name.clone(),
+        server: name.clone(),
         config,
         // Relative path rules and the protections read a question's paths from the gateway's
         // directory: where a server it starts runs, and the nearest thing to the agent's own
@@ -137,7 +155,7 @@ pub(crate) fn run(ctx: &Context, args: McpArgs) -> Result<ExitCode> {
         sessions_per_caller: deployment.limits.sessions_per_token,
     };
     let serve = ServeOptions {
-        config: args.config.clone(),
+        config: config_file.clone(),
         state_dir: ctx.dir.clone(),
         store_url: ctx.store.clone(),
         migrate: false,

@@ -153,7 +153,7 @@ impl From<EffectArg> for Effect {
 }
 
 /// Who the command line is, for a rule's creator and a revocation's `by`.
-fn cli_user() -> String {
+pub(crate) fn cli_user() -> String {
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
         .unwrap_or_else(|_| "unknown".to_owned());

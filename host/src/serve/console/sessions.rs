@@ -117,7 +117,7 @@ impl Summaries {
     ) -> Result<Vec<Arc<Summary>>, crate::audit::error::LogError> {
         let mut out = Vec::new();
         for (id, len) in store.list_lens()? {
-            if id.starts_with(crate::audit::store::RULES_LOG_PREFIX) {
+            if crate::audit::store::is_ledger(&id) {
                 continue;
             }
             let cached = len.and_then(|len| {
