@@ -7,6 +7,7 @@
 
 use std::process::Command;
 
+use approval_host::Store as _;
 use approval_host::mcp::pins;
 use serde_json::{Value, json};
 
@@ -314,4 +315,42 @@ async fn no_session_may_be_named_as_a_pins_ledger() {
         ),
         "{refused}"
     );
+}
+
+#[test]
+fn on_postgresql_gateways_share_their_pins_and_a_change_one_withholds_is_approved_for_all() {
+    use crate::support::pg::{fresh_schema, store};
+    let url = fresh_schema();
+    // Migrated once, as `serve --migrate` would.
+    drop(store(&url, "setup", std::time::Duration::from_secs(15)));
+    let setup = Setup::new(&format!("[store]\nurl = {url:?}\n"));
+    let mut first = Client::stdio(&setup);
+    assert_eq!(tools(&mut first), json!({"tools": LISTED}));
+    first.quit();
+    std::fs::write(
+        setup.path("descriptions.json"),
+        json!({"read_note": REWRITTEN}).to_string(),
+    )
+    .unwrap();
+    // Another gateway process, on the same database, sees the first one's pins.
+    let mut second = Client::stdio(&setup);
+    let without: Vec<&str> = LISTED
+        .iter()
+        .copied()
+        .filter(|t| *t != "read_note")
+        .collect();
+    assert_eq!(tools(&mut second), json!({"tools": without}));
+    let reader = store(&url, "reader", std::time::Duration::from_secs(15));
+    let records = crate::support::events_in(
+        &String::from_utf8(reader.read(&pins::ledger_name("notes")).unwrap()).unwrap(),
+    );
+    let kinds: Vec<&str> = records.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(kinds.iter().filter(|k| **k == "mcp/pinned").count(), 7);
+    assert_eq!(kinds.last(), Some(&"mcp/pin-wanted"));
+    // Nothing of it is in the state directory.
+    assert!(!log_path(&setup.state(), &pins::ledger_name("notes")).exists());
+    let approved = pins_cli(&setup, &["approve", "notes", "read_note"]);
+    assert!(approved.status.success(), "{approved:?}");
+    assert_eq!(tools(&mut second), json!({"tools": LISTED}));
+    second.quit();
 }
