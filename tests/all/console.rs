@@ -24,7 +24,8 @@ pub(crate) const ADMIN: &str = "aht_admin_token_for_tests_0000000000000000000000
 pub(crate) const TEAM: &str =
     "aht_team_answerer_token_for_tests_00000000000000000000000000000000000";
 /// An admin limited to sessions starting with `team-`.
-const TEAM_ADMIN: &str = "aht_team_admin_token_for_tests_000000000000000000000000000000000000000";
+pub(crate) const TEAM_ADMIN: &str =
+    "aht_team_admin_token_for_tests_000000000000000000000000000000000000000";
 
 const PATIENCE: Duration = Duration::from_secs(20);
 

@@ -354,3 +354,90 @@ fn on_postgresql_gateways_share_their_pins_and_a_change_one_withholds_is_approve
     assert_eq!(tools(&mut second), json!({"tools": LISTED}));
     second.quit();
 }
+
+#[test]
+fn in_the_console_an_admin_of_every_session_sees_the_change_beside_its_pin_and_approves_it() {
+    use crate::console::{ADMIN, ANSWERER, TEAM_ADMIN, http, log_in_as};
+    use approval_host::serve::console::NEEDS_ADMIN;
+    use approval_host::serve::console::pins::NEEDS_FULL_ADMIN;
+
+    let setup = Setup::new("");
+    let mut client = Client::stdio(&setup);
+    assert_eq!(tools(&mut client), json!({"tools": LISTED}));
+    std::fs::write(
+        setup.path("descriptions.json"),
+        json!({"read_note": REWRITTEN}).to_string(),
+    )
+    .unwrap();
+    assert_eq!(tools(&mut client)["tools"].as_array().unwrap().len(), 5);
+    client.quit();
+    let pinned = hash_of(&setup, "mcp/pinned", "read_note");
+    let now = hash_of(&setup, "mcp/pin-wanted", "read_note");
+
+    // A console over the same state directory.
+    let console_dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(setup.state(), console_dir.path().join("state")).unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let (_server, addr) = crate::console::server(console_dir.path(), 30).await;
+        let form = |csrf: &str| {
+            vec![
+                ("csrf", csrf.to_owned()),
+                ("server", "notes".to_owned()),
+                ("tool", "read_note".to_owned()),
+                ("hash", now.clone()),
+            ]
+        };
+        let post = |cookie: String, fields: Vec<(&'static str, String)>| async move {
+            let fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            http(addr, "POST", "/pins/approve", Some(&cookie), Some(&fields)).await
+        };
+
+        // An answerer has no Pins page.
+        let (cookie, csrf) = log_in_as(addr, ANSWERER).await;
+        let page = http(addr, "GET", "/pins", Some(&cookie), None).await;
+        assert_eq!((page.status, page.body.as_str()), (403, NEEDS_ADMIN));
+        let refused = post(cookie, form(&csrf)).await;
+        assert_eq!((refused.status, refused.body.as_str()), (403, NEEDS_ADMIN));
+
+        // An admin limited to some sessions sees it and may not approve.
+        let (cookie, csrf) = log_in_as(addr, TEAM_ADMIN).await;
+        let refused = post(cookie, form(&csrf)).await;
+        assert_eq!(refused.status, 403);
+        assert!(refused.body.contains(NEEDS_FULL_ADMIN), "{}", refused.body);
+
+        // An admin of every session reads the change side by side.
+        let (cookie, csrf) = log_in_as(addr, ADMIN).await;
+        let page = http(addr, "GET", "/pins", Some(&cookie), None).await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        let body = &page.body;
+        assert!(body.contains("Withheld: <code>read_note</code>"), "{body}");
+        assert!(
+            body.contains("<td class=\"del\"><pre>  &quot;description&quot;: &quot;Reads a note.&quot;,</pre></td>"),
+            "{body}"
+        );
+        assert!(
+            body.contains(&format!(
+                "<td class=\"ins\"><pre>  &quot;description&quot;: &quot;{REWRITTEN}&quot;,</pre></td>"
+            )),
+            "{body}"
+        );
+        // A forged form does nothing; the real one approves it.
+        let forged = post(cookie.clone(), form("not-the-csrf")).await;
+        assert_eq!(forged.status, 403);
+        let done = post(cookie.clone(), form(&csrf)).await;
+        assert_eq!((done.status, done.header("location")), (303, Some("/pins")));
+        let page = http(addr, "GET", "/pins", Some(&cookie), None).await;
+        assert!(!page.body.contains("Withheld:"), "{}", page.body);
+        assert!(page.body.contains("<td>web:root</td>"), "{}", page.body);
+    });
+    let (kind, last) = ledger(&setup).pop().unwrap();
+    assert_eq!(kind, "mcp/pinned");
+    assert_eq!(
+        (&last["hash"], &last["by"], &last["previous"]),
+        (&json!(now), &json!("web:root"), &json!(pinned))
+    );
+    let mut client = Client::stdio(&setup);
+    assert_eq!(tools(&mut client), json!({"tools": LISTED}));
+    client.quit();
+}

@@ -13,6 +13,7 @@
 pub mod limits;
 pub mod pages;
 pub mod pending;
+pub mod pins;
 pub mod plugins;
 pub mod questions;
 pub mod rules;
@@ -217,6 +218,8 @@ impl Console {
             .route("/rules/revoke", post(rules::revoke))
             .route("/plugins", get(plugins::page))
             .route("/plugins/reload", post(plugins::reload))
+            .route("/pins", get(pins::page))
+            .route("/pins/approve", post(pins::approve))
             .route("/login", get(login_form).post(log_in))
             .route("/logout", post(log_out))
             .route("/console.js", get(script))

@@ -19,6 +19,8 @@ pub enum Tab {
     Rules,
     /// Plugins (admin).
     Plugins,
+    /// Pinned MCP tool definitions (admin).
+    Pins,
 }
 
 /// A console page: `body` under the navigation a logged-in `viewer` gets.
@@ -30,6 +32,7 @@ pub fn page(title: &str, viewer: Option<&Viewer>, tab: Tab, body: Markup) -> Mar
     if viewer.is_some_and(Viewer::is_admin) {
         tabs.push((Tab::Rules, "/rules", "Rules"));
         tabs.push((Tab::Plugins, "/plugins", "Plugins"));
+        tabs.push((Tab::Pins, "/pins", "Pins"));
     }
     html! {
         (DOCTYPE)
