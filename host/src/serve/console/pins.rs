@@ -97,7 +97,7 @@ pub async fn approve(
     }
     let by = format!("web:{}", viewer.name());
     let service = console.server.service();
-    match pins::approve(&service, &form.server, &form.tool, Some(&form.hash), &by).await {
+    match pins::approve(service, &form.server, &form.tool, Some(&form.hash), &by).await {
         Ok(_) => {
             tracing::info!(user = viewer.name(), server = %form.server, tool = %form.tool, hash = %form.hash, "an MCP tool definition approved on the console");
             Redirect::to("/pins").into_response()
