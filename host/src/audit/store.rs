@@ -150,7 +150,11 @@ pub const PINS_LOG_PREFIX: &str = "pins.";
 /// Whether `name` is a ledger (a rules or pins log: records written one by one, each
 /// checkpointed, no turns) rather than a session's log.
 pub fn is_ledger(name: &str) -> bool {
-    name.starts_with(RULES_LOG_PREFIX) || name.starts_with(PINS_LOG_PREFIX)
+    // Any case: on a file system that folds case, `PINS.notes` is the ledger's file.
+    [RULES_LOG_PREFIX, PINS_LOG_PREFIX].iter().any(|prefix| {
+        name.get(..prefix.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(prefix))
+    })
 }
 
 /// Longest session id accepted.

@@ -441,8 +441,10 @@ pub fn verify_reader_with(
                 report.warnings.push(uncovered(records));
             }
         } else if let Some(&end) = unsigned_turn_ends.first() {
-            let what = if rules_log {
+            let what = if session.starts_with(crate::audit::store::RULES_LOG_PREFIX) {
                 format!("the rule change at seq {end} has no checkpoint")
+            } else if rules_log {
+                format!("the record at seq {end} has no checkpoint")
             } else {
                 format!("the turn that ends at seq {end} has no checkpoint")
             };

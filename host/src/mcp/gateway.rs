@@ -523,54 +523,108 @@ impl Connection {
     }
 
     /// Whether a call of `name` may be asked: its definition, as this connection's server
-    /// listed it, is pinned ([`super::pins`]). A tool the connection never listed is listed
-    /// now, so its definition is known before anything is asked.
+    /// listed it, is pinned ([`super::pins`]). A connection that never listed its tools has
+    /// them listed now, so a definition is known before anything is asked; a name its server
+    /// did not list is refused.
     async fn pinned(&self, name: &str) -> Result<(), String> {
         let pins = &self.shared.pins;
         if pins.off() {
             return Ok(());
         }
         let link = self.link().map_err(|e| e.message.to_string())?;
-        let known = |link: &Link| {
-            link.seen
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(name)
-                .cloned()
-        };
-        let mut seen = known(link);
-        if seen.is_none() {
-            let mut tools = link
-                .peer()
-                .list_all_tools()
-                .await
-                .map_err(|e| format!("{}: {e}", self.gone))?;
-            tools.retain(|tool| !methods::reserved_tool(&tool.name));
-            let hashes = pins.screen(&self.shared.service, &mut tools).await;
+        let listed_before = !link
+            .seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty();
+        if !listed_before {
+            let mut tools = self.whole_list(link).await?;
+            let hashes = pins.screen(&self.shared.service, &mut tools, true).await;
             link.seen
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .extend(hashes);
-            seen = known(link);
         }
+        let seen = link
+            .seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned();
         pins.admit_call(&self.shared.service, name, seen.as_deref())
             .await
     }
 
-    /// The tools the server lists, less those whose definition is not pinned and those a
-    /// reject rule refuses whatever the arguments.
-    async fn visible(&self, mut listed: ListToolsResult) -> ListToolsResult {
-        // A tool under a name reserved for resources and prompts can never be called.
-        listed
-            .tools
-            .retain(|tool| !methods::reserved_tool(&tool.name));
-        if !self.shared.pins.off() {
-            let hashes = self
-                .shared
-                .pins
-                .screen(&self.shared.service, &mut listed.tools)
+    /// Every tool the server lists, page after page (at most [`MAX_PAGES`], within
+    /// [`LIST_PATIENCE`]), less those that can never be called.
+    async fn whole_list(&self, link: &Link) -> Result<Vec<rmcp::model::Tool>, String> {
+        let server = &self.shared.options.server;
+        let listing = async {
+            let mut tools = Vec::new();
+            let mut cursor = None;
+            for _ in 0..MAX_PAGES {
+                let page = link
+                    .peer()
+                    .list_tools(Some(
+                        PaginatedRequestParams::default().with_cursor(cursor.take()),
+                    ))
+                    .await
+                    .map_err(|e| format!("{}: {e}", self.gone))?;
+                tools.extend(page.tools);
+                match page.next_cursor {
+                    Some(next) => cursor = Some(next),
+                    None => return Ok(tools),
+                }
+            }
+            Err(format!(
+                "the MCP server \"{server}\" lists its tools in more than {MAX_PAGES} pages: its tools cannot be checked against their pins"
+            ))
+        };
+        let mut tools = tokio::time::timeout(LIST_PATIENCE, listing)
+            .await
+            .map_err(|_| {
+                format!(
+                    "the MCP server \"{server}\" did not list its tools within {} s: they cannot be checked against their pins",
+                    LIST_PATIENCE.as_secs()
+                )
+            })??;
+        tools.retain(|tool| callable(server, &tool.name));
+        Ok(tools)
+    }
+
+    /// The tools the server lists, less those that can never be called, those whose definition
+    /// is not pinned and those a reject rule refuses whatever the arguments. `first_page`: the
+    /// request named no cursor.
+    async fn visible(&self, mut listed: ListToolsResult, first_page: bool) -> ListToolsResult {
+        let server = &self.shared.options.server;
+        listed.tools.retain(|tool| callable(server, &tool.name));
+        let pins = &self.shared.pins;
+        if !pins.off() {
+            let whole = first_page && listed.next_cursor.is_none();
+            let link = self.link().ok();
+            // A server's first use pins its whole list at once: when this is one page of it,
+            // the rest is listed first.
+            if !whole
+                && let Some(link) = link
+                && pins.awaits_first_use(&self.shared.service).await
+            {
+                match self.whole_list(link).await {
+                    Ok(mut all) => {
+                        let hashes = pins.screen(&self.shared.service, &mut all, true).await;
+                        link.seen
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .extend(hashes);
+                    }
+                    Err(e) => {
+                        tracing::warn!(server, error = %e, "an MCP server's first list could not be pinned whole")
+                    }
+                }
+            }
+            let hashes = pins
+                .screen(&self.shared.service, &mut listed.tools, whole)
                 .await;
-            if let Ok(link) = self.link() {
+            if let Some(link) = link {
                 link.seen
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
@@ -583,13 +637,24 @@ impl Connection {
         let Some(book) = self.shared.service.rules() else {
             return listed;
         };
-        let server = &self.shared.options.server;
         listed.tools.retain(|tool| {
             question_tool(server, &tool.name)
                 .is_none_or(|name| book.rejects_every_call(&name, self.session()).is_none())
         });
         listed
     }
+}
+
+/// Pages of a server's tool list the gateway reads to know every definition.
+const MAX_PAGES: usize = 64;
+
+/// How long the gateway waits for a server's whole tool list.
+const LIST_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Whether a tool of `server` named `name` could ever be called: a name reserved for resources
+/// and prompts, or one no question can carry (a blank or control character), is never listed.
+fn callable(server: &str, name: &str) -> bool {
+    !methods::reserved_tool(name) && question_tool(server, name).is_some()
 }
 
 /// The HTTP request a message came in (its headers, and what the layers in front added); `None`
@@ -774,6 +839,7 @@ impl ServerHandler for Connection {
         params: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        let first_page = params.as_ref().is_none_or(|p| p.cursor.is_none());
         let listed = match self
             .pass(ClientRequest::ListToolsRequest(optional(params)), context)
             .await?
@@ -781,7 +847,7 @@ impl ServerHandler for Connection {
             ServerResult::ListToolsResult(r) => r,
             other => expect(other)?,
         };
-        Ok(self.visible(listed).await)
+        Ok(self.visible(listed, first_page).await)
     }
 
     async fn complete(

@@ -8,6 +8,10 @@
 //! `mcp/pin-wanted` with the whole definition, and a call of it is refused with the reason,
 //! until a person approves it (`approval-host mcp pins approve`, or the console), which is
 //! recorded as `mcp/pinned` naming who. A ledger that does not read intact withholds every tool.
+//!
+//! First use is the server's, not each tool's: the definitions of the server's whole first list
+//! are pinned together, and a tool that appears later waits for a person as a changed one does
+//! (a server that cannot rewrite a tool could otherwise add one that says what it likes).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -52,19 +56,30 @@ pub fn ledger_name(server: &str) -> String {
     format!("{PINS_LOG_PREFIX}{server}")
 }
 
+// The model reads these texts: they say a person decides, and never how to approve (an agent
+// told the command could run it).
+
 /// The text of a call of a tool whose definition changed since it was pinned.
 pub fn changed(server: &str, tool: &str, pinned: &str, now: &str) -> String {
     format!(
-        "the definition of MCP tool \"{tool}\" on server \"{server}\" changed since it was pinned ({pinned} is now {now}): it is withheld until a person approves the change (approval-host mcp pins approve {server} {tool})"
+        "the definition of MCP tool \"{tool}\" on server \"{server}\" changed since it was pinned ({pinned} is now {now}): it is withheld until a person approves the change"
     )
 }
 
-/// The text of a call of a tool no person has approved yet (`pin = "ask"`).
+/// The text of a call of a tool no person has approved yet (`pin = "ask"`, or a tool that
+/// appeared after the server's first list).
 pub fn not_approved(server: &str, tool: &str, now: &str) -> String {
     format!(
-        "MCP tool \"{tool}\" on server \"{server}\" ({now}) has not been approved: it is withheld until a person approves it (approval-host mcp pins approve {server} {tool})"
+        "MCP tool \"{tool}\" on server \"{server}\" ({now}) has not been approved: it is withheld until a person approves it"
     )
 }
+
+/// Distinct withheld definitions recorded per tool; a server that keeps rewriting one gets its
+/// later ones withheld unrecorded (the ledger cannot be grown without bound).
+pub const MAX_WANTED_PER_TOOL: usize = 8;
+
+/// Tools pinned or waiting per server; past it a new tool is withheld unrecorded.
+pub const MAX_TOOLS: usize = 1024;
 
 /// The text of a call of a tool the server did not list.
 pub fn not_listed(server: &str, tool: &str) -> String {
@@ -194,6 +209,19 @@ impl PinBook {
         self.wanted
             .get(tool)
             .is_some_and(|l| l.iter().any(|(h, _)| h == hash))
+    }
+
+    /// Whether the ledger may take one more withheld definition of `tool`.
+    fn has_room_for(&self, tool: &str) -> bool {
+        let known = self.pinned.contains_key(tool) || self.wanted.contains_key(tool);
+        let tools = self
+            .wanted
+            .keys()
+            .filter(|t| !self.pinned.contains_key(*t))
+            .count()
+            + self.pinned.len();
+        self.wanted.get(tool).map_or(0, Vec::len) < MAX_WANTED_PER_TOOL
+            && (known || tools < MAX_TOOLS)
     }
 
     /// The definitions waiting for a person: per tool, each recorded one not pinned now, the
@@ -363,24 +391,49 @@ impl Pins {
         }
     }
 
-    /// Keeps in `tools` only those whose definition is pinned (pinning a new one on first use),
-    /// recording each withheld definition once; returns the hash of every listed definition by
-    /// name (what this connection's server said), withheld ones included.
+    /// Whether the server has no pin yet under `first-use`: its first whole list will be
+    /// pinned.
+    pub(crate) async fn awaits_first_use(&self, service: &ApprovalService) -> bool {
+        if self.mode != PinMode::FirstUse {
+            return false;
+        }
+        let mut state = self.state.lock().await;
+        self.refresh(service, &mut state).await;
+        state.broken.is_none() && state.book.pinned.is_empty() && state.book.wanted.is_empty()
+    }
+
+    /// Keeps in `tools` only those whose definition is pinned, recording each withheld
+    /// definition once; returns the hash of every listed definition by name (what this
+    /// connection's server said), withheld ones included. `whole`: `tools` is the server's
+    /// entire list (no page of it left out), which under `first-use` pins it all when the server
+    /// has no pin yet.
     pub(crate) async fn screen(
         &self,
         service: &ApprovalService,
         tools: &mut Vec<rmcp::model::Tool>,
+        whole: bool,
     ) -> HashMap<String, String> {
         let mut seen = HashMap::new();
         let mut state = self.state.lock().await;
         self.refresh(service, &mut state).await;
+        let first_use = whole
+            && self.mode == PinMode::FirstUse
+            && state.broken.is_none()
+            && state.book.pinned.is_empty()
+            && state.book.wanted.is_empty();
         let mut verdicts = Vec::with_capacity(tools.len());
         for tool in tools.iter() {
             let definition = definition(tool);
             let hash = hash(&definition);
             seen.insert(tool.name.to_string(), hash.clone());
             let verdict = self
-                .judge(service, &mut state, &tool.name, hash, definition)
+                .judge(
+                    service,
+                    &mut state,
+                    &tool.name,
+                    (hash, definition),
+                    first_use,
+                )
                 .await;
             verdicts.push(matches!(verdict, Verdict::List));
         }
@@ -394,8 +447,8 @@ impl Pins {
         service: &ApprovalService,
         state: &mut State,
         tool: &str,
-        hash: String,
-        definition: Value,
+        (hash, definition): (String, Value),
+        first_use: bool,
     ) -> Verdict {
         if state.broken.is_some() {
             return Verdict::Withhold;
@@ -404,8 +457,8 @@ impl Pins {
         if pinned.as_deref() == Some(hash.as_str()) {
             return Verdict::List;
         }
-        let event = match (&pinned, self.mode) {
-            (None, PinMode::FirstUse) => Event::McpPinned(McpPinned {
+        let event = match &pinned {
+            None if first_use => Event::McpPinned(McpPinned {
                 server: self.server.clone(),
                 tool: tool.to_owned(),
                 hash: hash.clone(),
@@ -414,6 +467,10 @@ impl Pins {
                 previous: None,
             }),
             _ if state.book.is_wanted(tool, &hash) => return Verdict::Withhold,
+            _ if !state.book.has_room_for(tool) => {
+                tracing::warn!(server = %self.server, tool, "an MCP tool's definition withheld unrecorded: the server has rewritten or added too many");
+                return Verdict::Withhold;
+            }
             _ => Event::McpPinWanted(McpPinWanted {
                 server: self.server.clone(),
                 tool: tool.to_owned(),

@@ -31,14 +31,24 @@ impl ApprovalService {
     }
 
     /// Reads ledger `name` (empty when it has none): refused unless it reads intact, chained
-    /// from its first record, with the writer's rules (no line changed, removed or inserted).
+    /// from its first record, with the writer's rules (no line changed, removed or inserted)
+    /// and, when the deployment signs, every record covered by a checkpoint and none removed
+    /// after one (a ledger deleted or cut back is refused, not read as new). A record another
+    /// process appended a moment ago, whose checkpoint is still being written, is refused too:
+    /// the reader reads it again at its next look.
     ///
     /// # Errors
     /// [`LogError::Corrupt`] naming what is wrong; the store cannot be read.
     pub async fn read_ledger(&self, name: &str) -> Result<Ledger, ApprovalError> {
         let store = self.inner.store.clone();
         let name = name.to_owned();
-        tokio::task::spawn_blocking(move || read(&*store, &name))
+        let checkpointer = self
+            .inner
+            .checkpointer
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        tokio::task::spawn_blocking(move || read(&*store, &name, checkpointer.as_deref()))
             .await
             .map_err(|e| ApprovalError::Internal(e.to_string()))?
     }
@@ -89,7 +99,11 @@ fn open(store: &dyn crate::audit::store::Store, name: &str) -> Result<SessionLog
     }
 }
 
-fn read(store: &dyn crate::audit::store::Store, name: &str) -> Result<Ledger, ApprovalError> {
+fn read(
+    store: &dyn crate::audit::store::Store,
+    name: &str,
+    checkpointer: Option<&crate::audit::checkpoint::Checkpointer>,
+) -> Result<Ledger, ApprovalError> {
     let len = store.log_len(name).ok().flatten();
     let bytes = match store.read(name) {
         Ok(bytes) => bytes,
@@ -107,8 +121,20 @@ fn read(store: &dyn crate::audit::store::Store, name: &str) -> Result<Ledger, Ap
         line: usize::try_from(line).unwrap_or(usize::MAX),
         reason,
     };
-    let report = crate::audit::verify::verify_reader_with(bytes.as_slice(), name, None)
-        .map_err(|e| corrupt(0, e.to_string()))?;
+    let checkpoints = match checkpointer {
+        Some(c) => Some((
+            c.verifying_key(),
+            c.checkpoints(name)
+                .map_err(|e| corrupt(0, format!("its checkpoints cannot be read: {e}")))?,
+        )),
+        None => None,
+    };
+    let report = crate::audit::verify::verify_reader_with(
+        bytes.as_slice(),
+        name,
+        checkpoints.as_ref().map(|(k, l)| (k, l.as_slice())),
+    )
+    .map_err(|e| corrupt(0, e.to_string()))?;
     if let Some(problem) = report.problem {
         return Err(corrupt(problem.line, problem.message).into());
     }

@@ -114,13 +114,35 @@ fn open(ctx: &Context, config: &std::path::Path) -> Result<approval_host::Approv
     Ok(service)
 }
 
+/// `text` as a terminal shows it: every character that would draw as nothing, move the cursor
+/// or reorder the line (controls, escapes, bidirectional and zero-width characters) written as
+/// `\u{XXXX}`, so what a person reads is what they approve.
+fn shown(text: &str) -> String {
+    use approval_host::serve::console::visible::is_hidden;
+    text.chars()
+        .map(|c| {
+            if is_hidden(c) || c == '\n' || c == '\t' {
+                format!("\\u{{{:04X}}}", u32::from(c))
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// One server's pins, then what waits, each waiting definition as a diff against its pin.
 fn describe(server: &str, book: &PinBook, out: &mut String) {
     use std::fmt::Write as _;
     let mut tools: Vec<_> = book.pinned.iter().collect();
     tools.sort_by(|a, b| a.0.cmp(b.0));
     for (tool, pin) in tools {
-        let _ = writeln!(out, "{server} {tool} {} pinned by {}", pin.hash, pin.by);
+        let _ = writeln!(
+            out,
+            "{server} {} {} pinned by {}",
+            shown(tool),
+            pin.hash,
+            shown(&pin.by)
+        );
     }
     for wanted in book.waiting() {
         let was = wanted
@@ -128,10 +150,16 @@ fn describe(server: &str, book: &PinBook, out: &mut String) {
             .as_ref()
             .map(|p| format!("changed from {}", p.hash))
             .unwrap_or_else(|| "never pinned".to_owned());
+        // Quoted for a shell: a tool's name is the server's to choose.
+        let quoted = shlex::try_quote(&wanted.tool)
+            .map(|q| shown(&q))
+            .unwrap_or_else(|_| "<a name no shell can quote>".to_owned());
         let _ = writeln!(
             out,
-            "{server} {} {} WITHHELD ({was}): approve with `approval-host mcp pins approve {server} {} --hash {}`",
-            wanted.tool, wanted.hash, wanted.tool, wanted.hash
+            "{server} {} {} WITHHELD ({was}): approve with `approval-host mcp pins approve {server} {quoted} --hash {}`",
+            shown(&wanted.tool),
+            wanted.hash,
+            wanted.hash
         );
         let before = wanted
             .pinned
@@ -140,7 +168,7 @@ fn describe(server: &str, book: &PinBook, out: &mut String) {
             .unwrap_or_default();
         let after = pins::pretty(&wanted.definition);
         for line in pins::diff_lines(&before, &after) {
-            let _ = writeln!(out, "    {line}");
+            let _ = writeln!(out, "    {}", shown(&line));
         }
     }
 }
