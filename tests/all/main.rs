@@ -25,6 +25,7 @@ mod init;
 mod layering;
 mod log_contract;
 mod mcp_doors;
+mod mcp_filesystem;
 mod mcp_gateway;
 mod mcp_nothing_unasked;
 mod mcp_pins;

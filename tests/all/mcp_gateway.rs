@@ -186,7 +186,16 @@ impl Client {
         Client::start_with(args, events, false)
     }
 
+    /// [`Client::start`] with the client (and so the gateway it starts) working in `cwd`.
+    pub(crate) fn start_in(args: &[String], events: &Path, cwd: &Path) -> Client {
+        Client::start_from(args, events, false, Some(cwd))
+    }
+
     fn start_with(args: &[String], events: &Path, read_stderr: bool) -> Client {
+        Client::start_from(args, events, read_stderr, None)
+    }
+
+    fn start_from(args: &[String], events: &Path, read_stderr: bool, cwd: Option<&Path>) -> Client {
         let python_sdk = Command::new("python3")
             .args(["-c", "import mcp"])
             .status()
@@ -195,7 +204,11 @@ impl Client {
             python_sdk,
             "these tests need python3 with the MCP Python SDK (`python3 -m pip install mcp==2.3.0`, as .ci/run does)"
         );
-        let mut child = Command::new("python3")
+        let mut command = Command::new("python3");
+        if let Some(cwd) = cwd {
+            command.current_dir(cwd);
+        }
+        let mut child = command
             .arg(script("client.py"))
             .args(args)
             .env("NOTES_EVENTS", events)
