@@ -190,6 +190,7 @@ fn gate_table(samples: usize) {
                 tool: "Bash",
                 arguments: Some(&args),
                 cwd: Some("/w"),
+                undeclared: &[],
             };
             let want = (n > 0).then_some(Effect::Allow);
             assert_eq!(book.peek(&call, "s").map(|m| m.effect), want);

@@ -111,6 +111,14 @@ fn the_npm_filesystem_server_moves_and_reads_only_where_every_path_of_the_call_i
             "{paths}"
         );
     }
+    // An argument the tool's schema does not declare leaves the call to a person.
+    assert_eq!(
+        client.call(
+            "read_multiple_files",
+            json!({"paths": ["./docs/a.md"], "followSymlinks": true})
+        ),
+        unavailable("read_multiple_files")
+    );
     // An argument the server ignores does not stand in for the one it reads.
     assert_eq!(
         client.call(
@@ -179,5 +187,5 @@ fn the_npm_filesystem_server_moves_and_reads_only_where_every_path_of_the_call_i
         allowed,
         ["mcp__fs__read_multiple_files", "mcp__fs__move_file"]
     );
-    assert_eq!(decided.len(), 2 + 8 + 6);
+    assert_eq!(decided.len(), 2 + 9 + 6);
 }

@@ -1104,3 +1104,46 @@ async fn a_gateway_stopped_while_a_question_waits_settles_it_cancelled_and_ends_
     assert_eq!(crate::support::types(&events).last(), Some(&"turn/end"));
     assert!(setup.server_events().is_empty());
 }
+
+#[test]
+fn an_argument_the_tool_s_schema_does_not_declare_leaves_the_call_to_a_person() {
+    let setup = Setup::new("");
+    let mut client = Client::stdio(&setup);
+    let unavailable = refused(&texts::approval_unavailable("mcp__notes__stat_file"));
+    // stat_file declares `path` only: anything else is an argument no rule knows the meaning
+    // of, however harmless its value looks, pinned or not.
+    for arguments in [
+        json!({"path": "./docs/a.md", "follow": "../secret.txt"}),
+        json!({"path": "./docs/a.md", "mode": 1}),
+        json!({"path": "./docs/a.md", "PATH": "./docs/b.md"}),
+    ] {
+        assert_eq!(
+            client.call("stat_file", arguments.clone()),
+            unavailable,
+            "{arguments}"
+        );
+    }
+    assert_eq!(
+        client.call("stat_file", json!({"path": "./docs/a.md"})),
+        ok("missing")
+    );
+    client.quit();
+    let asked: Vec<Value> = events_at(&log_path(&setup.state(), "s1"))
+        .into_iter()
+        .filter(|(k, _)| k == "approval/asked")
+        .map(|(_, d)| d.get("undeclared").cloned().unwrap_or(Value::Null))
+        .collect();
+    assert_eq!(
+        asked,
+        [
+            json!(["follow"]),
+            json!(["mode"]),
+            json!(["PATH"]),
+            Value::Null
+        ]
+    );
+    assert_eq!(
+        setup.server_events(),
+        vec![json!({"event": "stat_file", "path": "./docs/a.md"})]
+    );
+}

@@ -76,6 +76,7 @@ fn decides(book: &RuleBook, tool: &str, args: &Value, cwd: Option<&str>) -> Opti
             tool,
             arguments: Some(args),
             cwd,
+            undeclared: &[],
         },
         "s1",
     )

@@ -84,6 +84,7 @@ fn decides(book: &RuleBook, command: &str) -> Option<Effect> {
             tool: "Bash",
             arguments: Some(&json!({ "command": command })),
             cwd: Some("/w"),
+            undeclared: &[],
         },
         "s1",
     )

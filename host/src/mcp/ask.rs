@@ -49,7 +49,7 @@ pub(super) async fn ask(
     shared: &Shared,
     agent: &Agent,
     tool: &str,
-    arguments: Map<String, Value>,
+    (arguments, undeclared): (Map<String, Value>, Vec<String>),
     cancel: CancellationToken,
 ) -> Result<Verdict, ApprovalError> {
     // JSON-RPC ids repeat across connections and restarts; the log needs its own.
@@ -62,6 +62,7 @@ pub(super) async fn ask(
         .await?;
     let mut request = ApprovalRequest::new(agent, tool.to_owned())
         .call_id(call_id)
+        .undeclared(undeclared)
         .cancel(cancel);
     if let Some(cwd) = &shared.options.cwd {
         request = request.cwd(cwd.clone());

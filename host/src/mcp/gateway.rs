@@ -199,6 +199,39 @@ struct Link {
     _slot: Option<SessionSlot>,
     /// The hash of each tool's definition as this connection's server last listed it.
     seen: std::sync::Mutex<std::collections::HashMap<String, String>>,
+    /// The argument names each tool's input schema declares, as this connection's server last
+    /// listed it (`None`: its schema declares no `properties`).
+    declared: std::sync::Mutex<std::collections::HashMap<String, Option<Vec<String>>>>,
+}
+
+impl Link {
+    /// Keeps what `tools` declare as their arguments.
+    fn learn_schemas(&self, tools: &[rmcp::model::Tool]) {
+        let mut declared = self.declared.lock().unwrap_or_else(|p| p.into_inner());
+        for tool in tools {
+            let names = tool
+                .input_schema
+                .get("properties")
+                .and_then(Value::as_object)
+                .map(|p| p.keys().cloned().collect());
+            declared.insert(tool.name.to_string(), names);
+        }
+    }
+
+    /// The arguments of a call of `tool` that its listed schema does not declare (none when
+    /// the connection never saw a schema that lists its properties).
+    fn undeclared(&self, tool: &str, arguments: Option<&Map<String, Value>>) -> Vec<String> {
+        let declared = self.declared.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(Some(names)) = declared.get(tool) else {
+            return Vec::new();
+        };
+        arguments
+            .into_iter()
+            .flat_map(|a| a.keys())
+            .filter(|k| !names.contains(k))
+            .cloned()
+            .collect()
+    }
 }
 
 impl Link {
@@ -415,6 +448,7 @@ impl Connection {
             caller,
             _slot: slot,
             seen: std::sync::Mutex::default(),
+            declared: std::sync::Mutex::default(),
         })
     }
 
@@ -491,11 +525,16 @@ impl Connection {
         let Ok(running) = self.calls.clone().try_acquire_owned() else {
             return Err(too_many_calls(self.shared.options.calls_in_flight.max(1)));
         };
+        // Only a tool's own arguments are held against its schema.
+        let undeclared = tool
+            .strip_prefix(&format!("mcp__{}__", self.shared.options.server))
+            .map(|name| link.undeclared(name, Some(&arguments)))
+            .unwrap_or_default();
         let verdict = ask::ask(
             &self.shared,
             &link.agent,
             tool,
-            arguments,
+            (arguments, undeclared),
             context.ct.clone(),
         )
         .await
@@ -539,6 +578,7 @@ impl Connection {
             .is_empty();
         if !listed_before {
             let mut tools = self.whole_list(link).await?;
+            link.learn_schemas(&tools);
             let hashes = pins.screen(&self.shared.service, &mut tools, true).await;
             link.seen
                 .lock()
@@ -598,6 +638,9 @@ impl Connection {
     async fn visible(&self, mut listed: ListToolsResult, first_page: bool) -> ListToolsResult {
         let server = &self.shared.options.server;
         listed.tools.retain(|tool| callable(server, &tool.name));
+        if let Ok(link) = self.link() {
+            link.learn_schemas(&listed.tools);
+        }
         let pins = &self.shared.pins;
         if !pins.off() {
             let whole = first_page && listed.next_cursor.is_none();
@@ -610,6 +653,7 @@ impl Connection {
             {
                 match self.whole_list(link).await {
                     Ok(mut all) => {
+                        link.learn_schemas(&all);
                         let hashes = pins.screen(&self.shared.service, &mut all, true).await;
                         link.seen
                             .lock()

@@ -302,6 +302,9 @@ async fn replay_session(
         if let Some(cwd) = &asked.cwd {
             request = request.cwd(cwd.clone());
         }
+        if !asked.undeclared.is_empty() {
+            request = request.undeclared(asked.undeclared.clone());
+        }
         let verdict = service.ask(request).await.map_err(feed_err)?;
         let call = asked.call_id.as_ref().and_then(|id| calls.get(id));
         let redacted_read = match call {

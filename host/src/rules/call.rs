@@ -122,6 +122,8 @@ pub struct Call<'a> {
     pub arguments: Option<&'a Value>,
     /// The asker's working directory, if given.
     pub cwd: Option<&'a str>,
+    /// Arguments the tool's input schema does not declare: a path rule never allows the call.
+    pub undeclared: &'a [String],
 }
 
 impl Call<'_> {

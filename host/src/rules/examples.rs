@@ -78,6 +78,7 @@ pub fn decides(spec: &Spec, effect: Effect, example: &str, cwd: Option<&str>) ->
         tool,
         arguments: Some(&arguments),
         cwd,
+        undeclared: &[],
     };
     Some(match effect {
         Effect::Allow => spec.covers(&call),

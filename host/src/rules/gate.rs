@@ -38,6 +38,7 @@ impl RuleGate {
             tool: question.tool_name(),
             arguments: arguments.as_ref(),
             cwd: question.cwd(),
+            undeclared: question.undeclared(),
         };
         let session = question.session_id();
         // A permission request for a call the rules refuse is refused too; only a rule naming

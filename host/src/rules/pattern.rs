@@ -449,6 +449,11 @@ impl Spec {
                 .and_then(url_host)
                 .is_some_and(|(scheme, h)| schemes.contains(&scheme) && h == *host),
             ArgumentMatch::Path { glob, relative } => {
+                // An argument the server's schema does not declare is one the rule cannot know
+                // the meaning of.
+                if allow && !call.undeclared.is_empty() {
+                    return false;
+                }
                 let found = call.paths();
                 if found.is_empty() {
                     return false;
@@ -548,6 +553,7 @@ mod tests {
             tool,
             arguments: Some(args),
             cwd,
+            undeclared: &[],
         })
     }
 
@@ -556,7 +562,30 @@ mod tests {
             tool,
             arguments: Some(args),
             cwd,
+            undeclared: &[],
         })
+    }
+
+    #[test]
+    fn an_argument_the_schema_does_not_declare_leaves_the_call_to_no_allow_path_rule() {
+        let undeclared = ["mode".to_owned()];
+        let arguments = json!({"path": "./docs/a"});
+        let call = |undeclared| Call {
+            tool: "mcp__fs__read",
+            arguments: Some(&arguments),
+            cwd: Some("/w"),
+            undeclared,
+        };
+        let allow = parse("mcp__fs__read(./docs/**)").unwrap();
+        assert!(allow.covers(&call(&[])));
+        assert!(!allow.covers(&call(&undeclared)));
+        // A rule for the whole tool reads no argument; a reject path rule still matches.
+        assert!(parse("mcp__fs__read").unwrap().covers(&call(&undeclared)));
+        assert!(
+            parse("mcp__fs__read(./docs/**)")
+                .unwrap()
+                .rejects(&call(&undeclared))
+        );
     }
 
     #[test]

@@ -100,6 +100,7 @@ mod tests {
             tool: "Bash",
             arguments: Some(&args),
             cwd: Some("/w"),
+            undeclared: &[],
         };
         let wide = proposal("Bash(npm test:*)", Effect::Allow, RuleScope::User);
         assert_eq!(vet(&wide, Authority::Person, &[], &call), Ok(()));

@@ -168,6 +168,7 @@ pub fn suggest(tool: &str, arguments: Option<&Value>, cwd: Option<&str>) -> Opti
         tool,
         arguments,
         cwd,
+        undeclared: &[],
     };
     spec.covers(&call).then_some(spec.text)
 }

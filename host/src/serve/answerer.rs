@@ -143,6 +143,7 @@ impl Listener for ClientAnswerer {
                                 tool: &call_tool,
                                 arguments: call_arguments.as_ref(),
                                 cwd: call_cwd.as_deref(),
+                                undeclared: &[],
                             };
                             // The decision stands; the client is told at once why its rule
                             // will not be kept (the decided event records it too).

@@ -31,6 +31,7 @@ pub struct ApprovalRequest {
     call_id: Option<String>,
     reason: Option<String>,
     cwd: Option<String>,
+    undeclared: Vec<String>,
     cancel: Option<CancellationToken>,
     /// Set when a listener reads the call's arguments (a dry run reports decisions made on
     /// redacted values).
@@ -87,6 +88,7 @@ impl ApprovalRequest {
             call_id: None,
             reason: None,
             cwd: None,
+            undeclared: Vec::new(),
             cancel: None,
             arguments_read: None,
             trace_parent: None,
@@ -108,6 +110,13 @@ impl ApprovalRequest {
     /// The asker's working directory (plugins of API 0.2 see it).
     pub fn cwd(mut self, cwd: impl Into<String>) -> Self {
         self.cwd = Some(cwd.into());
+        self
+    }
+
+    /// The call's arguments that its tool's input schema does not declare (recorded on the
+    /// question): no path rule covers the call then.
+    pub fn undeclared(mut self, names: Vec<String>) -> Self {
+        self.undeclared = names;
         self
     }
 
@@ -166,6 +175,7 @@ impl ApprovalService {
             call_id,
             reason,
             cwd,
+            undeclared,
             cancel,
             arguments_read,
             trace_parent,
@@ -183,6 +193,7 @@ impl ApprovalService {
             parent_agent: agent.parent_id().map(str::to_owned),
             cwd: cwd.clone(),
             sandbox_mode: None,
+            undeclared: undeclared.clone(),
         };
         let Appended {
             seq: asked_seq,
@@ -229,6 +240,7 @@ impl ApprovalService {
                 call_id,
                 reason,
                 cwd,
+                undeclared,
                 sandbox_mode.map(|m| m.as_str()),
                 ask_cancel.clone(),
                 cancel.clone(),

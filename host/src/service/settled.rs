@@ -59,6 +59,7 @@ impl ApprovalService {
             asked.call_id,
             asked.reason,
             asked.cwd,
+            asked.undeclared,
             asked.sandbox_mode.map(|m| m.as_str()),
             CancellationToken::new(),
             None,

@@ -176,6 +176,7 @@ impl ApprovalService {
             tool: question.tool_name(),
             arguments: arguments.as_ref(),
             cwd: question.cwd(),
+            undeclared: question.undeclared(),
         };
         if let Err(why) = rules::proposals::vet(
             proposal,

@@ -17,6 +17,7 @@ struct QuestionInner {
     call_id: Option<String>,
     reason: Option<String>,
     cwd: Option<String>,
+    undeclared: Vec<String>,
     cancel: CancellationToken,
     caller: Option<CancellationToken>,
     /// The asked-about call's arguments as JSON text, serialized once for every plugin that
@@ -50,6 +51,7 @@ impl Question {
         call_id: Option<String>,
         reason: Option<String>,
         cwd: Option<String>,
+        undeclared: Vec<String>,
         sandbox_mode: Option<&'static str>,
         cancel: CancellationToken,
         caller: Option<CancellationToken>,
@@ -65,6 +67,7 @@ impl Question {
                 call_id,
                 reason,
                 cwd,
+                undeclared,
                 cancel,
                 caller,
                 arguments_json: std::sync::OnceLock::new(),
@@ -88,6 +91,7 @@ impl Question {
             q.call_id.clone(),
             q.reason.clone(),
             q.cwd.clone(),
+            q.undeclared.clone(),
             q.sandbox_mode,
             CancellationToken::new(),
             None,
@@ -142,6 +146,12 @@ impl Question {
     /// The asker's working directory, when it gave one.
     pub fn cwd(&self) -> Option<&str> {
         self.inner.cwd.as_deref()
+    }
+
+    /// The call's arguments its tool's input schema does not declare, when the asker knew the
+    /// schema (an MCP tool).
+    pub fn undeclared(&self) -> &[String] {
+        &self.inner.undeclared
     }
 
     /// The JSON arguments of the asked-about call, as the asking session recorded them on its

@@ -116,7 +116,8 @@ pub struct ToolResult {
     pub failed_listener: Option<String>,
 }
 
-/// `approval/asked {id, toolName, callId?, reason?, agent?, parentAgent?, cwd?, sandboxMode?}`.
+/// `approval/asked {id, toolName, callId?, reason?, agent?, parentAgent?, cwd?, sandboxMode?,
+/// undeclared?}`.
 ///
 /// Since format 2 it records everything a gate is shown besides the call's arguments (which its
 /// `tool/call` holds): the asking agent (always present from format 2 on, so its absence marks
@@ -147,6 +148,10 @@ pub struct Asked {
     /// The session's own sandbox mode when asked; absent when it runs at the deployment's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox_mode: Option<SandboxModeName>,
+    /// The call's arguments that the tool's own input schema does not declare (an MCP tool
+    /// whose server listed one): no path rule covers such a call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub undeclared: Vec<String>,
 }
 
 impl Asked {
@@ -161,6 +166,7 @@ impl Asked {
             parent_agent: None,
             cwd: None,
             sandbox_mode: None,
+            undeclared: Vec::new(),
         }
     }
 

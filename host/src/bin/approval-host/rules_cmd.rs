@@ -382,6 +382,7 @@ async fn run_async(ctx: &crate::Context, command: RulesCommand) -> Result<ExitCo
                 tool: &tool,
                 arguments: arguments.as_ref(),
                 cwd: cwd.as_deref(),
+                undeclared: &[],
             };
             // The built-in rules decide before any other.
             let protected = deployment.protected(state_dir);

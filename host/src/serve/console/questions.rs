@@ -134,6 +134,7 @@ pub async fn answer(
                         tool: &shown.tool,
                         arguments: shown.call.as_ref(),
                         cwd: shown.cwd.as_deref(),
+                        undeclared: &[],
                     };
                     crate::rules::proposals::vet(&p, viewer.authority(), &[], &call).map(|()| p)
                 });
