@@ -613,12 +613,17 @@ fn a_path_rule_on_an_mcp_tool_covers_a_call_only_when_every_path_in_it_is_inside
             "{arguments}"
         );
     }
-    // Every path inside: covered, whatever else the call carries.
+    // Every path inside, but arguments stat_file's schema does not declare: not covered.
     assert_eq!(
         client.call(
             "stat_file",
             json!({"path": "./docs/x", "note": "plain words", "count": 3})
         ),
+        unavailable
+    );
+    // Every path inside and nothing else: covered.
+    assert_eq!(
+        client.call("stat_file", json!({"path": "./docs/x"})),
         ok("missing")
     );
     client.quit();
