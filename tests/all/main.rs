@@ -22,6 +22,7 @@ mod hook_fails_closed;
 mod hooks;
 mod hostile_clients;
 mod init;
+mod init_mcp;
 mod layering;
 mod log_contract;
 mod mcp_doors;

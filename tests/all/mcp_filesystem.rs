@@ -70,7 +70,7 @@ fn the_npm_filesystem_server_moves_and_reads_only_where_every_path_of_the_call_i
     ];
     args.push(filesystem_server().display().to_string());
     args.push(root.display().to_string());
-    let mut client = Client::start_in(&args, &setup.path("events.jsonl"), &root);
+    let mut client = Client::start_in(&args, &setup.path("events.jsonl"), &root, None);
 
     let listed = client.op(json!({"op": "list_tools"}));
     let names: Vec<&str> = listed["tools"]

@@ -186,16 +186,28 @@ impl Client {
         Client::start_with(args, events, false)
     }
 
-    /// [`Client::start`] with the client (and so the gateway it starts) working in `cwd`.
-    pub(crate) fn start_in(args: &[String], events: &Path, cwd: &Path) -> Client {
-        Client::start_from(args, events, false, Some(cwd))
+    /// [`Client::start`] with the client (and so the gateway it starts) working in `cwd`, and
+    /// with `home` as its `HOME` when given.
+    pub(crate) fn start_in(
+        args: &[String],
+        events: &Path,
+        cwd: &Path,
+        home: Option<&Path>,
+    ) -> Client {
+        Client::start_from(args, events, false, Some(cwd), home)
     }
 
     fn start_with(args: &[String], events: &Path, read_stderr: bool) -> Client {
-        Client::start_from(args, events, read_stderr, None)
+        Client::start_from(args, events, read_stderr, None, None)
     }
 
-    fn start_from(args: &[String], events: &Path, read_stderr: bool, cwd: Option<&Path>) -> Client {
+    fn start_from(
+        args: &[String],
+        events: &Path,
+        read_stderr: bool,
+        cwd: Option<&Path>,
+        home: Option<&Path>,
+    ) -> Client {
         let python_sdk = Command::new("python3")
             .args(["-c", "import mcp"])
             .status()
@@ -207,6 +219,9 @@ impl Client {
         let mut command = Command::new("python3");
         if let Some(cwd) = cwd {
             command.current_dir(cwd);
+        }
+        if let Some(home) = home {
+            command.env("HOME", home).env_remove("XDG_STATE_HOME");
         }
         let mut child = command
             .arg(script("client.py"))

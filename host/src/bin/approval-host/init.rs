@@ -83,7 +83,6 @@ pub enum Target {
 }
 
 struct Plan {
-    home: PathBuf,
     deployment: PathBuf,
     settings: PathBuf,
     command: String,
@@ -103,7 +102,6 @@ fn plan(harness: Harness, target: &Target, state_dir: Option<&Path>, binary: &st
             let state =
                 named.unwrap_or_else(|| "--project-state \"$CLAUDE_PROJECT_DIR\"".to_owned());
             Plan {
-                home: dir.join(".approval-host"),
                 deployment: dir.join(".approval-host").join(&file),
                 settings: harness.settings(dir, false)?,
                 command: format!(
@@ -127,7 +125,6 @@ fn plan(harness: Harness, target: &Target, state_dir: Option<&Path>, binary: &st
                     shell_quote(&deployment.display().to_string())
                 ),
                 settings: harness.settings(&dir, false)?,
-                home: dir.join(".approval-host"),
                 deployment,
                 state_flag: state,
             }
@@ -144,14 +141,13 @@ fn plan(harness: Harness, target: &Target, state_dir: Option<&Path>, binary: &st
                 ),
                 state_flag: state,
                 deployment: dir.join(&file),
-                home: dir,
                 settings: harness.settings(home, true)?,
             }
         }
     })
 }
 
-fn shell_quote(s: &str) -> String {
+pub(crate) fn shell_quote(s: &str) -> String {
     if s.chars()
         .all(|c| c.is_ascii_alphanumeric() || "/._-+:@".contains(c))
     {
@@ -159,6 +155,21 @@ fn shell_quote(s: &str) -> String {
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
     }
+}
+
+/// The program a CLI starts (unquoted, for a command that is no shell's): `approval-host` when
+/// that is on `PATH`, else this binary's absolute path.
+pub(crate) fn program() -> String {
+    let on_path = std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|dir| dir.join("approval-host").is_file())
+    });
+    if on_path {
+        return "approval-host".to_owned();
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| std::fs::canonicalize(p).ok())
+        .map_or_else(|| "approval-host".to_owned(), |p| p.display().to_string())
 }
 
 /// The hook command's program: `approval-host` when that is on `PATH`, else this binary's
@@ -180,15 +191,15 @@ pub fn binary() -> String {
 }
 
 /// One file `init` would write: its path, what is there now, and what it would hold.
-struct Change {
-    path: PathBuf,
-    before: Option<Vec<u8>>,
-    after: Vec<u8>,
+pub(crate) struct Change {
+    pub(crate) path: PathBuf,
+    pub(crate) before: Option<Vec<u8>>,
+    pub(crate) after: Vec<u8>,
     /// Why an existing file is kept as it is, when it is.
-    kept: Option<&'static str>,
+    pub(crate) kept: Option<&'static str>,
 }
 
-fn read(path: &Path) -> Result<Option<Vec<u8>>> {
+pub(crate) fn read(path: &Path) -> Result<Option<Vec<u8>>> {
     match std::fs::read(path) {
         Ok(b) => Ok(Some(b)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -345,6 +356,53 @@ fn merge_hooks(
     Ok(text.into_bytes())
 }
 
+/// The deployment file `deployment` of `harness`'s example gates and the plugins beside it, each
+/// kept when it exists.
+pub(crate) fn deployment_files(harness: Harness, deployment: &Path) -> Result<Vec<Change>> {
+    let home = deployment.parent().unwrap_or(Path::new("."));
+    Ok(vec![
+        owned_file(deployment.to_owned(), deployment_for(harness).as_bytes())?,
+        owned_file(
+            home.join("plugins").join("allow-tools.wasm"),
+            bundled::ALLOW_TOOLS,
+        )?,
+        owned_file(
+            home.join("plugins").join("deny-commands.wasm"),
+            bundled::DENY_COMMANDS,
+        )?,
+    ])
+}
+
+/// Writes each change (or, with `dry_run`, prints its diff) and says what it did; how many
+/// files changed.
+pub(crate) fn apply(changes: &[Change], dry_run: bool) -> Result<usize> {
+    let mut changed = 0;
+    for c in changes {
+        let same = c.before.as_deref() == Some(c.after.as_slice());
+        let shown = c.path.display();
+        match (&c.kept, same, &c.before) {
+            (Some(why), _, _) => println!("kept       {shown} ({why})"),
+            (None, true, _) => println!("unchanged  {shown}"),
+            (None, false, before) => {
+                changed += 1;
+                let verb = if before.is_some() {
+                    "updated"
+                } else {
+                    "created"
+                };
+                if dry_run {
+                    println!("would be {verb} {shown}");
+                    print_diff(c);
+                } else {
+                    write_whole(&c.path, &c.after)?;
+                    println!("{verb:<10} {shown}");
+                }
+            }
+        }
+    }
+    Ok(changed)
+}
+
 fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -368,52 +426,19 @@ pub fn run(
 ) -> Result<()> {
     let plan = plan(harness, target, state_dir, &binary())?;
     let settings_before = read(&plan.settings)?;
-    let changes = vec![
-        owned_file(plan.deployment.clone(), deployment_for(harness).as_bytes())?,
-        owned_file(
-            plan.home.join("plugins").join("allow-tools.wasm"),
-            bundled::ALLOW_TOOLS,
+    let mut changes = deployment_files(harness, &plan.deployment)?;
+    changes.extend([Change {
+        after: merge_hooks(
+            harness,
+            &plan.settings,
+            settings_before.as_deref(),
+            &plan.command,
         )?,
-        owned_file(
-            plan.home.join("plugins").join("deny-commands.wasm"),
-            bundled::DENY_COMMANDS,
-        )?,
-        Change {
-            after: merge_hooks(
-                harness,
-                &plan.settings,
-                settings_before.as_deref(),
-                &plan.command,
-            )?,
-            path: plan.settings.clone(),
-            before: settings_before,
-            kept: None,
-        },
-    ];
-    let mut changed = 0;
-    for c in &changes {
-        let same = c.before.as_deref() == Some(c.after.as_slice());
-        let shown = c.path.display();
-        match (&c.kept, same, &c.before) {
-            (Some(why), _, _) => println!("kept       {shown} ({why})"),
-            (None, true, _) => println!("unchanged  {shown}"),
-            (None, false, before) => {
-                changed += 1;
-                let verb = if before.is_some() {
-                    "updated"
-                } else {
-                    "created"
-                };
-                if dry_run {
-                    println!("would be {verb} {shown}");
-                    print_diff(c);
-                } else {
-                    write_whole(&c.path, &c.after)?;
-                    println!("{verb:<10} {shown}");
-                }
-            }
-        }
-    }
+        path: plan.settings.clone(),
+        before: settings_before,
+        kept: None,
+    }]);
+    let changed = apply(&changes, dry_run)?;
     if dry_run {
         println!("dry run: nothing was written");
     } else if changed > 0 {
@@ -558,6 +583,16 @@ pub(crate) struct InitTarget {
     /// printed.
     #[arg(long)]
     trust: bool,
+    /// Put the MCP gateway in front of every stdio MCP server the CLI's configuration starts
+    /// (Claude Code's `.mcp.json` or `~/.claude.json`, Codex's `config.toml`, Gemini CLI's
+    /// `settings.json`, Copilot CLI's `~/.copilot/mcp-config.json`) instead of setting up hooks:
+    /// each runs as `approval-host mcp --config <the deployment> --name <its name> -- <its
+    /// command>`.
+    #[arg(long, conflicts_with = "trust")]
+    mcp: bool,
+    /// With --mcp: take the gateway out again, each server started as it was.
+    #[arg(long, requires = "mcp")]
+    undo: bool,
     /// (No store: this command opens no log.)
     #[arg(id = "store", long = "store", value_name = "URL", hide = true)]
     no_store: Option<String>,
@@ -599,6 +634,8 @@ pub(crate) fn run_command(ctx: &crate::Context, args: InitArgs) -> Result<ExitCo
         dry_run,
         state_dir: hook_state,
         trust,
+        mcp,
+        undo,
         ..
     } = target;
     let target = match (project, user) {
@@ -613,6 +650,10 @@ pub(crate) fn run_command(ctx: &crate::Context, args: InitArgs) -> Result<ExitCo
         }
     };
     let hook_state = hook_state.or(ctx.named_dir.clone());
+    if mcp {
+        crate::init_mcp::run(harness, &target, hook_state.as_deref(), dry_run, undo)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     run(harness, &target, hook_state.as_deref(), dry_run, trust)?;
     Ok(ExitCode::SUCCESS)
 }

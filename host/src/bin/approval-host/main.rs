@@ -26,6 +26,7 @@ mod harness;
 mod hook_cmd;
 mod hook_guard;
 mod init;
+mod init_mcp;
 mod keygen;
 mod mcp_cmd;
 mod mcp_pins_cmd;
