@@ -113,6 +113,9 @@ struct Scene {
     home: PathBuf,
     project: PathBuf,
     runs: usize,
+    /// Tools besides the shell a headless run lets the model call (Claude Code's
+    /// `--allowedTools`).
+    allowed: Vec<String>,
 }
 
 impl Scene {
@@ -136,6 +139,7 @@ impl Scene {
             home,
             project,
             runs: 0,
+            allowed: Vec::new(),
         };
         scene.configure();
         scene
@@ -287,7 +291,10 @@ impl Scene {
                 "--model".into(),
                 "claude-sonnet-4-5".into(),
                 "--allowedTools".into(),
-                "Bash".into(),
+                std::iter::once("Bash".to_owned())
+                    .chain(self.allowed.iter().cloned())
+                    .collect::<Vec<_>>()
+                    .join(","),
             ],
             Cli::Codex => vec!["exec".into(), "-s".into(), "workspace-write".into(), prompt],
             Cli::Gemini => vec!["--yolo".into(), "-p".into(), prompt],
@@ -759,4 +766,134 @@ fn doctor_fails_on_a_set_up_missing_its_trust_step() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("sets disableAllHooks"), "{text}");
+}
+
+/// `init claude-code --mcp` with the real Claude Code: the project's MCP server (the notes server
+/// of the gateway's tests) starts behind the gateway, the model's call of an allowed tool reaches
+/// it and its answer comes back, a rejected call never reaches it while the model reads the
+/// reason, and a tool no call of which could be allowed is not listed at all.
+#[test]
+fn claude_code_starts_its_mcp_server_behind_the_gateway_after_init_mcp() {
+    let mut scene = Scene::new(Cli::ClaudeCode);
+    let events = scene.root.join("notes-events.jsonl");
+    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp/notes_server.py");
+    std::fs::write(
+        scene.project.join(".mcp.json"),
+        json!({"mcpServers": {"notes": {
+            "command": "python3",
+            "args": [server.display().to_string()],
+            "env": {"NOTES_EVENTS": events.display().to_string()}
+        }}})
+        .to_string(),
+    )
+    .unwrap();
+    // The person approves the project's servers, as Claude Code asks them to.
+    std::fs::create_dir_all(scene.home.join(".claude")).unwrap();
+    std::fs::write(
+        scene.home.join(".claude/settings.json"),
+        json!({"enableAllProjectMcpServers": true}).to_string(),
+    )
+    .unwrap();
+    let out = scene.host_ok(&["init", "claude-code", "--project", ".", "--mcp"], &[]);
+    assert!(out.contains("gateway    notes"), "{out}");
+    let reason = "nothing under /etc is read here";
+    scene.host_ok(&["rules", "add", "mcp__notes__read_note"], &[]);
+    scene.host_ok(
+        &[
+            "rules",
+            "add",
+            "mcp__notes__stat_file(//etc/**)",
+            "--effect",
+            "reject",
+            "--reason",
+            reason,
+        ],
+        &[],
+    );
+    scene.host_ok(
+        &[
+            "rules",
+            "add",
+            "mcp__notes__delete_note",
+            "--effect",
+            "reject",
+        ],
+        &[],
+    );
+    scene.allowed = ["read_note", "stat_file", "delete_note"]
+        .map(|t| format!("mcp__notes__{t}"))
+        .to_vec();
+    let run = scene.run(
+        vec![
+            json!({"tool": {"name": "mcp__notes__read_note", "input": {"name": "welcome"}}}),
+            json!({"tool": {"name": "mcp__notes__stat_file", "input": {"path": "/etc/passwd"}}}),
+            json!({"tool": {"name": "mcp__notes__delete_note", "input": {"name": "welcome"}}}),
+        ],
+        RUN_LIMIT,
+    );
+    run.assert_stayed_local();
+    assert!(
+        run.requests.contains("hello from the notes server"),
+        "the allowed call's answer never reached the model\n{}\n{}",
+        run.show(),
+        results(&run.requests)
+    );
+    assert!(
+        run.requests.contains(reason),
+        "the model never read the reason\n{}\n{}",
+        run.show(),
+        results(&run.requests)
+    );
+    // A tool every call of which a rule refuses is not even listed to the model.
+    assert!(
+        run.requests
+            .contains("No such tool available: mcp__notes__delete_note"),
+        "{}",
+        results(&run.requests)
+    );
+    let reached: Vec<String> = std::fs::read_to_string(&events)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["event"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(reached, ["read_note"], "{}", run.show());
+    // The gateway asked both, in its own session of the project's state.
+    let records = scene.records();
+    let decided: Vec<(String, String)> = records
+        .iter()
+        .filter(|(s, t, _)| s.starts_with("mcp-") && t == "approval/asked")
+        .map(|(s, _, d)| {
+            let id = d["id"].clone();
+            let outcome = records
+                .iter()
+                .find(|(s2, t, d)| s2 == s && t == "approval/decided" && d["id"] == id)
+                .map(|(_, _, d)| d["outcome"].as_str().unwrap().to_owned())
+                .unwrap_or_default();
+            (d["toolName"].as_str().unwrap().to_owned(), outcome)
+        })
+        .collect();
+    assert_eq!(
+        decided,
+        [
+            (
+                "mcp__notes__read_note".to_owned(),
+                "allowed-once".to_owned()
+            ),
+            ("mcp__notes__stat_file".to_owned(), "rejected".to_owned()),
+        ]
+    );
+}
+
+/// The tool results the model was sent, for a failure's message.
+fn results(requests: &str) -> String {
+    requests
+        .match_indices("tool_result")
+        .map(|(i, _)| &requests[i..(i + 400).min(requests.len())])
+        .collect::<Vec<_>>()
+        .join("\n---\n")
 }

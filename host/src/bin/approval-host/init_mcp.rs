@@ -262,6 +262,57 @@ pub(crate) fn config_file(harness: Harness, base: &Path, user: bool) -> (PathBuf
     }
 }
 
+/// The deployments the gateway entries of `harness`'s MCP configuration (a project's, or with
+/// `user` the home's) run with: what follows `--config` in each entry that runs
+/// `approval-host … mcp`.
+pub(crate) fn gateway_deployments(harness: Harness, base: &Path, user: bool) -> Vec<String> {
+    let (path, format) = config_file(harness, base, user);
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Vec::new();
+    };
+    let entries: Vec<(String, Vec<String>)> = match format {
+        Format::Json(key) => serde_json::from_str::<Value>(&text)
+            .ok()
+            .and_then(|v| v.get(key).and_then(Value::as_object).cloned())
+            .into_iter()
+            .flatten()
+            .filter_map(|(_, e)| {
+                let command = e.get("command")?.as_str()?.to_owned();
+                Some((command, strings(e.get("args"))?))
+            })
+            .collect(),
+        Format::CodexToml => text
+            .parse::<toml::Table>()
+            .ok()
+            .and_then(|t| t.get("mcp_servers").and_then(|s| s.as_table()).cloned())
+            .into_iter()
+            .flatten()
+            .filter_map(|(_, e)| {
+                let command = e.get("command")?.as_str()?.to_owned();
+                let args = e
+                    .get("args")?
+                    .as_array()?
+                    .iter()
+                    .map(|a| a.as_str().map(str::to_owned))
+                    .collect::<Option<Vec<_>>>()?;
+                Some((command, args))
+            })
+            .collect(),
+    };
+    entries
+        .into_iter()
+        .filter(|(command, args)| unwrapped(command, args).is_some())
+        .filter_map(|(_, args)| {
+            let mcp = args.iter().position(|a| a == "mcp")?;
+            let dash = args[mcp..].iter().position(|a| a == "--")? + mcp;
+            args[mcp..dash]
+                .windows(2)
+                .find(|w| w[0] == "--config")
+                .map(|w| w[1].clone())
+        })
+        .collect()
+}
+
 /// How a CLI's MCP configuration is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Format {
@@ -285,8 +336,9 @@ pub(crate) fn run(
         Target::Project(dir) => (dir.clone(), false),
         Target::User(home) => (home.clone(), true),
     };
-    let base = std::path::absolute(&shown)
-        .with_context(|| format!("--project {}", shown.display()))?;
+    // As `find_setup` reads a project's place: through its symlinks.
+    let base =
+        std::fs::canonicalize(&shown).with_context(|| format!("--project {}", shown.display()))?;
     let deployment = shown.join(".approval-host").join(harness.deployment_file());
     let state = match (state_dir, target) {
         (Some(dir), _) => vec![

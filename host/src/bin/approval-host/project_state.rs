@@ -149,7 +149,7 @@ fn hooked(dir: &Path, deployment: &Path) -> bool {
             harness.deployment_file()
         ),
     ];
-    settings.iter().flatten().any(|file| {
+    let by_hook = settings.iter().flatten().any(|file| {
         crate::doctor::hook_commands(file).iter().any(|command| {
             crate::doctor::ours(harness, command)
                 && shlex::split(command)
@@ -157,5 +157,13 @@ fn hooked(dir: &Path, deployment: &Path) -> bool {
                     .windows(2)
                     .any(|w| w[0] == "--config" && spelled.contains(&w[1]))
         })
-    })
+    });
+    // Or the MCP servers `init <cli> --mcp` put behind the gateway (the CLI's MCP
+    // configuration is protected from every agent as its hook settings are).
+    by_hook
+        || [false, true].into_iter().any(|user| {
+            crate::init_mcp::gateway_deployments(harness, dir, user)
+                .iter()
+                .any(|d| Path::new(d) == deployment)
+        })
 }
