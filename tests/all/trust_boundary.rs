@@ -509,6 +509,11 @@ async fn the_policy_s_own_files_are_protected_from_every_tool() {
         ),
         (
             "Bash",
+            json!({"command": "sed -i s/approval-host// .github/mcp.json"}),
+            "copilot-mcp",
+        ),
+        (
+            "Bash",
             json!({"command": "sed -i s/approval-host// .mcp.json"}),
             "mcp-config",
         ),

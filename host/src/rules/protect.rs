@@ -188,6 +188,12 @@ pub const AGENT_SETTINGS: &[Settings] = &[
         files: &["mcp.json"],
     },
     Settings {
+        id: "copilot-mcp",
+        what: "Copilot CLI's project MCP server configuration (where the MCP gateway is put in front of a server)",
+        dir: &[".github"],
+        files: &["mcp.json"],
+    },
+    Settings {
         id: "cursor-mcp",
         what: "Cursor's MCP server configuration (where the MCP gateway is put in front of a server)",
         dir: &[".cursor"],

@@ -585,9 +585,9 @@ pub(crate) struct InitTarget {
     trust: bool,
     /// Put the MCP gateway in front of every stdio MCP server the CLI's configuration starts
     /// (Claude Code's `.mcp.json` or `~/.claude.json`, Codex's `config.toml`, Gemini CLI's
-    /// `settings.json`, Copilot CLI's `~/.copilot/mcp-config.json`) instead of setting up hooks:
-    /// each runs as `approval-host mcp --config <the deployment> --name <its name> -- <its
-    /// command>`.
+    /// `settings.json`, Copilot CLI's `.github/mcp.json` or `~/.copilot/mcp-config.json`)
+    /// instead of setting up hooks: each runs as `approval-host mcp --config <the deployment>
+    /// --name <its name> -- <its command>`.
     #[arg(long, conflicts_with = "trust")]
     mcp: bool,
     /// With --mcp: take the gateway out again, each server started as it was.

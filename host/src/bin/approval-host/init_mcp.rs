@@ -254,8 +254,13 @@ pub(crate) fn config_file(harness: Harness, base: &Path, user: bool) -> (PathBuf
             base.join(".gemini").join("settings.json"),
             Format::Json("mcpServers"),
         ),
-        Harness::Other(Cli::Copilot) => (
+        Harness::Other(Cli::Copilot) if user => (
             base.join(".copilot").join("mcp-config.json"),
+            Format::Json("mcpServers"),
+        ),
+        // A project's own, which Copilot CLI reads beside Claude Code's `.mcp.json`.
+        Harness::Other(Cli::Copilot) => (
+            base.join(".github").join("mcp.json"),
             Format::Json("mcpServers"),
         ),
         Harness::Other(Cli::Codex) => (base.join(".codex").join("config.toml"), Format::CodexToml),
