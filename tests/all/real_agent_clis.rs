@@ -366,7 +366,14 @@ exit $status
     /// Every record of every session of this project, as `export` prints them.
     fn records(&self) -> Vec<(String, String, Value)> {
         // No state flag: in a project `init` set up, the hooks' own state is read.
-        let out = self.host_ok(&["export"], &[]);
+        self.records_in(&[])
+    }
+
+    /// [`Scene::records`] of the state `flags` name.
+    fn records_in(&self, flags: &[&str]) -> Vec<(String, String, Value)> {
+        let mut words = flags.to_vec();
+        words.push("export");
+        let out = self.host_ok(&words, &[]);
         out.lines()
             .map(|l| {
                 let v: Value = serde_json::from_str(l).unwrap();
@@ -796,30 +803,47 @@ fn claude_code_starts_its_mcp_server_behind_the_gateway_after_init_mcp() {
     .unwrap();
     let out = scene.host_ok(&["init", "claude-code", "--project", ".", "--mcp"], &[]);
     assert!(out.contains("gateway    notes"), "{out}");
+    // Without the hooks nothing keeps the agent out of .mcp.json, and init says so.
+    assert!(
+        out.contains("NOT PROTECTED YET: Claude Code's own tools are not gated"),
+        "{out}"
+    );
+    // The rules go where the gateway reads them: its deployment and state, as .mcp.json names
+    // them (a project set up with the gateway alone is not found by itself).
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(scene.project.join(".mcp.json")).unwrap())
+            .unwrap();
+    let args: Vec<String> =
+        serde_json::from_value(written["mcpServers"]["notes"]["args"].clone()).unwrap();
+    let after = |flag: &str| {
+        args.windows(2)
+            .find(|w| w[0] == flag)
+            .map(|w| w[1].clone())
+            .unwrap()
+    };
+    let (state, deployment) = (after("--project-state"), after("--config"));
     let reason = "nothing under /etc is read here";
-    scene.host_ok(&["rules", "add", "mcp__notes__read_note"], &[]);
-    scene.host_ok(
-        &[
+    let rules = |rule: &[&str]| {
+        let mut words = vec![
+            "--project-state",
+            &state,
             "rules",
             "add",
-            "mcp__notes__stat_file(//etc/**)",
-            "--effect",
-            "reject",
-            "--reason",
-            reason,
-        ],
-        &[],
-    );
-    scene.host_ok(
-        &[
-            "rules",
-            "add",
-            "mcp__notes__delete_note",
-            "--effect",
-            "reject",
-        ],
-        &[],
-    );
+            "--config",
+            &deployment,
+        ];
+        words.extend_from_slice(rule);
+        scene.host_ok(&words, &[]);
+    };
+    rules(&["mcp__notes__read_note"]);
+    rules(&[
+        "mcp__notes__stat_file(//etc/**)",
+        "--effect",
+        "reject",
+        "--reason",
+        reason,
+    ]);
+    rules(&["mcp__notes__delete_note", "--effect", "reject"]);
     scene.allowed = ["read_note", "stat_file", "delete_note"]
         .map(|t| format!("mcp__notes__{t}"))
         .to_vec();
@@ -863,7 +887,7 @@ fn claude_code_starts_its_mcp_server_behind_the_gateway_after_init_mcp() {
         .collect();
     assert_eq!(reached, ["read_note"], "{}", run.show());
     // The gateway asked both, in its own session of the project's state.
-    let records = scene.records();
+    let records = scene.records_in(&["--project-state", &state]);
     let decided: Vec<(String, String)> = records
         .iter()
         .filter(|(s, t, _)| s.starts_with("mcp-") && t == "approval/asked")

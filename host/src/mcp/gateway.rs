@@ -200,8 +200,8 @@ struct Link {
     /// The hash of each tool's definition as this connection's server last listed it.
     seen: std::sync::Mutex<std::collections::HashMap<String, String>>,
     /// The argument names each tool's input schema declares, as this connection's server last
-    /// listed it (`None`: its schema declares no `properties`).
-    declared: std::sync::Mutex<std::collections::HashMap<String, Option<Vec<String>>>>,
+    /// listed it (none when its schema has no `properties` object).
+    declared: std::sync::Mutex<std::collections::HashMap<String, Vec<String>>>,
 }
 
 impl Link {
@@ -209,26 +209,28 @@ impl Link {
     fn learn_schemas(&self, tools: &[rmcp::model::Tool]) {
         let mut declared = self.declared.lock().unwrap_or_else(|p| p.into_inner());
         for tool in tools {
+            // A schema that declares its arguments some other way (`$ref`, `anyOf`) declares
+            // none a rule can rely on.
             let names = tool
                 .input_schema
                 .get("properties")
                 .and_then(Value::as_object)
-                .map(|p| p.keys().cloned().collect());
+                .map(|p| p.keys().cloned().collect())
+                .unwrap_or_default();
             declared.insert(tool.name.to_string(), names);
         }
     }
 
-    /// The arguments of a call of `tool` that its listed schema does not declare (none when
-    /// the connection never saw a schema that lists its properties).
+    /// The arguments of a call of `tool` that its listed schema does not declare: every one
+    /// when this connection never saw the tool's schema (fail closed: no path rule covers an
+    /// argument whose meaning nothing says).
     fn undeclared(&self, tool: &str, arguments: Option<&Map<String, Value>>) -> Vec<String> {
         let declared = self.declared.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(Some(names)) = declared.get(tool) else {
-            return Vec::new();
-        };
+        let names = declared.get(tool);
         arguments
             .into_iter()
             .flat_map(|a| a.keys())
-            .filter(|k| !names.contains(k))
+            .filter(|k| names.is_none_or(|n| !n.contains(k)))
             .cloned()
             .collect()
     }
@@ -525,9 +527,11 @@ impl Connection {
         let Ok(running) = self.calls.clone().try_acquire_owned() else {
             return Err(too_many_calls(self.shared.options.calls_in_flight.max(1)));
         };
-        // Only a tool's own arguments are held against its schema.
+        // Only a tool's own arguments are held against its schema (resources, prompts and
+        // completion have none).
         let undeclared = tool
             .strip_prefix(&format!("mcp__{}__", self.shared.options.server))
+            .filter(|name| !methods::reserved_tool(name))
             .map(|name| link.undeclared(name, Some(&arguments)))
             .unwrap_or_default();
         let verdict = ask::ask(

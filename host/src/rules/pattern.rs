@@ -424,6 +424,11 @@ impl Spec {
     /// allow rule (`allow`) every path the call names must be covered; as a reject rule any one
     /// matching is enough.
     pub fn matches_other(&self, call: &Call<'_>, allow: bool) -> bool {
+        // An argument the server's schema does not declare is one no argument pattern can know
+        // the meaning of: no allow rule that reads arguments covers the call.
+        if allow && !call.undeclared.is_empty() && !matches!(self.arguments, ArgumentMatch::Any) {
+            return false;
+        }
         match &self.arguments {
             ArgumentMatch::Any => true,
             ArgumentMatch::Command { .. } => false,
@@ -449,11 +454,6 @@ impl Spec {
                 .and_then(url_host)
                 .is_some_and(|(scheme, h)| schemes.contains(&scheme) && h == *host),
             ArgumentMatch::Path { glob, relative } => {
-                // An argument the server's schema does not declare is one the rule cannot know
-                // the meaning of.
-                if allow && !call.undeclared.is_empty() {
-                    return false;
-                }
                 let found = call.paths();
                 if found.is_empty() {
                     return false;

@@ -63,6 +63,17 @@ pub(crate) const HTTP_LEFT: &str = "reached over HTTP: put `approval-host mcp --
 /// Why an entry with a name no rule can carry is left.
 pub(crate) const NAME_LEFT: &str = "its name cannot stand in a rule (1 to 64 letters, digits, '-' or '_', without \"__\"): rename it first";
 
+/// What `init --mcp` says when the CLI's hooks are not set up: the gateway guards the MCP
+/// servers, but nothing guards the file that puts it in front of them.
+pub(crate) fn unprotected(harness: Harness, config: &Path) -> String {
+    format!(
+        "NOT PROTECTED YET: {title}'s own tools are not gated, so its agent could edit {config} and start these servers without the gateway; set up its hooks too (approval-host init {name} --project DIR, or --user)",
+        title = harness.title(),
+        config = config.display(),
+        name = harness.name()
+    )
+}
+
 /// Why an entry without a command is left.
 pub(crate) const NO_COMMAND_LEFT: &str = "it has no command to start";
 
@@ -108,6 +119,11 @@ pub(crate) fn rewrite_json(
                 .get("type")
                 .and_then(Value::as_str)
                 .is_some_and(|t| !matches!(t, "stdio" | "local"));
+        // Reached over HTTP whatever else it says: its command is not what the CLI runs.
+        if remote {
+            report.push(Entry::Left(name.clone(), HTTP_LEFT));
+            continue;
+        }
         let (Some(command), Some(args)) = (
             object
                 .get("command")
@@ -115,8 +131,7 @@ pub(crate) fn rewrite_json(
                 .map(str::to_owned),
             strings(object.get("args")),
         ) else {
-            let why = if remote { HTTP_LEFT } else { NO_COMMAND_LEFT };
-            report.push(Entry::Left(name.clone(), why));
+            report.push(Entry::Left(name.clone(), NO_COMMAND_LEFT));
             continue;
         };
         let behind = unwrapped(&command, &args);
@@ -194,6 +209,7 @@ mod tests {
             "gem": {"httpUrl": "https://mcp.example/mcp"},
             "bad.name": {"command": "srv"},
             "odd": {"command": "srv", "args": "not a list"},
+            "both": {"command": "srv", "type": "http", "url": "https://mcp.example/mcp"},
         });
         let mut servers = original.as_object().unwrap().clone();
         let report = rewrite_json(&mut servers, &wrapper(), false);
@@ -214,6 +230,7 @@ mod tests {
                 Entry::Changed("bare".to_owned()),
                 Entry::Changed("notes".to_owned()),
                 Entry::Left("bad.name".to_owned(), NAME_LEFT),
+                Entry::Left("both".to_owned(), HTTP_LEFT),
                 Entry::Left("gem".to_owned(), HTTP_LEFT),
                 Entry::Left("odd".to_owned(), NO_COMMAND_LEFT),
                 Entry::Left("remote".to_owned(), HTTP_LEFT),
@@ -265,57 +282,6 @@ pub(crate) fn config_file(harness: Harness, base: &Path, user: bool) -> (PathBuf
         ),
         Harness::Other(Cli::Codex) => (base.join(".codex").join("config.toml"), Format::CodexToml),
     }
-}
-
-/// The deployments the gateway entries of `harness`'s MCP configuration (a project's, or with
-/// `user` the home's) run with: what follows `--config` in each entry that runs
-/// `approval-host … mcp`.
-pub(crate) fn gateway_deployments(harness: Harness, base: &Path, user: bool) -> Vec<String> {
-    let (path, format) = config_file(harness, base, user);
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        return Vec::new();
-    };
-    let entries: Vec<(String, Vec<String>)> = match format {
-        Format::Json(key) => serde_json::from_str::<Value>(&text)
-            .ok()
-            .and_then(|v| v.get(key).and_then(Value::as_object).cloned())
-            .into_iter()
-            .flatten()
-            .filter_map(|(_, e)| {
-                let command = e.get("command")?.as_str()?.to_owned();
-                Some((command, strings(e.get("args"))?))
-            })
-            .collect(),
-        Format::CodexToml => text
-            .parse::<toml::Table>()
-            .ok()
-            .and_then(|t| t.get("mcp_servers").and_then(|s| s.as_table()).cloned())
-            .into_iter()
-            .flatten()
-            .filter_map(|(_, e)| {
-                let command = e.get("command")?.as_str()?.to_owned();
-                let args = e
-                    .get("args")?
-                    .as_array()?
-                    .iter()
-                    .map(|a| a.as_str().map(str::to_owned))
-                    .collect::<Option<Vec<_>>>()?;
-                Some((command, args))
-            })
-            .collect(),
-    };
-    entries
-        .into_iter()
-        .filter(|(command, args)| unwrapped(command, args).is_some())
-        .filter_map(|(_, args)| {
-            let mcp = args.iter().position(|a| a == "mcp")?;
-            let dash = args[mcp..].iter().position(|a| a == "--")? + mcp;
-            args[mcp..dash]
-                .windows(2)
-                .find(|w| w[0] == "--config")
-                .map(|w| w[1].clone())
-        })
-        .collect()
 }
 
 /// How a CLI's MCP configuration is written.
@@ -410,6 +376,10 @@ pub(crate) fn run(
     } else if !changed {
         println!("nothing to do");
     } else if !undo {
+        let absolute = base.join(".approval-host").join(harness.deployment_file());
+        if !crate::project_state::hooks_run(&base, &absolute) {
+            println!("{}", unprotected(harness, &path));
+        }
         println!(
             "{}'s next start runs these servers behind the gateway; undo with: approval-host init {} {} --mcp --undo",
             harness.title(),
@@ -455,6 +425,10 @@ pub(crate) fn rewrite_codex_file(
             report.push(Entry::Left(name, NO_COMMAND_LEFT));
             continue;
         };
+        if table.contains_key("url") {
+            report.push(Entry::Left(name, HTTP_LEFT));
+            continue;
+        }
         let command = table
             .get("command")
             .and_then(|c| c.as_str())
@@ -466,12 +440,7 @@ pub(crate) fn rewrite_codex_file(
                 .and_then(|a| a.iter().map(|v| v.as_str().map(str::to_owned)).collect()),
         };
         let (Some(command), Some(args)) = (command, args) else {
-            let why = if table.contains_key("url") {
-                HTTP_LEFT
-            } else {
-                NO_COMMAND_LEFT
-            };
-            report.push(Entry::Left(name, why));
+            report.push(Entry::Left(name, NO_COMMAND_LEFT));
             continue;
         };
         let (new_command, new_args) = match (undo, unwrapped(&command, &args)) {

@@ -149,7 +149,9 @@ fn hooked(dir: &Path, deployment: &Path) -> bool {
             harness.deployment_file()
         ),
     ];
-    let by_hook = settings.iter().flatten().any(|file| {
+    // Not an MCP configuration that runs the gateway with it: without the hooks nothing keeps
+    // the agent from writing that file, so it could plant a set-up a person's `rules add` reads.
+    settings.iter().flatten().any(|file| {
         crate::doctor::hook_commands(file).iter().any(|command| {
             crate::doctor::ours(harness, command)
                 && shlex::split(command)
@@ -157,13 +159,11 @@ fn hooked(dir: &Path, deployment: &Path) -> bool {
                     .windows(2)
                     .any(|w| w[0] == "--config" && spelled.contains(&w[1]))
         })
-    });
-    // Or the MCP servers `init <cli> --mcp` put behind the gateway (the CLI's MCP
-    // configuration is protected from every agent as its hook settings are).
-    by_hook
-        || [false, true].into_iter().any(|user| {
-            crate::init_mcp::gateway_deployments(harness, dir, user)
-                .iter()
-                .any(|d| Path::new(d) == deployment)
-        })
+    })
+}
+
+/// Whether the hooks `init` installs for `harness` under `dir` (or the user's) run
+/// `deployment`.
+pub(crate) fn hooks_run(dir: &Path, deployment: &Path) -> bool {
+    hooked(dir, deployment)
 }
