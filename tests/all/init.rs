@@ -12,7 +12,7 @@ fn init(dir: &Path, home: &Path, args: &[&str]) -> Output {
     init_cli("claude-code", dir, home, args)
 }
 
-fn ok(o: &Output) -> String {
+pub(crate) fn ok(o: &Output) -> String {
     assert!(
         o.status.success(),
         "exit {:?}: {}",
@@ -346,7 +346,7 @@ fn init_for_codex_gemini_and_copilot_merges_the_hook_is_idempotent_and_the_hook_
 }
 
 /// `approval-host ARGS…` run by a person in `dir` (no state flag).
-fn in_project(dir: &Path, home: &Path, args: &[&str]) -> Output {
+pub(crate) fn in_project(dir: &Path, home: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_approval-host"))
         .args(args)
         .current_dir(dir)

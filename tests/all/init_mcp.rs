@@ -4,33 +4,10 @@
 //! so, and `--undo` giving back every entry as it was. The rewritten entry is then started as
 //! the CLI starts it, and its calls are asked.
 
-use std::path::Path;
-use std::process::{Command, Output};
-
 use serde_json::{Value, json};
 
+use crate::init::{in_project, ok as ok_out};
 use crate::mcp_gateway::{Client, ok, script};
-
-fn run(dir: &Path, home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_approval-host"))
-        .args(args)
-        .current_dir(dir)
-        .env("HOME", home)
-        .env_remove("XDG_STATE_HOME")
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap()
-}
-
-fn success(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "exit {:?}: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 #[test]
 fn claude_code_s_servers_go_behind_the_gateway_their_calls_are_asked_and_undo_gives_them_back() {
@@ -49,7 +26,7 @@ fn claude_code_s_servers_go_behind_the_gateway_their_calls_are_asked_and_undo_gi
     std::fs::write(&config, &text).unwrap();
 
     // A dry run says what would happen and writes nothing.
-    let out = success(&run(
+    let out = ok_out(&in_project(
         p,
         home.path(),
         &[
@@ -75,7 +52,7 @@ fn claude_code_s_servers_go_behind_the_gateway_their_calls_are_asked_and_undo_gi
     assert_eq!(std::fs::read_to_string(&config).unwrap(), text);
     assert!(!p.join(".approval-host").exists());
 
-    let out = success(&run(
+    let out = ok_out(&in_project(
         p,
         home.path(),
         &["init", "claude-code", "--project", ".", "--mcp"],
@@ -116,7 +93,7 @@ fn claude_code_s_servers_go_behind_the_gateway_their_calls_are_asked_and_undo_gi
         original["mcpServers"]["remote"]
     );
     // A second run changes nothing.
-    let again = success(&run(
+    let again = ok_out(&in_project(
         p,
         home.path(),
         &["init", "claude-code", "--project", ".", "--mcp"],
@@ -160,7 +137,7 @@ fn claude_code_s_servers_go_behind_the_gateway_their_calls_are_asked_and_undo_gi
     assert_eq!(reached, ["read_note"]);
 
     // Undone: every entry as it was.
-    let out = success(&run(
+    let out = ok_out(&in_project(
         p,
         home.path(),
         &["init", "claude-code", "--project", ".", "--mcp", "--undo"],
@@ -181,7 +158,7 @@ fn codex_gemini_and_copilot_configurations_are_rewritten_and_undone_the_same_way
     let toml_text =
         "# servers\n[mcp_servers.notes]\ncommand = \"python3\"\nargs = [\"notes.py\"]\n";
     std::fs::write(&codex, toml_text).unwrap();
-    success(&run(
+    ok_out(&in_project(
         p,
         home.path(),
         &["init", "codex", "--project", ".", "--mcp"],
@@ -193,7 +170,7 @@ fn codex_gemini_and_copilot_configurations_are_rewritten_and_undone_the_same_way
         table["mcp_servers"]["notes"]["args"][2].as_str(),
         Some("mcp")
     );
-    success(&run(
+    ok_out(&in_project(
         p,
         home.path(),
         &["init", "codex", "--project", ".", "--mcp", "--undo"],
@@ -220,19 +197,19 @@ fn codex_gemini_and_copilot_configurations_are_rewritten_and_undone_the_same_way
         let mut args = vec!["init", cli];
         args.extend(&target);
         args.push("--mcp");
-        success(&run(p, home.path(), &args));
+        ok_out(&in_project(p, home.path(), &args));
         let now: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
         assert_eq!(now["mcpServers"]["notes"]["args"][2], "mcp", "{cli}: {now}");
         assert_eq!(now["mcpServers"]["notes"]["tools"], json!(["*"]), "{cli}");
         assert_eq!(now["theme"], "x");
         args.push("--undo");
-        success(&run(p, home.path(), &args));
+        ok_out(&in_project(p, home.path(), &args));
         let back: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
         assert_eq!(back, original, "{cli}");
     }
     // No configuration: said so, nothing written.
     let empty = tempfile::tempdir().unwrap();
-    let out = success(&run(
+    let out = ok_out(&in_project(
         empty.path(),
         home.path(),
         &["init", "gemini", "--project", ".", "--mcp"],

@@ -138,6 +138,25 @@ impl SessionLog {
         Self::open_observed(store, session, Arc::default(), RedactionCell::default())
     }
 
+    /// [`SessionLog::open`], waiting up to `patience` while another process (or host) holds
+    /// the log: for the logs any process of a deployment appends to now and then (the rules
+    /// and pins ledgers). Blocks the thread.
+    pub fn open_waiting(
+        store: &dyn Store,
+        session: &str,
+        patience: std::time::Duration,
+    ) -> Result<SessionLog, LogError> {
+        let started = std::time::Instant::now();
+        loop {
+            match Self::open(store, session) {
+                Err(LogError::Locked { .. }) if started.elapsed() < patience => {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// Opens `session`, delivering its durable records to `subscribers` and writing `tool/call`
     /// arguments as `redaction` says.
     pub(crate) fn open_observed(

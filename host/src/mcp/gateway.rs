@@ -582,12 +582,7 @@ impl Connection {
             .is_empty();
         if !listed_before {
             let mut tools = self.whole_list(link).await?;
-            link.learn_schemas(&tools);
-            let hashes = pins.screen(&self.shared.service, &mut tools, true).await;
-            link.seen
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .extend(hashes);
+            self.screen(Some(link), &mut tools, true).await;
         }
         let seen = link
             .seen
@@ -597,6 +592,26 @@ impl Connection {
             .cloned();
         pins.admit_call(&self.shared.service, name, seen.as_deref())
             .await
+    }
+
+    /// Keeps in `tools` (listed by `link`'s server; `whole`: all of them) those whose
+    /// definition is pinned ([`super::pins::Pins::screen`]), and remembers on the link what
+    /// each declares and hashes to, for its calls.
+    async fn screen(&self, link: Option<&Link>, tools: &mut Vec<rmcp::model::Tool>, whole: bool) {
+        if let Some(link) = link {
+            link.learn_schemas(tools);
+        }
+        let pins = &self.shared.pins;
+        if pins.off() {
+            return;
+        }
+        let hashes = pins.screen(&self.shared.service, tools, whole).await;
+        if let Some(link) = link {
+            link.seen
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend(hashes);
+        }
     }
 
     /// Every tool the server lists, page after page (at most [`MAX_PAGES`], within
@@ -642,43 +657,26 @@ impl Connection {
     async fn visible(&self, mut listed: ListToolsResult, first_page: bool) -> ListToolsResult {
         let server = &self.shared.options.server;
         listed.tools.retain(|tool| callable(server, &tool.name));
-        if let Ok(link) = self.link() {
-            link.learn_schemas(&listed.tools);
-        }
-        let pins = &self.shared.pins;
-        if !pins.off() {
-            let whole = first_page && listed.next_cursor.is_none();
-            let link = self.link().ok();
-            // A server's first use pins its whole list at once: when this is one page of it,
-            // the rest is listed first.
-            if !whole
-                && let Some(link) = link
-                && pins.awaits_first_use(&self.shared.service).await
-            {
-                match self.whole_list(link).await {
-                    Ok(mut all) => {
-                        link.learn_schemas(&all);
-                        let hashes = pins.screen(&self.shared.service, &mut all, true).await;
-                        link.seen
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .extend(hashes);
-                    }
-                    Err(e) => {
-                        tracing::warn!(server, error = %e, "an MCP server's first list could not be pinned whole")
-                    }
+        let link = self.link().ok();
+        let whole = first_page && listed.next_cursor.is_none();
+        // A server's first use pins its whole list at once: when this is one page of it, the
+        // rest is listed first.
+        if !whole
+            && let Some(link) = link
+            && self
+                .shared
+                .pins
+                .awaits_first_use(&self.shared.service)
+                .await
+        {
+            match self.whole_list(link).await {
+                Ok(mut all) => self.screen(Some(link), &mut all, true).await,
+                Err(e) => {
+                    tracing::warn!(server, error = %e, "an MCP server's first list could not be pinned whole")
                 }
             }
-            let hashes = pins
-                .screen(&self.shared.service, &mut listed.tools, whole)
-                .await;
-            if let Some(link) = link {
-                link.seen
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .extend(hashes);
-            }
         }
+        self.screen(link, &mut listed.tools, whole).await;
         if !self.shared.options.config.hide_rejected_tools {
             return listed;
         }

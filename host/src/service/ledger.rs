@@ -4,7 +4,7 @@
 //! deployment may write one (another gateway, `mcp pins approve`): an open waits a while for
 //! another holding it.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{ApprovalError, ApprovalService};
 use crate::audit::error::LogError;
@@ -42,12 +42,7 @@ impl ApprovalService {
     pub async fn read_ledger(&self, name: &str) -> Result<Ledger, ApprovalError> {
         let store = self.inner.store.clone();
         let name = name.to_owned();
-        let checkpointer = self
-            .inner
-            .checkpointer
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let checkpointer = self.checkpointer();
         tokio::task::spawn_blocking(move || read(&*store, &name, checkpointer.as_deref()))
             .await
             .map_err(|e| ApprovalError::Internal(e.to_string()))?
@@ -67,12 +62,7 @@ impl ApprovalService {
             .await
             .map_err(|e| ApprovalError::Internal(e.to_string()))??;
         log.append(event).await?;
-        let checkpointer = self
-            .inner
-            .checkpointer
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let checkpointer = self.checkpointer();
         if let Some(checkpointer) = checkpointer {
             // Every ledger record is checkpointed before it is reported done, as a rule change
             // is: `verify` reads one past the last checkpoint as added by someone else.
@@ -88,15 +78,7 @@ impl ApprovalService {
 }
 
 fn open(store: &dyn crate::audit::store::Store, name: &str) -> Result<SessionLog, LogError> {
-    let started = Instant::now();
-    loop {
-        match SessionLog::open(store, name) {
-            Err(LogError::Locked { .. }) if started.elapsed() < LOCK_PATIENCE => {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            other => return other,
-        }
-    }
+    SessionLog::open_waiting(store, name, LOCK_PATIENCE)
 }
 
 fn read(

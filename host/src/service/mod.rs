@@ -212,17 +212,20 @@ impl ApprovalService {
             .unwrap_or_else(|p| p.into_inner()) = checkpointer;
     }
 
-    /// Checkpoints the session's durable head when one is due (`force`: at a turn's end). The
-    /// write runs on a blocking thread; `wait` waits for it (a turn's end returns only once its
-    /// checkpoint is durable, so the next turn never starts before it).
-    async fn checkpoint(&self, session: &Arc<Session>, force: bool, wait: bool) {
-        let Some(checkpointer) = self
-            .inner
+    /// The checkpointer signing this service's logs now, if any.
+    fn checkpointer(&self) -> Option<Arc<Checkpointer>> {
+        self.inner
             .checkpointer
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
-        else {
+    }
+
+    /// Checkpoints the session's durable head when one is due (`force`: at a turn's end). The
+    /// write runs on a blocking thread; `wait` waits for it (a turn's end returns only once its
+    /// checkpoint is durable, so the next turn never starts before it).
+    async fn checkpoint(&self, session: &Arc<Session>, force: bool, wait: bool) {
+        let Some(checkpointer) = self.checkpointer() else {
             return;
         };
         let (seq, head) = session.log.durable_point();

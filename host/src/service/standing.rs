@@ -17,13 +17,7 @@ impl ApprovalService {
     /// rules indexed.
     pub fn set_rules(&self, book: Option<Arc<RuleBook>>) {
         let next = book.map(|book| {
-            book.set_checkpointer(
-                self.inner
-                    .checkpointer
-                    .read()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .clone(),
-            );
+            book.set_checkpointer(self.checkpointer());
             let registration = self.inner.waterfall.register(
                 rules::GATE_NAME,
                 Scope::Global,

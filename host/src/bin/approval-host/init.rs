@@ -175,19 +175,7 @@ pub(crate) fn program() -> String {
 /// The hook command's program: `approval-host` when that is on `PATH`, else this binary's
 /// absolute path.
 pub fn binary() -> String {
-    let on_path = std::env::var_os("PATH").is_some_and(|paths| {
-        std::env::split_paths(&paths).any(|dir| dir.join("approval-host").is_file())
-    });
-    if on_path {
-        return "approval-host".to_owned();
-    }
-    std::env::current_exe()
-        .ok()
-        .and_then(|p| std::fs::canonicalize(p).ok())
-        .map_or_else(
-            || "approval-host".to_owned(),
-            |p| shell_quote(&p.display().to_string()),
-        )
+    shell_quote(&program())
 }
 
 /// One file `init` would write: its path, what is there now, and what it would hold.

@@ -9,11 +9,10 @@ mod refresh;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::answer::{Effect, RuleScope};
 use crate::audit::checkpoint::Checkpointer;
-use crate::audit::error::LogError;
 use crate::audit::event::{Event, RuleAdded, RuleRevoked};
 use crate::audit::log::SessionLog;
 use crate::audit::store::Store;
@@ -207,15 +206,7 @@ impl RuleBook {
 
     /// Opens a rules log for writing, waiting a while for another process holding it.
     fn open_log(&self, name: &str) -> Result<SessionLog, RuleError> {
-        let started = Instant::now();
-        loop {
-            match SessionLog::open(&*self.store, name) {
-                Err(LogError::Locked { .. }) if started.elapsed() < LOCK_PATIENCE => {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                other => return Ok(other?),
-            }
-        }
+        Ok(SessionLog::open_waiting(&*self.store, name, LOCK_PATIENCE)?)
     }
 
     /// Indexes the session rules a session's log holds (called when the session opens).
