@@ -12,7 +12,6 @@
 //! (a temporary file renamed over it), so an interrupted run leaves each file old or new.
 
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use approval_host::bundled;
@@ -609,7 +608,21 @@ pub(crate) enum InitCommand {
 }
 
 /// Runs `init`.
-pub(crate) fn run_command(ctx: &crate::Context, args: InitArgs) -> Result<ExitCode> {
+/// What `init` was asked to do, read from its arguments.
+pub(crate) struct InitRequest {
+    pub(crate) harness: Harness,
+    pub(crate) target: Target,
+    /// Where the hooks (or the gateway) keep state, when named.
+    pub(crate) state_dir: Option<PathBuf>,
+    pub(crate) dry_run: bool,
+    pub(crate) trust: bool,
+    /// Set up the MCP gateway ([`crate::init_mcp`]) instead of hooks.
+    pub(crate) mcp: bool,
+    pub(crate) undo: bool,
+}
+
+/// Reads `init`'s arguments; the caller runs hooks' set-up ([`run`]) or the gateway's.
+pub(crate) fn request(ctx: &crate::Context, args: InitArgs) -> Result<InitRequest> {
     let (harness, target) = match args.harness {
         InitCommand::ClaudeCode(t) => (Harness::ClaudeCode, t),
         InitCommand::Codex(t) => (Harness::Other(Cli::Codex), t),
@@ -637,13 +650,15 @@ pub(crate) fn run_command(ctx: &crate::Context, args: InitArgs) -> Result<ExitCo
             return Err(UsageError("say where: --project DIR or --user".to_owned()).into());
         }
     };
-    let hook_state = hook_state.or(ctx.named_dir.clone());
-    if mcp {
-        crate::init_mcp::run(harness, &target, hook_state.as_deref(), dry_run, undo)?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    run(harness, &target, hook_state.as_deref(), dry_run, trust)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(InitRequest {
+        harness,
+        target,
+        state_dir: hook_state.or(ctx.named_dir.clone()),
+        dry_run,
+        trust,
+        mcp,
+        undo,
+    })
 }
 
 #[cfg(test)]

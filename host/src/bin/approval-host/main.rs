@@ -389,7 +389,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Verify(args) => verify_cmd::run(&ctx, args),
         Command::Export(args) => store_cmd::export(&ctx, args.sessions, args.since),
         Command::Db(command) => store_cmd::db(&ctx, command),
-        Command::Init(args) => init::run_command(&ctx, args),
+        Command::Init(args) => {
+            let r = init::request(&ctx, args)?;
+            let state = r.state_dir.as_deref();
+            if r.mcp {
+                init_mcp::run(r.harness, &r.target, state, r.dry_run, r.undo)?;
+            } else {
+                init::run(r.harness, &r.target, state, r.dry_run, r.trust)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Doctor(args) => doctor::run(args),
         Command::Rules(command) => rules_cmd::run(&ctx, command),
         Command::Replay(args) => replay_cmd::run(&ctx, args),
