@@ -28,6 +28,7 @@ mod log_contract;
 mod mcp_doors;
 mod mcp_filesystem;
 mod mcp_gateway;
+mod mcp_many;
 mod mcp_nothing_unasked;
 mod mcp_pins;
 mod on_postgres;

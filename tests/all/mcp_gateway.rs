@@ -178,7 +178,7 @@ pub(crate) struct Client {
     /// The client's stderr (and so its gateway's), when it was asked for.
     errors: Option<mpsc::Receiver<String>>,
     /// What the client answered to `initialize`.
-    hello: Value,
+    pub(crate) hello: Value,
 }
 
 impl Client {

@@ -7,13 +7,15 @@ ClientSession over stdio (a command) or streamable HTTP (a URL).
 Each line on stdin is a JSON operation; each answer is one JSON line on stdout:
 
     {"op": "list_tools"}                          -> {"tools": [name, ...]}
+    {"op": "list_tools_page", "cursor": C}        -> {"tools": [name, ...], "next": C or null}
     {"op": "call", "name": N, "arguments": {...}} -> {"is_error": b, "text": "..."} or {"error": "..."}
     {"op": "start", "id": I, "name": N, ...}      -> {"started": I} (the call runs on)
     {"op": "progress", "id": I}                   -> {"progress": [message, ...]} once one came
     {"op": "cancel", "id": I}                     -> {"cancelled": I} (the SDK tells the server)
     {"op": "await", "id": I}                      -> the call's answer, as for "call"
     {"op": "list_prompts"} / {"op": "get_prompt", "name": N, "arguments": {...}}
-    {"op": "list_resources"} / {"op": "read_resource", "uri": U} / {"op": "ping"}
+    {"op": "list_resources"} / {"op": "list_templates"} / {"op": "read_resource", "uri": U}
+    {"op": "ping"}
     {"op": "quit"}
 """
 
@@ -42,7 +44,8 @@ def answer(result) -> dict:
 
 async def run(session: ClientSession) -> None:
     init = await session.initialize()
-    print(json.dumps({"server": init.server_info.name, "protocol": init.protocol_version}), flush=True)
+    print(json.dumps({"server": init.server_info.name, "protocol": init.protocol_version,
+                      "instructions": init.instructions}), flush=True)
     calls: dict[str, dict] = {}
     lines = anyio.wrap_file(sys.stdin)
     async with anyio.create_task_group() as tg:
@@ -54,6 +57,9 @@ async def run(session: ClientSession) -> None:
                     break
                 elif kind == "list_tools":
                     out = {"tools": [t.name for t in (await session.list_tools()).tools]}
+                elif kind == "list_tools_page":
+                    got = await session.list_tools(params=types.PaginatedRequestParams(cursor=op["cursor"]))
+                    out = {"tools": [t.name for t in got.tools], "next": got.next_cursor}
                 elif kind == "call":
                     out = answer(await session.call_tool(op["name"], op.get("arguments", {})))
                 elif kind == "start":
@@ -96,6 +102,9 @@ async def run(session: ClientSession) -> None:
                     out = {"messages": [m.content.text for m in got.messages]}
                 elif kind == "list_resources":
                     out = {"resources": [str(r.uri) for r in (await session.list_resources()).resources]}
+                elif kind == "list_templates":
+                    got = await session.list_resource_templates()
+                    out = {"templates": [t.uri_template for t in got.resource_templates]}
                 elif kind == "read_resource":
                     got = await session.read_resource(op["uri"])
                     out = {"contents": [c.text for c in got.contents]}

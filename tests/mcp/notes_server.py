@@ -42,7 +42,10 @@ class Notes(MCPServer):
         return tools
 
 
-server = Notes(name="notes", version="1.0.0")
+# NOTES_SCHEME (default "notes") names the server's resources, so that two of it behind one
+# gateway list different URIs.
+SCHEME = os.environ.get("NOTES_SCHEME", "notes")
+server = Notes(name="notes", version="1.0.0", instructions=os.environ.get("NOTES_INSTRUCTIONS"))
 NOTES: dict[str, str] = {"welcome": "hello from the notes server"}
 
 
@@ -116,17 +119,24 @@ async def roots(ctx: Context) -> str:
     return ",".join(str(r.uri) for r in got.roots)
 
 
-@server.resource("notes://welcome")
+@server.resource(f"{SCHEME}://welcome")
 def welcome() -> str:
     """The welcome note, as a resource."""
     return NOTES["welcome"]
 
 
-@server.resource("notes://private")
+@server.resource(f"{SCHEME}://private")
 def private() -> str:
     """A resource no rule allows."""
     event("read_private")
     return "the private note"
+
+
+@server.resource(SCHEME + "://note/{name}")
+def note(name: str) -> str:
+    """Any note, by name (a resource template)."""
+    event("read_template", name=name)
+    return NOTES.get(name, f"no note named {name}")
 
 
 @server.prompt()

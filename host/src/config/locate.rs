@@ -71,6 +71,31 @@ impl<'a> Locator<'a> {
                 .strip_prefix(prefix)
                 .and_then(|n| n.parse::<usize>().ok())
         };
+        // `[[mcp.server]] #2`, `[[mcp.server]] "notes"`: an entry of `[mcp]`'s `server` list.
+        if let Some(rest) = place.strip_prefix("[[mcp.server]] ") {
+            let (_, mcp) = top("mcp")?;
+            let DeValue::Table(mcp) = mcp.get_ref() else {
+                return None;
+            };
+            let (_, servers) = mcp.iter().find(|(k, _)| k.get_ref().as_ref() == "server")?;
+            let DeValue::Array(items) = servers.get_ref() else {
+                return None;
+            };
+            let number = rest.strip_prefix('#').and_then(|n| n.parse::<usize>().ok());
+            let name = rest.strip_prefix('"').and_then(|p| p.strip_suffix('"'));
+            return items.iter().enumerate().find_map(|(i, item)| match item.get_ref() {
+                DeValue::Table(t)
+                    if number == Some(i + 1)
+                        || t.iter().any(|(k, v)| {
+                            k.get_ref().as_ref() == "name"
+                                && matches!(v.get_ref(), DeValue::String(s) if Some(s.as_ref()) == name)
+                        }) =>
+                {
+                    Some((Some(t), item.span().start))
+                }
+                _ => None,
+            });
+        }
         if let Some(table) = place
             .strip_prefix('[')
             .and_then(|p| p.strip_suffix(']'))

@@ -14,6 +14,17 @@
 //! # pin each tool's definition when first seen ("first-use", the default), only when a person
 //! # approves it ("ask"), or not at all ("off"); a changed definition is withheld until approved
 //! pin = "first-use"
+//!
+//! # many servers behind one gateway (`approval-host mcp --config FILE`, no server of its own):
+//! # the agent sees each tool as <name>__<tool>; rules still read mcp__<name>__<tool>
+//! [[mcp.server]]
+//! name = "notes"
+//! command = ["python3", "notes_server.py"]
+//! env = { NOTES_DIR = "/srv/notes" }   # besides the gateway's own environment
+//!
+//! [[mcp.server]]
+//! name = "github"
+//! url = "https://mcp.example.com/mcp"  # streamable HTTP
 //! ```
 
 use toml::Value;
@@ -21,8 +32,9 @@ use toml::Value;
 use super::read::{Ctx, table, type_name, unknown_key};
 use super::{ConfigError, Deployment};
 
-const KEYS: [&str; 6] = [
+const KEYS: [&str; 7] = [
     "hide-rejected-tools",
+    "server",
     "pin",
     "server-requests",
     "allowed-origins",
@@ -108,10 +120,120 @@ pub(super) fn parse(ctx: &Ctx, value: &Value, d: &mut Deployment) -> Result<(), 
                     )
                 })?;
             }
+            "server" => d.mcp.servers = servers(ctx, v)?,
             other => return Err(unknown_key(ctx, PLACE, other, &KEYS)),
         }
     }
     Ok(())
+}
+
+const SERVER_KEYS: [&str; 4] = ["name", "command", "url", "env"];
+
+/// `[[mcp.server]]`: each a name and either a command (with `env`) or a URL.
+fn servers(ctx: &Ctx, value: &Value) -> Result<Vec<crate::mcp::ServerEntry>, ConfigError> {
+    use crate::mcp::{ServerEntry, Upstream};
+    let list = value.as_array().ok_or_else(|| {
+        ctx.err(
+            PLACE,
+            "server is a list of tables: write each as [[mcp.server]]".to_owned(),
+        )
+    })?;
+    let mut entries: Vec<ServerEntry> = Vec::new();
+    for (i, item) in list.iter().enumerate() {
+        let place = format!("[[mcp.server]] #{}", i + 1);
+        let fields = table(ctx, &place, item)?;
+        let name = match fields.get("name") {
+            Some(Value::String(name)) => name.clone(),
+            Some(other) => {
+                return Err(ctx.err(
+                    &place,
+                    format!("name must be a string, not {}", type_name(other)),
+                ));
+            }
+            None => {
+                return Err(ctx.err(
+                    &place,
+                    "name is missing: the server's name in rules (mcp__<name>__<tool>)".to_owned(),
+                ));
+            }
+        };
+        crate::mcp::check_server_name(&name)
+            .map_err(|e| ctx.err(&place, e.to_string().replacen("--name ", "name ", 1)))?;
+        if entries.iter().any(|e| e.name == name) {
+            return Err(ctx.err(&place, format!("name {name:?} is taken by an earlier [[mcp.server]]: each needs a name of its own")));
+        }
+        let place = format!("[[mcp.server]] {name:?}");
+        for key in fields.keys() {
+            if !SERVER_KEYS.contains(&key.as_str()) {
+                return Err(unknown_key(ctx, &place, key, &SERVER_KEYS));
+            }
+        }
+        let upstream = match (fields.get("command"), fields.get("url")) {
+            (Some(command), None) => {
+                let words = command
+                    .as_array()
+                    .and_then(|words| {
+                        words
+                            .iter()
+                            .map(|w| w.as_str().map(str::to_owned))
+                            .collect::<Option<Vec<_>>>()
+                    })
+                    .filter(|words| words.first().is_some_and(|p| !p.is_empty()))
+                    .ok_or_else(|| {
+                        ctx.err(&place, format!("command is the program and its arguments, a list of strings with the program first, not {command}"))
+                    })?;
+                let env = match fields.get("env") {
+                    None => Vec::new(),
+                    Some(env) => env
+                        .as_table()
+                        .and_then(|t| {
+                            t.iter()
+                                .map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+                                .collect::<Option<Vec<_>>>()
+                        })
+                        .filter(|vars| {
+                            vars.iter()
+                                .all(|(k, _)| !k.is_empty() && !k.contains(['=', '\0']))
+                        })
+                        .ok_or_else(|| {
+                            ctx.err(
+                                &place,
+                                format!("env is a table of variable names to strings, not {env}"),
+                            )
+                        })?,
+                };
+                Upstream::command(words)
+                    .map_err(|e| ctx.err(&place, e.to_string()))?
+                    .with_env(env)
+            }
+            (None, Some(url)) => {
+                if fields.contains_key("env") {
+                    return Err(ctx.err(
+                        &place,
+                        "env is for a server the gateway starts (command), not one reached by url"
+                            .to_owned(),
+                    ));
+                }
+                let url = url.as_str().ok_or_else(|| {
+                    ctx.err(
+                        &place,
+                        format!("url must be a string, not {}", type_name(url)),
+                    )
+                })?;
+                Upstream::url(url).map_err(|e| {
+                    ctx.err(&place, e.to_string().replacen("--upstream ", "url ", 1))
+                })?
+            }
+            (Some(_), Some(_)) => {
+                return Err(ctx.err(&place, "give either command (a server the gateway starts) or url (one it reaches), not both".to_owned()));
+            }
+            (None, None) => {
+                return Err(ctx.err(&place, "give command (a server the gateway starts, e.g. [\"npx\", \"some-server\"]) or url (a streamable HTTP endpoint)".to_owned()));
+            }
+        };
+        entries.push(ServerEntry { name, upstream });
+    }
+    Ok(entries)
 }
 
 /// A list of strings, each checked by `fits`.

@@ -1,26 +1,21 @@
 //! The agent-facing side: a [`Gateway`] serves agents over stdio or streamable HTTP, one
-//! [`Connection`] per client connection. A connection's `initialize` starts (or reaches) the
-//! server, initializes it with the agent's own parameters and answers with the server's; from
-//! then on every request is forwarded, but `tools/call`, which is asked first, and `tools/list`,
-//! whose answer may leave out tools that can never be allowed.
+//! [`Connection`] per client connection. A connection's `initialize` starts (or reaches) its
+//! servers, initializes each with the agent's own parameters and answers with the server's (or,
+//! for many, with one answer for all, [`super::many`]); from then on each request goes to the
+//! server it names ([`super::route`]), asked first where it can act. What the connection does
+//! with each request is `handler.rs`; this file is its state: its session, its servers, and what
+//! it learnt of their tools and resources.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientNotification, ClientRequest,
-    CompleteRequestParams, CompleteResult, ContentBlock, CustomNotification, CustomRequest,
-    CustomResult, GetPromptRequestParams, GetPromptResponse, InitializeRequestParams,
-    InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, Notification, NotificationNoParam, PaginatedRequestParams,
-    ProgressNotificationParam, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
-    Request, RequestNoParam, RequestOptionalParam, ServerConfig, ServerPeerInfo, ServerResult,
-    SubscribeRequestParams, UnsubscribeRequestParams,
+    ClientNotification, ClientRequest, InitializeRequestParams, InitializeResult, ListToolsResult,
+    ServerPeerInfo, ServerResult,
 };
-use rmcp::service::{NotificationContext, Peer, RequestContext, RunningService};
+use rmcp::service::{Peer, RequestContext, RunningService};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::{ErrorData as McpError, RoleClient, RoleServer, ServerHandler, ServiceExt};
+use rmcp::{ErrorData as McpError, RoleClient, RoleServer, ServiceExt};
 use tokio_util::sync::CancellationToken;
 
 use serde_json::{Map, Value};
@@ -29,17 +24,14 @@ use crate::agent::Agent;
 use crate::audit::event::{McpFrom, McpHandled, McpMessage};
 use crate::service::ApprovalService;
 
-use super::admit::{
-    ALREADY_INITIALIZED, Caller, LOCAL, NOT_THE_OPENER, REVOKED, SESSION_HEADER, SessionSlot,
-};
-use super::ask::{self, INVALID_TOOL_NAME, RESERVED_TOOL_NAME, question_tool, refusal};
+use super::admit::{Caller, LOCAL, NOT_THE_OPENER, REVOKED, SESSION_HEADER, SessionSlot};
+use super::ask::{self, INVALID_TOOL_NAME, question_tool, refusal};
 use super::methods;
-use super::relay::{Progress, Relay, expect, forward};
-use super::screen::{REFUSED, Refusal};
+use super::relay::{Progress, Relay, forward};
 use super::upstream::Upstream;
 use super::{
-    AGENT_ID, GatewayError, GatewayOptions, NOT_INITIALIZED, REFUSED_CODE, Shared, SharedRef,
-    check_server_name, server_gone, too_many_calls,
+    AGENT_ID, Backend, GatewayError, GatewayOptions, NOT_INITIALIZED, REFUSED_CODE, ServerEntry,
+    Shared, SharedRef, check_server_name, server_gone, too_many_calls,
 };
 
 /// The gateway: what its connections share.
@@ -49,7 +41,8 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// A gateway asking `service`, for the server at `upstream`.
+    /// A gateway asking `service`, for the one server at `upstream`, named `options.server`: the
+    /// agent sees the server's own names.
     ///
     /// # Errors
     /// [`GatewayError::ServerName`] when the server's name cannot stand in a rule.
@@ -58,16 +51,67 @@ impl Gateway {
         options: GatewayOptions,
         upstream: Upstream,
     ) -> Result<Gateway, GatewayError> {
-        check_server_name(&options.server)?;
+        let one = ServerEntry {
+            name: options.server.clone(),
+            upstream,
+        };
+        Gateway::with(service, options, vec![one], false)
+    }
+
+    /// A gateway asking `service`, for every server of `servers` behind one endpoint: the agent
+    /// sees each tool and prompt as `<server>__<name>`, and each question is asked as
+    /// `mcp__<server>__<name>`, as with one gateway per server.
+    ///
+    /// # Errors
+    /// [`GatewayError::ServerName`] for a name that cannot stand in a rule,
+    /// [`GatewayError::Servers`] for no servers or two of one name.
+    pub fn many(
+        service: ApprovalService,
+        options: GatewayOptions,
+        servers: Vec<ServerEntry>,
+    ) -> Result<Gateway, GatewayError> {
+        if servers.is_empty() {
+            return Err(GatewayError::Servers(NO_SERVERS.to_owned()));
+        }
+        Gateway::with(service, options, servers, true)
+    }
+
+    fn with(
+        service: ApprovalService,
+        options: GatewayOptions,
+        servers: Vec<ServerEntry>,
+        prefixed: bool,
+    ) -> Result<Gateway, GatewayError> {
+        let mut names = std::collections::HashSet::new();
+        for server in &servers {
+            check_server_name(&server.name)?;
+            if !names.insert(server.name.as_str()) {
+                return Err(GatewayError::Servers(format!(
+                    "two MCP servers are named \"{}\": each needs a name of its own",
+                    server.name
+                )));
+            }
+        }
+        let servers = servers
+            .into_iter()
+            .map(|s| {
+                Arc::new(Backend {
+                    pins: super::pins::Pins::new(options.config.pin, &s.name),
+                    gone: server_gone(&s.name),
+                    name: s.name,
+                    upstream: s.upstream,
+                })
+            })
+            .collect();
         Ok(Gateway {
             shared: Arc::new(Shared {
                 service,
-                upstream,
+                servers,
+                prefixed,
                 closing: tokio_util::task::TaskTracker::new(),
                 open: std::sync::Mutex::default(),
                 http_sessions: Arc::default(),
                 owners: std::sync::Mutex::default(),
-                pins: super::pins::Pins::new(options.config.pin, &options.server),
                 options,
             }),
         })
@@ -170,41 +214,70 @@ fn fresh_session() -> String {
     format!("mcp-{}", uuid::Uuid::new_v4())
 }
 
-/// One client connection: its session, and once initialized, its server and agent.
+/// The text of a gateway of many servers given none.
+pub const NO_SERVERS: &str =
+    "no MCP servers: give one after `--`, or list them as [[mcp.server]] in the deployment";
+
+/// One client connection: its session, and once initialized, its servers and agent.
 pub struct Connection {
-    shared: SharedRef,
+    pub(super) shared: SharedRef,
     /// Cancelled when the connection is dropped (ends the task watching its token).
     ended: CancellationToken,
     /// The HTTP transport's id of its session, once a request named it.
     transport_id: std::sync::OnceLock<String>,
     /// Set at construction for stdio, at `initialize` over HTTP.
     session: std::sync::OnceLock<String>,
-    link: tokio::sync::OnceCell<Link>,
+    pub(super) linked: tokio::sync::OnceCell<Linked>,
     /// Its `tools/call`s running now, at most [`GatewayOptions::calls_in_flight`].
     calls: Arc<tokio::sync::Semaphore>,
-    /// The text of a request to a server that has gone.
-    gone: String,
 }
 
-struct Link {
-    /// Kept for as long as the connection: dropping it stops the server it started.
-    server: RunningService<RoleClient, Relay>,
-    info: InitializeResult,
-    agent: Agent,
-    calls: Progress,
-    asks: Progress,
+/// A connection from its `initialize` on: its agent, who opened it, and its servers.
+pub(super) struct Linked {
+    pub(super) info: InitializeResult,
+    pub(super) agent: Agent,
     /// Who opened it, when it came over HTTP.
     caller: Option<Caller>,
     /// Its place under the gateway's caps on HTTP sessions.
     _slot: Option<SessionSlot>,
-    /// The hash of each tool's definition as this connection's server last listed it.
+    /// The servers that initialized, in the order configured.
+    pub(super) servers: Vec<Link>,
+    /// The servers that could not be started, each with why.
+    pub(super) failed: Vec<(String, String)>,
+    /// Which server each resource URI belongs to (a gateway of many).
+    pub(super) resources: tokio::sync::Mutex<super::route::Resources>,
+}
+
+/// One server of a connection.
+pub(super) struct Link {
+    pub(super) backend: Arc<Backend>,
+    /// Its place in [`Linked::servers`].
+    pub(super) index: usize,
+    /// Kept for as long as the connection: dropping it stops the server it started.
+    server: RunningService<RoleClient, Relay>,
+    pub(super) calls: Progress,
+    pub(super) asks: Progress,
+    /// The hash of each tool's definition as this server last listed it.
     seen: std::sync::Mutex<std::collections::HashMap<String, String>>,
-    /// The argument names each tool's input schema declares, as this connection's server last
-    /// listed it (none when its schema has no `properties` object).
+    /// The argument names each tool's input schema declares, as this server last listed it
+    /// (none when its schema has no `properties` object).
     declared: std::sync::Mutex<std::collections::HashMap<String, Vec<String>>>,
 }
 
 impl Link {
+    pub(super) fn peer(&self) -> &Peer<RoleClient> {
+        self.server.peer()
+    }
+
+    pub(super) fn name(&self) -> &str {
+        &self.backend.name
+    }
+
+    /// What the server said it can do at `initialize`.
+    pub(super) fn capabilities(&self) -> Option<rmcp::model::ServerCapabilities> {
+        self.server.peer_info().map(|i| i.capabilities.clone())
+    }
+
     /// Keeps what `tools` declare as their arguments.
     fn learn_schemas(&self, tools: &[rmcp::model::Tool]) {
         let mut declared = self.declared.lock().unwrap_or_else(|p| p.into_inner());
@@ -224,7 +297,11 @@ impl Link {
     /// The arguments of a call of `tool` that its listed schema does not declare: every one
     /// when this connection never saw the tool's schema (fail closed: no path rule covers an
     /// argument whose meaning nothing says).
-    fn undeclared(&self, tool: &str, arguments: Option<&Map<String, Value>>) -> Vec<String> {
+    pub(super) fn undeclared(
+        &self,
+        tool: &str,
+        arguments: Option<&Map<String, Value>>,
+    ) -> Vec<String> {
         let declared = self.declared.lock().unwrap_or_else(|p| p.into_inner());
         let names = declared.get(tool);
         arguments
@@ -236,9 +313,34 @@ impl Link {
     }
 }
 
-impl Link {
-    fn peer(&self) -> &Peer<RoleClient> {
-        self.server.peer()
+impl Linked {
+    /// The server a name the agent used belongs to, and the server's own name in it: with one
+    /// server, the name as it is.
+    ///
+    /// # Errors
+    /// The text naming why no server can take it.
+    pub(super) fn target<'a>(
+        &self,
+        prefixed: bool,
+        name: &'a str,
+    ) -> Result<(&Link, &'a str), String> {
+        if !prefixed {
+            return self
+                .servers
+                .first()
+                .map(|link| (link, name))
+                .ok_or_else(|| NO_SERVERS.to_owned());
+        }
+        let Some((server, own)) = super::route::split(name) else {
+            return Err(super::route::no_such_server(name));
+        };
+        if let Some(link) = self.servers.iter().find(|l| l.name() == server) {
+            return Ok((link, own));
+        }
+        match self.failed.iter().find(|(n, _)| n == server) {
+            Some((n, why)) => Err(super::route::server_failed(n, why)),
+            None => Err(super::route::no_such_server(name)),
+        }
     }
 }
 
@@ -248,7 +350,6 @@ impl Connection {
         if let Some(preset) = preset {
             let _ = session.set(preset);
         }
-        let gone = server_gone(&shared.options.server);
         let calls = Arc::new(tokio::sync::Semaphore::new(
             shared.options.calls_in_flight.max(1),
         ));
@@ -257,9 +358,8 @@ impl Connection {
             ended: CancellationToken::new(),
             transport_id: std::sync::OnceLock::new(),
             session,
-            link: tokio::sync::OnceCell::new(),
+            linked: tokio::sync::OnceCell::new(),
             calls,
-            gone,
         }
     }
 
@@ -269,27 +369,35 @@ impl Connection {
         self.session.get().map_or("", String::as_str)
     }
 
-    fn link(&self) -> Result<&Link, McpError> {
-        let link = self
-            .link
+    /// Whether the agent sees names as `<server>__<name>`.
+    pub(super) fn prefixed(&self) -> bool {
+        self.shared.prefixed
+    }
+
+    pub(super) fn link(&self) -> Result<&Linked, McpError> {
+        let linked = self
+            .linked
             .get()
             .ok_or_else(|| McpError::invalid_request(NOT_INITIALIZED, None))?;
-        if link
+        if linked
             .caller
             .as_ref()
             .is_some_and(|c| c.revoked.is_cancelled())
         {
             return Err(McpError::invalid_request(REVOKED, None));
         }
-        Ok(link)
+        Ok(linked)
     }
 
     /// [`Connection::link`] for a request, which over HTTP must come from the caller that opened
     /// the connection (a session id is a handle, not a credential).
-    fn link_for(&self, context: &RequestContext<RoleServer>) -> Result<&Link, McpError> {
-        let link = self.link()?;
-        let Some(opened_by) = &link.caller else {
-            return Ok(link);
+    pub(super) fn link_for(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<&Linked, McpError> {
+        let linked = self.link()?;
+        let Some(opened_by) = &linked.caller else {
+            return Ok(linked);
         };
         // Without a layer in front (an endpoint in process), every caller is the local one,
         // as at `initialize`.
@@ -304,7 +412,7 @@ impl Connection {
         match caller {
             Some(name) if name == opened_by.name => {
                 self.learn_transport_id(context);
-                Ok(link)
+                Ok(linked)
             }
             _ => Err(McpError::invalid_request(NOT_THE_OPENER, None)),
         }
@@ -363,12 +471,14 @@ impl Connection {
         Ok((Some(caller), Some(slot)))
     }
 
-    async fn pass(
+    /// Forwards `request` to `link`'s server with what of the request's `_meta` may go on, and
+    /// its cancellation.
+    pub(super) async fn pass(
         &self,
+        link: &Link,
         request: ClientRequest,
         context: RequestContext<RoleServer>,
     ) -> Result<ServerResult, McpError> {
-        let link = self.link_for(&context)?;
         // No rule reads `_meta`: only the progress token (replaced by the forward) goes on.
         let mut meta = context.meta;
         meta.0
@@ -380,24 +490,29 @@ impl Connection {
             meta,
             context.ct,
             &link.calls,
-            &self.gone,
+            &link.backend.gone,
         )
         .await
     }
 
-    async fn notify(&self, notification: ClientNotification) {
-        if let Ok(link) = self.link() {
+    /// Tells every server of the connection.
+    pub(super) async fn notify(&self, notification: ClientNotification) {
+        let Ok(linked) = self.link() else { return };
+        for link in &linked.servers {
             // A server that has gone cannot be told; its next request says so.
-            let _ = link.peer().send_notification(notification).await;
+            let _ = link.peer().send_notification(notification.clone()).await;
         }
     }
 
-    async fn connect(
+    /// Starts (or reaches) every server and initializes each with the agent's `params`: the
+    /// connection's state from then on. With many servers, one that fails is reported and the
+    /// others go on; with one, its failure is the connection's.
+    pub(super) async fn connect(
         &self,
         params: InitializeRequestParams,
         agent_peer: Peer<RoleServer>,
         context: &RequestContext<RoleServer>,
-    ) -> Result<Link, McpError> {
+    ) -> Result<Linked, McpError> {
         // Refused before anything is started or written: a flood of `initialize`s leaves no
         // session logs and no servers behind.
         let (caller, slot) = self.admit(context)?;
@@ -407,64 +522,137 @@ impl Connection {
             .shared
             .claim(&session)
             .map_err(|text| McpError::invalid_request(text, None))?;
-        let calls = Progress::default();
-        let asks = Progress::default();
         let recorded_as = Arc::new(std::sync::OnceLock::new());
-        let relay = Relay {
-            info: params,
-            agent: agent_peer,
-            calls: calls.clone(),
-            asks: asks.clone(),
-            gone: "the agent closed the connection".to_owned(),
-            shared: self.shared.clone(),
-            recorded_as: recorded_as.clone(),
+        let prefixed = self.prefixed();
+        let starting = self.shared.servers.iter().map(|backend| {
+            let calls = Progress::default();
+            let asks = Progress::default();
+            let relay = Relay {
+                info: params.clone(),
+                agent: agent_peer.clone(),
+                calls: calls.clone(),
+                asks: asks.clone(),
+                gone: "the agent closed the connection".to_owned(),
+                shared: self.shared.clone(),
+                recorded_as: recorded_as.clone(),
+            };
+            async move {
+                let connecting = backend.upstream.connect(relay);
+                let started = if prefixed {
+                    tokio::time::timeout(super::many::START_PATIENCE, connecting)
+                        .await
+                        .unwrap_or_else(|_| Err(super::many::start_timed_out()))
+                } else {
+                    connecting.await
+                };
+                (backend.clone(), calls, asks, started)
+            }
+        });
+        let mut servers = Vec::new();
+        let mut failed = Vec::new();
+        for (backend, calls, asks, started) in futures_util::future::join_all(starting).await {
+            match started.and_then(|server| {
+                server
+                    .peer_info()
+                    .is_some()
+                    .then_some(server)
+                    .ok_or_else(|| backend.gone.clone())
+            }) {
+                Ok(server) => servers.push(Link {
+                    index: servers.len(),
+                    backend,
+                    server,
+                    calls,
+                    asks,
+                    seen: std::sync::Mutex::default(),
+                    declared: std::sync::Mutex::default(),
+                }),
+                Err(why) => {
+                    tracing::warn!(server = backend.name, error = %why, "an MCP server could not be started");
+                    failed.push((backend.name.clone(), why));
+                }
+            }
+        }
+        let info = match (prefixed, servers.first()) {
+            (false, Some(link)) => link
+                .server
+                .peer_info()
+                .map(|i| initialize_result(&i))
+                .ok_or_else(|| McpError::internal_error(link.backend.gone.clone(), None))?,
+            (true, Some(_)) => {
+                let answered: Vec<(&str, ServerPeerInfo)> = servers
+                    .iter()
+                    .filter_map(|l| Some((l.name(), (*l.server.peer_info()?).clone())))
+                    .collect();
+                super::many::initialize_result(&answered, &failed)
+            }
+            (_, None) => {
+                let why = failed
+                    .iter()
+                    .map(|(name, why)| {
+                        if prefixed {
+                            super::route::server_failed(name, why)
+                        } else {
+                            why.clone()
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                return Err(McpError::internal_error(why, None));
+            }
         };
-        let server = self
-            .shared
-            .upstream
-            .connect(relay)
-            .await
-            .map_err(|e| McpError::internal_error(e, None))?;
-        let info = server
-            .peer_info()
-            .map(|i| initialize_result(&i))
-            .ok_or_else(|| McpError::internal_error(self.gone.clone(), None))?;
         let service = &self.shared.service;
-        let failed =
+        let failed_to =
             |e: crate::service::ApprovalError| McpError::internal_error(e.to_string(), None);
-        let agent = service.agent(&session, AGENT_ID).await.map_err(failed)?;
+        let agent = service.agent(&session, AGENT_ID).await.map_err(failed_to)?;
         // A turn a killed gateway left open in this session settles first.
-        service.end_turn_if_open(&session).await.map_err(failed)?;
-        service.start_turn(&session).await.map_err(failed)?;
+        service
+            .end_turn_if_open(&session)
+            .await
+            .map_err(failed_to)?;
+        service.start_turn(&session).await.map_err(failed_to)?;
         claim.keep();
         let _ = recorded_as.set(agent.clone());
         if let Some(caller) = &caller {
-            self.end_when_revoked(caller, &server, &session);
+            let stops = servers
+                .iter()
+                .map(|l| l.server.cancellation_token())
+                .collect();
+            self.end_when_revoked(caller, stops, &session);
         }
-        Ok(Link {
-            server,
+        let linked = Linked {
             info,
             agent,
-            calls,
-            asks,
             caller,
             _slot: slot,
-            seen: std::sync::Mutex::default(),
-            declared: std::sync::Mutex::default(),
-        })
+            servers,
+            failed,
+            resources: tokio::sync::Mutex::default(),
+        };
+        // Each server that could not be started is in the session's log, as the agent was told.
+        for (name, why) in &linked.failed {
+            self.record_in(
+                &linked,
+                McpFrom::Server,
+                "initialize".to_owned(),
+                McpHandled::Refused,
+                Some(super::route::server_failed(name, why)),
+            )
+            .await;
+        }
+        Ok(linked)
     }
 
     /// When the caller's token is revoked (removed or changed at a reload), the connection ends
-    /// at once: its turn ends (questions waiting settle `cancelled`) and its server is stopped,
-    /// so an open event stream carries nothing more; every later request is refused.
+    /// at once: its turn ends (questions waiting settle `cancelled`) and its servers are
+    /// stopped, so an open event stream carries nothing more; every later request is refused.
     fn end_when_revoked(
         &self,
         caller: &Caller,
-        server: &RunningService<RoleClient, Relay>,
+        stops: Vec<rmcp::service::RunningServiceCancellationToken>,
         session: &str,
     ) {
         let revoked = caller.revoked.clone();
-        let stop = server.cancellation_token();
         let shared = self.shared.clone();
         let session = session.to_owned();
         let ended = self.ended.clone();
@@ -476,21 +664,23 @@ impl Connection {
                 () = ended.cancelled() => return,
             }
             tracing::info!(session, "an MCP connection's token was revoked: ending it");
-            stop.cancel();
+            for stop in stops {
+                stop.cancel();
+            }
             shared.end_turn(&session).await;
         }));
     }
 
     /// Records what was done with a message no question was asked about. Before `initialize`
     /// there is no session to record it in: it goes to the gateway's own log.
-    async fn record(
+    pub(super) async fn record(
         &self,
         from: McpFrom,
         method: String,
         handled: McpHandled,
         why: Option<String>,
     ) {
-        let Some(link) = self.link.get() else {
+        let Some(linked) = self.linked.get() else {
             tracing::warn!(
                 method,
                 ?why,
@@ -498,6 +688,17 @@ impl Connection {
             );
             return;
         };
+        self.record_in(linked, from, method, handled, why).await;
+    }
+
+    async fn record_in(
+        &self,
+        linked: &Linked,
+        from: McpFrom,
+        method: String,
+        handled: McpHandled,
+        why: Option<String>,
+    ) {
         let message = McpMessage {
             from,
             method,
@@ -507,36 +708,30 @@ impl Connection {
         if let Err(e) = self
             .shared
             .service
-            .record_mcp_message(&link.agent, message)
+            .record_mcp_message(&linked.agent, message)
             .await
         {
             tracing::warn!(session = self.session(), error = %e, "could not record an MCP message");
         }
     }
 
-    /// Asks whether `tool` (in rule syntax) may go ahead with `arguments`: the connection's slot
-    /// for a call in flight while it runs, or the text of the refusal.
-    async fn ask_first(
+    /// Asks whether `tool` (in rule syntax) may go ahead with `arguments` (`undeclared`: those
+    /// its schema does not declare): the connection's slot for a call in flight while it runs,
+    /// or the text of the refusal.
+    pub(super) async fn ask_first(
         &self,
         tool: &str,
-        arguments: Map<String, Value>,
+        (arguments, undeclared): (Map<String, Value>, Vec<String>),
         context: &RequestContext<RoleServer>,
     ) -> Result<tokio::sync::OwnedSemaphorePermit, String> {
-        let link = self.link_for(context).map_err(|e| e.message.to_string())?;
+        let linked = self.link_for(context).map_err(|e| e.message.to_string())?;
         // An agent that floods the gateway gets refusals, not a queue of questions.
         let Ok(running) = self.calls.clone().try_acquire_owned() else {
             return Err(too_many_calls(self.shared.options.calls_in_flight.max(1)));
         };
-        // Only a tool's own arguments are held against its schema (resources, prompts and
-        // completion have none).
-        let undeclared = tool
-            .strip_prefix(&format!("mcp__{}__", self.shared.options.server))
-            .filter(|name| !methods::reserved_tool(name))
-            .map(|name| link.undeclared(name, Some(&arguments)))
-            .unwrap_or_default();
         let verdict = ask::ask(
             &self.shared,
-            &link.agent,
+            &linked.agent,
             tool,
             (arguments, undeclared),
             context.ct.clone(),
@@ -549,32 +744,32 @@ impl Connection {
         }
     }
 
-    /// [`Connection::ask_first`] for a method other than `tools/call`, asked as
-    /// `mcp__<server>__<method>`: a refusal is a JSON-RPC error with [`REFUSED_CODE`].
-    async fn ask_method(
+    /// [`Connection::ask_first`] for a method other than `tools/call` of `link`'s server, asked
+    /// as `mcp__<server>__<method>`: a refusal is a JSON-RPC error with [`REFUSED_CODE`].
+    pub(super) async fn ask_method(
         &self,
+        link: &Link,
         method: &str,
         arguments: Map<String, Value>,
         context: &RequestContext<RoleServer>,
     ) -> Result<tokio::sync::OwnedSemaphorePermit, McpError> {
-        self.link()?;
-        let tool = question_tool(&self.shared.options.server, method)
+        let tool = question_tool(link.name(), method)
             .ok_or_else(|| McpError::internal_error(INVALID_TOOL_NAME, None))?;
-        self.ask_first(&tool, arguments, context)
+        // Resources, prompts and completion have no schema to hold arguments against.
+        self.ask_first(&tool, (arguments, Vec::new()), context)
             .await
             .map_err(|text| McpError::new(REFUSED_CODE, text, None))
     }
 
-    /// Whether a call of `name` may be asked: its definition, as this connection's server
-    /// listed it, is pinned ([`super::pins`]). A connection that never listed its tools has
-    /// them listed now, so a definition is known before anything is asked; a name its server
-    /// did not list is refused.
-    async fn pinned(&self, name: &str) -> Result<(), String> {
-        let pins = &self.shared.pins;
+    /// Whether a call of `name` on `link`'s server may be asked: its definition, as the server
+    /// listed it, is pinned ([`super::pins`]). A connection that never listed the server's tools
+    /// has them listed now, so a definition is known before anything is asked; a name its
+    /// server did not list is refused.
+    pub(super) async fn pinned(&self, link: &Link, name: &str) -> Result<(), String> {
+        let pins = &link.backend.pins;
         if pins.off() {
             return Ok(());
         }
-        let link = self.link().map_err(|e| e.message.to_string())?;
         let listed_before = !link
             .seen
             .lock()
@@ -582,7 +777,7 @@ impl Connection {
             .is_empty();
         if !listed_before {
             let mut tools = self.whole_list(link).await?;
-            self.screen(Some(link), &mut tools, true).await;
+            self.screen(link, &mut tools, true).await;
         }
         let seen = link
             .seen
@@ -597,105 +792,212 @@ impl Connection {
     /// Keeps in `tools` (listed by `link`'s server; `whole`: all of them) those whose
     /// definition is pinned ([`super::pins::Pins::screen`]), and remembers on the link what
     /// each declares and hashes to, for its calls.
-    async fn screen(&self, link: Option<&Link>, tools: &mut Vec<rmcp::model::Tool>, whole: bool) {
-        if let Some(link) = link {
-            link.learn_schemas(tools);
-        }
-        let pins = &self.shared.pins;
+    async fn screen(&self, link: &Link, tools: &mut Vec<rmcp::model::Tool>, whole: bool) {
+        link.learn_schemas(tools);
+        let pins = &link.backend.pins;
         if pins.off() {
             return;
         }
         let hashes = pins.screen(&self.shared.service, tools, whole).await;
-        if let Some(link) = link {
-            link.seen
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .extend(hashes);
-        }
+        link.seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(hashes);
     }
 
-    /// Every tool the server lists, page after page (at most [`MAX_PAGES`], within
-    /// [`LIST_PATIENCE`]), less those that can never be called.
+    /// Every tool `link`'s server lists, page after page ([`super::listing`]), less those that
+    /// can never be called.
     async fn whole_list(&self, link: &Link) -> Result<Vec<rmcp::model::Tool>, String> {
-        let server = &self.shared.options.server;
-        let listing = async {
-            let mut tools = Vec::new();
-            let mut cursor = None;
-            for _ in 0..MAX_PAGES {
-                let page = link
-                    .peer()
-                    .list_tools(Some(
-                        PaginatedRequestParams::default().with_cursor(cursor.take()),
-                    ))
-                    .await
-                    .map_err(|e| format!("{}: {e}", self.gone))?;
-                tools.extend(page.tools);
-                match page.next_cursor {
-                    Some(next) => cursor = Some(next),
-                    None => return Ok(tools),
-                }
-            }
-            Err(format!(
-                "the MCP server \"{server}\" lists its tools in more than {MAX_PAGES} pages: its tools cannot be checked against their pins"
-            ))
-        };
-        let mut tools = tokio::time::timeout(LIST_PATIENCE, listing)
-            .await
-            .map_err(|_| {
-                format!(
-                    "the MCP server \"{server}\" did not list its tools within {} s: they cannot be checked against their pins",
-                    LIST_PATIENCE.as_secs()
-                )
-            })??;
+        let server = link.name();
+        let mut tools = super::listing::whole(server, "tools", &link.backend.gone, |p| {
+            link.peer().list_tools(p)
+        })
+        .await?;
         tools.retain(|tool| callable(server, &tool.name));
         Ok(tools)
     }
 
-    /// The tools the server lists, less those that can never be called, those whose definition
-    /// is not pinned and those a reject rule refuses whatever the arguments. `first_page`: the
-    /// request named no cursor.
-    async fn visible(&self, mut listed: ListToolsResult, first_page: bool) -> ListToolsResult {
-        let server = &self.shared.options.server;
+    /// The tools `link`'s server listed (one page of them; `first_page`: the request named no
+    /// cursor), less those that can never be called, those whose definition is not pinned and
+    /// those a reject rule refuses whatever the arguments.
+    pub(super) async fn visible(
+        &self,
+        link: &Link,
+        mut listed: ListToolsResult,
+        first_page: bool,
+    ) -> ListToolsResult {
+        let server = link.name();
         listed.tools.retain(|tool| callable(server, &tool.name));
-        let link = self.link().ok();
         let whole = first_page && listed.next_cursor.is_none();
         // A server's first use pins its whole list at once: when this is one page of it, the
         // rest is listed first.
         if !whole
-            && let Some(link) = link
-            && self
-                .shared
+            && link
+                .backend
                 .pins
                 .awaits_first_use(&self.shared.service)
                 .await
         {
             match self.whole_list(link).await {
-                Ok(mut all) => self.screen(Some(link), &mut all, true).await,
+                Ok(mut all) => self.screen(link, &mut all, true).await,
                 Err(e) => {
                     tracing::warn!(server, error = %e, "an MCP server's first list could not be pinned whole")
                 }
             }
         }
         self.screen(link, &mut listed.tools, whole).await;
+        self.unrejected(server, &mut listed.tools);
+        listed
+    }
+
+    /// Leaves out of `tools` (of `server`) those a live reject rule refuses whatever the
+    /// arguments, when the deployment says so.
+    fn unrejected(&self, server: &str, tools: &mut Vec<rmcp::model::Tool>) {
         if !self.shared.options.config.hide_rejected_tools {
-            return listed;
+            return;
         }
         let Some(book) = self.shared.service.rules() else {
-            return listed;
+            return;
         };
-        listed.tools.retain(|tool| {
+        tools.retain(|tool| {
             question_tool(server, &tool.name)
                 .is_none_or(|name| book.rejects_every_call(&name, self.session()).is_none())
         });
-        listed
+    }
+
+    /// A gateway of many servers: every server's tools, each pinned, screened as
+    /// [`Connection::visible`] screens one page, and named `<server>__<tool>`. A server whose
+    /// list fails is left out (and logged); the others are listed.
+    pub(super) async fn every_tool(&self, linked: &Linked) -> Vec<rmcp::model::Tool> {
+        let lists = linked
+            .servers
+            .iter()
+            .filter(|l| l.capabilities().is_some_and(|c| c.tools.is_some()))
+            .map(|link| async move { (link, self.whole_list(link).await) });
+        let mut all = Vec::new();
+        for (link, listed) in futures_util::future::join_all(lists).await {
+            let mut tools = match listed {
+                Ok(tools) => tools,
+                Err(e) => {
+                    tracing::warn!(server = link.name(), error = %e, "an MCP server's tools could not be listed");
+                    continue;
+                }
+            };
+            self.screen(link, &mut tools, true).await;
+            self.unrejected(link.name(), &mut tools);
+            for mut tool in tools {
+                tool.name = super::route::outward(link.name(), &tool.name).into();
+                all.push(tool);
+            }
+        }
+        all
+    }
+
+    /// A gateway of many servers: every server's prompts, named `<server>__<prompt>`.
+    pub(super) async fn every_prompt(&self, linked: &Linked) -> Vec<rmcp::model::Prompt> {
+        let lists = linked
+            .servers
+            .iter()
+            .filter(|l| l.capabilities().is_some_and(|c| c.prompts.is_some()))
+            .map(|link| async move {
+                let listed =
+                    super::listing::whole(link.name(), "prompts", &link.backend.gone, |p| {
+                        link.peer().list_prompts(p)
+                    })
+                    .await;
+                (link, listed)
+            });
+        let mut all = Vec::new();
+        for (link, listed) in futures_util::future::join_all(lists).await {
+            match listed {
+                Ok(prompts) => all.extend(prompts.into_iter().map(|mut p| {
+                    p.name = super::route::outward(link.name(), &p.name);
+                    p
+                })),
+                Err(e) => {
+                    tracing::warn!(server = link.name(), error = %e, "an MCP server's prompts could not be listed")
+                }
+            }
+        }
+        all
+    }
+
+    /// A gateway of many servers: every server's resources and resource templates, each
+    /// remembered as its server's ([`super::route::Resources`]).
+    pub(super) async fn every_resource(
+        &self,
+        linked: &Linked,
+    ) -> (
+        Vec<rmcp::model::Resource>,
+        Vec<rmcp::model::ResourceTemplate>,
+    ) {
+        let lists = linked
+            .servers
+            .iter()
+            .filter(|l| l.capabilities().is_some_and(|c| c.resources.is_some()))
+            .map(|link| async move {
+                let gone = &link.backend.gone;
+                let resources = super::listing::whole(link.name(), "resources", gone, |p| {
+                    link.peer().list_resources(p)
+                })
+                .await;
+                // A server with resources need not have templates.
+                let templates =
+                    super::listing::whole(link.name(), "resource templates", gone, |p| {
+                        link.peer().list_resource_templates(p)
+                    })
+                    .await
+                    .unwrap_or_default();
+                (link, resources, templates)
+            });
+        let mut routes = linked.resources.lock().await;
+        let mut all = (Vec::new(), Vec::new());
+        for (link, resources, templates) in futures_util::future::join_all(lists).await {
+            routes.forget(link.index);
+            let resources = resources.unwrap_or_else(|e| {
+                tracing::warn!(server = link.name(), error = %e, "an MCP server's resources could not be listed");
+                Vec::new()
+            });
+            for resource in &resources {
+                routes.listed(link.index, &resource.uri);
+            }
+            for template in &templates {
+                routes.template(link.index, &template.uri_template);
+            }
+            all.0.extend(resources);
+            all.1.extend(templates);
+        }
+        routes.learned = true;
+        all
+    }
+
+    /// The server the resource at `uri` belongs to: with one server, it; with many, the one
+    /// that listed it ([`super::route::Resources::route`]), the servers' resources listed first
+    /// when this connection has not, or when none listed it yet.
+    pub(super) async fn resource_target<'a>(
+        &self,
+        linked: &'a Linked,
+        uri: &str,
+    ) -> Result<&'a Link, String> {
+        if !self.prefixed() {
+            return linked.servers.first().ok_or_else(|| NO_SERVERS.to_owned());
+        }
+        let names = |i: usize| {
+            linked
+                .servers
+                .get(i)
+                .map_or_else(String::new, |l| l.name().to_owned())
+        };
+        let learned = linked.resources.lock().await.learned;
+        if learned && let Ok(i) = linked.resources.lock().await.route(uri, &names) {
+            return Ok(&linked.servers[i]);
+        }
+        // Never listed, or listed before the server added it.
+        self.every_resource(linked).await;
+        let i = linked.resources.lock().await.route(uri, &names)?;
+        Ok(&linked.servers[i])
     }
 }
-
-/// Pages of a server's tool list the gateway reads to know every definition.
-const MAX_PAGES: usize = 64;
-
-/// How long the gateway waits for a server's whole tool list.
-const LIST_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Whether a tool of `server` named `name` could ever be called: a name reserved for resources
 /// and prompts, or one no question can carry (a blank or control character), is never listed.
@@ -707,33 +1009,6 @@ fn callable(server: &str, name: &str) -> bool {
 /// over stdio.
 fn http_parts(context: &RequestContext<RoleServer>) -> Option<&axum::http::request::Parts> {
     context.extensions.get::<axum::http::request::Parts>()
-}
-
-/// The refusal a custom message carries: the screen's, or (for a message that reached the SDK
-/// without passing the screen) its method as unknown.
-fn refusal_of(method: &str, params: Option<&Value>) -> Refusal {
-    if method == REFUSED
-        && let Some(refusal) = params.and_then(|p| serde_json::from_value(p.clone()).ok())
-    {
-        return refusal;
-    }
-    Refusal {
-        method: method.to_owned(),
-        why: methods::unknown_method(method),
-        code: rmcp::model::ErrorCode::METHOD_NOT_FOUND.0,
-    }
-}
-
-/// A request's parameters as a question's arguments (without `_meta`, which is not the
-/// request's content).
-fn as_arguments(params: &impl serde::Serialize) -> Map<String, Value> {
-    match serde_json::to_value(params) {
-        Ok(Value::Object(mut map)) => {
-            map.remove("_meta");
-            map
-        }
-        _ => Map::new(),
-    }
 }
 
 /// The server's `initialize` answer, as the agent gets it.
@@ -758,13 +1033,15 @@ impl Drop for Connection {
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(id);
         }
-        let Some(link) = self.link.take() else { return };
+        let Some(linked) = self.linked.take() else {
+            return;
+        };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        // The server goes now; the agent (and with it the session) stays until its turn ended.
-        let Link { server, agent, .. } = link;
-        drop(server);
+        // The servers go now; the agent (and with it the session) stays until its turn ended.
+        let Linked { servers, agent, .. } = linked;
+        drop(servers);
         let shared = self.shared.clone();
         let session = self.session().to_owned();
         // Questions still waiting settle `cancelled` inside the turn.
@@ -776,320 +1053,5 @@ impl Drop for Connection {
             },
             &runtime,
         ));
-    }
-}
-
-fn refused(text: String) -> CallToolResponse {
-    CallToolResponse::Complete(CallToolResult::error(vec![ContentBlock::text(text)]))
-}
-
-/// A request of a method that takes parameters.
-fn request<M: Default, P>(params: P) -> Request<M, P> {
-    Request::new(params)
-}
-
-/// A request of a method whose parameters are optional.
-fn optional<M: Default, P>(params: Option<P>) -> RequestOptionalParam<M, P> {
-    RequestOptionalParam {
-        method: M::default(),
-        params,
-        extensions: Default::default(),
-    }
-}
-
-/// The protocol versions with an `initialize` handshake: the gateway links a server per
-/// connection at `initialize`, so it does not offer the per-request lifecycle.
-fn handshake_versions() -> &'static [ProtocolVersion] {
-    ProtocolVersion::known_up_to(&ProtocolVersion::LATEST_WITH_INITIALIZE)
-}
-
-impl ServerHandler for Connection {
-    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        Cow::Borrowed(handshake_versions())
-    }
-
-    fn get_info(&self) -> ServerConfig {
-        self.link.get().map(|l| l.info.clone()).unwrap_or_default()
-    }
-
-    async fn initialize(
-        &self,
-        request: InitializeRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<InitializeResult, McpError> {
-        // A connection is initialized once: a second `initialize` would replace what its agent
-        // said it is.
-        if self.link.get().is_some() {
-            return Err(McpError::invalid_request(ALREADY_INITIALIZED, None));
-        }
-        context.peer.set_peer_info(request.clone());
-        let link = self
-            .link
-            .get_or_try_init(|| self.connect(request, context.peer.clone(), &context))
-            .await?;
-        Ok(link.info.clone())
-    }
-
-    async fn ping(&self, context: RequestContext<RoleServer>) -> Result<(), McpError> {
-        let ping = ClientRequest::PingRequest(RequestNoParam {
-            method: Default::default(),
-            extensions: Default::default(),
-        });
-        self.pass(ping, context).await.map(|_| ())
-    }
-
-    async fn call_tool(
-        &self,
-        params: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, McpError> {
-        self.link()?;
-        if methods::reserved_tool(&params.name) {
-            return Ok(refused(RESERVED_TOOL_NAME.to_owned()));
-        }
-        let Some(tool) = question_tool(&self.shared.options.server, &params.name) else {
-            return Ok(refused(INVALID_TOOL_NAME.to_owned()));
-        };
-        if let Err(text) = self.pinned(&params.name).await {
-            self.record(
-                McpFrom::Agent,
-                "tools/call".to_owned(),
-                McpHandled::Refused,
-                Some(text.clone()),
-            )
-            .await;
-            return Ok(refused(text));
-        }
-        let _running = match self
-            .ask_first(
-                &tool,
-                params.arguments.clone().unwrap_or_default(),
-                &context,
-            )
-            .await
-        {
-            Ok(running) => running,
-            Err(text) => return Ok(refused(text)),
-        };
-        let call = ClientRequest::CallToolRequest(request(params));
-        match self.pass(call, context).await? {
-            ServerResult::CallToolResult(r) => Ok(CallToolResponse::Complete(r)),
-            ServerResult::InputRequiredResult(r) => Ok(CallToolResponse::InputRequired(r)),
-            ServerResult::CreateTaskResult(r) => Ok(CallToolResponse::Task(r)),
-            other => expect::<CallToolResult>(other).map(CallToolResponse::Complete),
-        }
-    }
-
-    async fn list_tools(
-        &self,
-        params: Option<PaginatedRequestParams>,
-        context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, McpError> {
-        let first_page = params.as_ref().is_none_or(|p| p.cursor.is_none());
-        let listed = match self
-            .pass(ClientRequest::ListToolsRequest(optional(params)), context)
-            .await?
-        {
-            ServerResult::ListToolsResult(r) => r,
-            other => expect(other)?,
-        };
-        Ok(self.visible(listed, first_page).await)
-    }
-
-    async fn complete(
-        &self,
-        params: CompleteRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CompleteResult, McpError> {
-        let arguments = as_arguments(&params);
-        let _running = self
-            .ask_method(methods::COMPLETE, arguments, &context)
-            .await?;
-        match self
-            .pass(ClientRequest::CompleteRequest(request(params)), context)
-            .await?
-        {
-            ServerResult::CompleteResult(r) => Ok(r),
-            other => expect(other),
-        }
-    }
-
-    #[allow(deprecated)] // Logging is deprecated (SEP-2577), but servers still take it.
-    async fn set_level(
-        &self,
-        params: rmcp::model::SetLevelRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        self.pass(ClientRequest::SetLevelRequest(request(params)), context)
-            .await
-            .map(|_| ())
-    }
-
-    async fn get_prompt(
-        &self,
-        params: GetPromptRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<GetPromptResponse, McpError> {
-        let arguments = as_arguments(&params);
-        let _running = self
-            .ask_method(methods::GET_PROMPT, arguments, &context)
-            .await?;
-        match self
-            .pass(ClientRequest::GetPromptRequest(request(params)), context)
-            .await?
-        {
-            ServerResult::GetPromptResult(r) => Ok(GetPromptResponse::Complete(r)),
-            ServerResult::InputRequiredResult(r) => Ok(GetPromptResponse::InputRequired(r)),
-            other => expect(other).map(GetPromptResponse::Complete),
-        }
-    }
-
-    async fn list_prompts(
-        &self,
-        params: Option<PaginatedRequestParams>,
-        context: RequestContext<RoleServer>,
-    ) -> Result<ListPromptsResult, McpError> {
-        match self
-            .pass(ClientRequest::ListPromptsRequest(optional(params)), context)
-            .await?
-        {
-            ServerResult::ListPromptsResult(r) => Ok(r),
-            other => expect(other),
-        }
-    }
-
-    async fn list_resources(
-        &self,
-        params: Option<PaginatedRequestParams>,
-        context: RequestContext<RoleServer>,
-    ) -> Result<ListResourcesResult, McpError> {
-        match self
-            .pass(
-                ClientRequest::ListResourcesRequest(optional(params)),
-                context,
-            )
-            .await?
-        {
-            ServerResult::ListResourcesResult(r) => Ok(r),
-            other => expect(other),
-        }
-    }
-
-    async fn list_resource_templates(
-        &self,
-        params: Option<PaginatedRequestParams>,
-        context: RequestContext<RoleServer>,
-    ) -> Result<ListResourceTemplatesResult, McpError> {
-        let asked = ClientRequest::ListResourceTemplatesRequest(optional(params));
-        match self.pass(asked, context).await? {
-            ServerResult::ListResourceTemplatesResult(r) => Ok(r),
-            other => expect(other),
-        }
-    }
-
-    async fn read_resource(
-        &self,
-        params: ReadResourceRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<ReadResourceResponse, McpError> {
-        let arguments = as_arguments(&params);
-        let _running = self
-            .ask_method(methods::READ_RESOURCE, arguments, &context)
-            .await?;
-        match self
-            .pass(ClientRequest::ReadResourceRequest(request(params)), context)
-            .await?
-        {
-            ServerResult::ReadResourceResult(r) => Ok(ReadResourceResponse::Complete(r)),
-            ServerResult::InputRequiredResult(r) => Ok(ReadResourceResponse::InputRequired(r)),
-            other => expect(other).map(ReadResourceResponse::Complete),
-        }
-    }
-
-    async fn subscribe(
-        &self,
-        params: SubscribeRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        let arguments = as_arguments(&params);
-        let _running = self
-            .ask_method(methods::SUBSCRIBE, arguments, &context)
-            .await?;
-        self.pass(ClientRequest::SubscribeRequest(request(params)), context)
-            .await
-            .map(|_| ())
-    }
-
-    async fn unsubscribe(
-        &self,
-        params: UnsubscribeRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        self.pass(ClientRequest::UnsubscribeRequest(request(params)), context)
-            .await
-            .map(|_| ())
-    }
-
-    async fn on_custom_request(
-        &self,
-        request: CustomRequest,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<CustomResult, McpError> {
-        let refusal = refusal_of(&request.method, request.params.as_ref());
-        let error = McpError::new(
-            rmcp::model::ErrorCode(refusal.code),
-            refusal.why.clone(),
-            None,
-        );
-        self.record(
-            McpFrom::Agent,
-            refusal.method,
-            McpHandled::Refused,
-            Some(refusal.why),
-        )
-        .await;
-        Err(error)
-    }
-
-    async fn on_progress(
-        &self,
-        mut params: ProgressNotificationParam,
-        _context: NotificationContext<RoleServer>,
-    ) {
-        // Progress on a request the server made of the agent (sampling, elicitation).
-        let Ok(link) = self.link() else { return };
-        let Some(theirs) = link.asks.caller_token(&params.progress_token) else {
-            return;
-        };
-        params.progress_token = theirs;
-        self.notify(ClientNotification::ProgressNotification(Notification::new(
-            params,
-        )))
-        .await;
-    }
-
-    async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
-        self.notify(ClientNotification::RootsListChangedNotification(
-            NotificationNoParam {
-                method: Default::default(),
-                extensions: Default::default(),
-            },
-        ))
-        .await;
-    }
-
-    async fn on_custom_notification(
-        &self,
-        notification: CustomNotification,
-        _context: NotificationContext<RoleServer>,
-    ) {
-        let refusal = refusal_of(&notification.method, notification.params.as_ref());
-        self.record(
-            McpFrom::Agent,
-            refusal.method,
-            McpHandled::Dropped,
-            Some(refusal.why),
-        )
-        .await;
     }
 }

@@ -21,10 +21,14 @@
 mod admit;
 mod ask;
 mod gateway;
+mod handler;
 mod http;
+mod listing;
+mod many;
 pub mod methods;
 pub mod pins;
 mod relay;
+pub mod route;
 mod screen;
 mod stdio;
 mod upstream;
@@ -36,7 +40,9 @@ pub use admit::{
     session_not_granted, session_taken, too_many_sessions, too_many_sessions_for,
 };
 pub use ask::{INVALID_TOOL_NAME, RESERVED_TOOL_NAME, question_tool, refusal};
-pub use gateway::{Connection, Gateway};
+pub use gateway::{Connection, Gateway, NO_SERVERS};
+pub use handler::NO_PAGES;
+pub use many::{GATEWAY_NAME, start_timed_out};
 pub use relay::server_request_refused;
 pub use screen::MAX_MESSAGE;
 pub use upstream::Upstream;
@@ -76,6 +82,18 @@ pub struct McpConfig {
     pub session_idle: std::time::Duration,
     /// When a tool's definition is pinned ([`pins`]).
     pub pin: pins::PinMode,
+    /// `[[mcp.server]]`: the servers one gateway serves behind one endpoint, when it is started
+    /// without a server of its own (`approval-host mcp --config FILE`).
+    pub servers: Vec<ServerEntry>,
+}
+
+/// One `[[mcp.server]]`: a server behind a gateway of many.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerEntry {
+    /// Its name in rules (`mcp__<name>__<tool>`) and before its tools' names (`<name>__<tool>`).
+    pub name: String,
+    /// Where it is.
+    pub upstream: Upstream,
 }
 
 impl Default for McpConfig {
@@ -90,6 +108,7 @@ impl Default for McpConfig {
             allowed_hosts: Vec::new(),
             session_idle: std::time::Duration::from_secs(300),
             pin: pins::PinMode::default(),
+            servers: Vec::new(),
         }
     }
 }
@@ -142,6 +161,9 @@ pub enum GatewayError {
     /// The server command is empty.
     #[error("the MCP server command is empty: give it after `--`")]
     NoCommand,
+    /// A gateway of many servers was given none, or two of one name.
+    #[error("{0}")]
+    Servers(String),
     /// The agent-facing transport failed.
     #[error("{0}")]
     Transport(String),
@@ -168,11 +190,25 @@ pub fn check_server_name(name: &str) -> Result<(), GatewayError> {
     }
 }
 
+/// One server behind the gateway, as every connection shares it.
+pub(crate) struct Backend {
+    /// Its name in rules.
+    pub(crate) name: String,
+    pub(crate) upstream: Upstream,
+    /// Its pinned tool definitions.
+    pub(crate) pins: pins::Pins,
+    /// The text of a request to it once it has gone.
+    pub(crate) gone: String,
+}
+
 /// What every connection of one gateway shares.
 pub(crate) struct Shared {
     pub(crate) service: crate::service::ApprovalService,
     pub(crate) options: GatewayOptions,
-    pub(crate) upstream: Upstream,
+    /// The servers behind it, in the order configured.
+    pub(crate) servers: Vec<Arc<Backend>>,
+    /// Whether the agent sees names as `<server>__<name>` (a gateway of many servers).
+    pub(crate) prefixed: bool,
     /// Connections ending their turn after they closed.
     pub(crate) closing: tokio_util::task::TaskTracker,
     /// The sessions whose turn a live connection holds open, for [`Gateway::shutdown`].
@@ -182,8 +218,6 @@ pub(crate) struct Shared {
     /// Which caller opened each HTTP session, by the transport's session id: a request naming
     /// a session is refused unless it comes from its opener.
     pub(crate) owners: std::sync::Mutex<std::collections::HashMap<String, String>>,
-    /// The server's pinned tool definitions.
-    pub(crate) pins: pins::Pins,
 }
 
 impl Shared {

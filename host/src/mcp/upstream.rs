@@ -9,11 +9,11 @@ use super::GatewayError;
 use super::relay::Relay;
 
 /// Where the MCP server is.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Upstream {
     /// A program and its arguments, started per client connection (its stderr is the
-    /// gateway's).
-    Command(Vec<String>),
+    /// gateway's), with variables set in its environment besides the gateway's own.
+    Command(Vec<String>, Vec<(String, String)>),
     /// A streamable HTTP endpoint (`http://127.0.0.1:8000/mcp`).
     Url(String),
 }
@@ -27,7 +27,16 @@ impl Upstream {
         if command.first().is_none_or(|p| p.is_empty()) {
             return Err(GatewayError::NoCommand);
         }
-        Ok(Upstream::Command(command))
+        Ok(Upstream::Command(command, Vec::new()))
+    }
+
+    /// This server with `env` set in its environment (a server reached by URL has none).
+    #[must_use]
+    pub fn with_env(self, env: Vec<(String, String)>) -> Upstream {
+        match self {
+            Upstream::Command(command, _) => Upstream::Command(command, env),
+            url => url,
+        }
     }
 
     /// A server at `url`, an `http` or `https` URL.
@@ -55,9 +64,10 @@ impl Upstream {
         relay: Relay,
     ) -> Result<RunningService<RoleClient, Relay>, String> {
         match self {
-            Upstream::Command(command) => {
+            Upstream::Command(command, env) => {
                 let mut cmd = tokio::process::Command::new(&command[0]);
-                cmd.args(&command[1..]);
+                cmd.args(&command[1..])
+                    .envs(env.iter().map(|(k, v)| (k, v)));
                 let child = TokioChildProcess::new(cmd)
                     .map_err(|e| format!("starting the MCP server {:?}: {e}", command[0]))?;
                 relay

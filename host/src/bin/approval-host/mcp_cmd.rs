@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use approval_host::Deployment;
-use approval_host::mcp::{Gateway, GatewayOptions, Upstream};
+use approval_host::mcp::{Gateway, GatewayOptions, ServerEntry, Upstream};
 use approval_host::plugin::QuarantinePolicy;
 use approval_host::serve::{ServeError, ServeOptions, Server};
 use tokio_util::sync::CancellationToken;
@@ -26,14 +26,16 @@ pub(crate) struct McpArgs {
     /// The deployment file (TOML): its rules, plugins and answerers decide every `tools/call`.
     #[arg(long, value_name = "FILE", required = true)]
     config: Option<PathBuf>,
-    /// The server's name in rules: its tools are asked about as `mcp__<NAME>__<tool>`.
-    #[arg(long, value_name = "NAME", required = true)]
+    /// The server's name in rules: its tools are asked about as `mcp__<NAME>__<tool>`. Without
+    /// it (and without a server), the gateway serves the deployment's `[[mcp.server]]`s behind
+    /// one endpoint, each tool as `<server>__<tool>`.
+    #[arg(long, value_name = "NAME")]
     name: Option<String>,
     /// Serve agents over streamable HTTP instead of stdio, at this address (`127.0.0.1:8931`,
     /// endpoint `/mcp`: every request bears a `[[token]]` with the agent role; off loopback over
     /// TLS) or on a Unix socket only its owner may use (`unix:/run/approval.sock`, endpoint `/mcp`;
     /// a token needed when the deployment declares any). The server is then --upstream.
-    #[arg(long, value_name = "ADDR", requires = "upstream")]
+    #[arg(long, value_name = "ADDR")]
     listen: Option<String>,
     /// The MCP server's streamable HTTP endpoint (`http://127.0.0.1:8000/mcp`).
     #[arg(long, value_name = "URL", requires = "listen")]
@@ -76,34 +78,25 @@ pub(crate) fn run(ctx: &Context, args: McpArgs) -> Result<ExitCode> {
     if let Some(McpCommand::Pins(command)) = args.command_ {
         return crate::mcp_pins_cmd::run(ctx, command);
     }
-    let (Some(config_file), Some(name)) = (args.config.clone(), args.name.clone()) else {
-        return Err(UsageError("mcp needs --config FILE and --name NAME".to_owned()).into());
+    let Some(config_file) = args.config.clone() else {
+        return Err(UsageError("mcp needs --config FILE".to_owned()).into());
     };
     // reqwest (the SDK's HTTP client) is built on rustls without a provider of its own.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let upstream = match (&args.upstream, args.command.is_empty()) {
-        (Some(url), true) => Upstream::url(url).map_err(|e| UsageError(e.to_string()))?,
-        (None, false) => {
-            Upstream::command(args.command.clone()).map_err(|e| UsageError(e.to_string()))?
-        }
-        (Some(_), false) => {
-            return Err(UsageError(
-                "give the MCP server either as --upstream URL or as a command after `--`, not both"
-                    .to_owned(),
-            )
-            .into());
-        }
-        (None, true) => {
-            return Err(UsageError(
-                "no MCP server: give its command after `--` (stdio), or --listen ADDR --upstream URL"
-                    .to_owned(),
-            )
-            .into());
-        }
-    };
+    let own = own_server(&args)?;
     let listen = args.listen.as_deref().map(listen_at).transpose()?;
-    approval_host::mcp::check_server_name(&name).map_err(|e| UsageError(e.to_string()))?;
     let deployment = Deployment::load(&config_file)?;
+    let servers = match own {
+        Some(one) => Servers::One(one),
+        None if deployment.mcp.servers.is_empty() => {
+            return Err(UsageError(format!(
+                "{}: it lists no [[mcp.server]]; give one server as --name NAME -- COMMAND (or --listen ADDR --name NAME --upstream URL)",
+                config_file.display()
+            ))
+            .into());
+        }
+        None => Servers::Many(deployment.mcp.servers.clone()),
+    };
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(
             approval_host::serve::tls::acceptor(&approval_host::serve::tls::TlsFiles {
@@ -141,7 +134,10 @@ pub(crate) fn run(ctx: &Context, args: McpArgs) -> Result<ExitCode> {
         config.allowed_hosts.push(addr.ip().to_string());
     }
     let options = GatewayOptions {
-        server: name.clone(),
+        server: match &servers {
+            Servers::One(one) => one.name.clone(),
+            Servers::Many(_) => String::new(),
+        },
         config,
         // Relative path rules and the protections read a question's paths from the gateway's
         // directory: where a server it starts runs, and the nearest thing to the agent's own
@@ -165,7 +161,7 @@ pub(crate) fn run(ctx: &Context, args: McpArgs) -> Result<ExitCode> {
     let served = runtime.block_on(gateway(
         serve,
         options,
-        upstream,
+        servers,
         listen,
         tls,
         args.console,
@@ -174,6 +170,48 @@ pub(crate) fn run(ctx: &Context, args: McpArgs) -> Result<ExitCode> {
     runtime.shutdown_timeout(Duration::from_millis(500));
     served?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The servers behind the gateway.
+enum Servers {
+    /// The one given on the command line: the agent sees its own names.
+    One(ServerEntry),
+    /// The deployment's `[[mcp.server]]`s, each tool as `<server>__<tool>`.
+    Many(Vec<ServerEntry>),
+}
+
+/// The server given on the command line (`--name` with a command after `--` or `--upstream`),
+/// or `None` when there is none and the deployment's are served.
+fn own_server(args: &McpArgs) -> Result<Option<ServerEntry>> {
+    let usage = |text: &str| anyhow::Error::new(UsageError(text.to_owned()));
+    let upstream = match (&args.upstream, args.command.is_empty()) {
+        (Some(url), true) => Some(Upstream::url(url).map_err(|e| UsageError(e.to_string()))?),
+        (None, false) => {
+            Some(Upstream::command(args.command.clone()).map_err(|e| UsageError(e.to_string()))?)
+        }
+        (Some(_), false) => {
+            return Err(usage(
+                "give the MCP server either as --upstream URL or as a command after `--`, not both",
+            ));
+        }
+        (None, true) => None,
+    };
+    match (&args.name, upstream) {
+        (Some(name), Some(upstream)) => {
+            approval_host::mcp::check_server_name(name).map_err(|e| UsageError(e.to_string()))?;
+            Ok(Some(ServerEntry {
+                name: name.clone(),
+                upstream,
+            }))
+        }
+        (Some(_), None) => Err(usage(
+            "no MCP server: give its command after `--` (stdio), or --listen ADDR --upstream URL; or leave out --name to serve the deployment's [[mcp.server]]s",
+        )),
+        (None, Some(_)) => Err(usage(
+            "mcp needs --name NAME for its server: its tools are asked about as mcp__<NAME>__<tool>",
+        )),
+        (None, None) => Ok(None),
+    }
 }
 
 /// Where `--listen` serves the endpoint.
@@ -208,7 +246,7 @@ fn listen_at(addr: &str) -> Result<Listen> {
 async fn gateway(
     serve: ServeOptions,
     options: GatewayOptions,
-    upstream: Upstream,
+    servers: Servers,
     listen: Option<Listen>,
     tls: Option<tokio_rustls::TlsAcceptor>,
     console: Option<String>,
@@ -223,8 +261,12 @@ async fn gateway(
     } else {
         None
     };
-    let gateway = Gateway::new(server.service().clone(), options, upstream)
-        .map_err(|e| UsageError(e.to_string()))?;
+    let service = server.service().clone();
+    let gateway = match servers {
+        Servers::One(one) => Gateway::new(service, options, one.upstream),
+        Servers::Many(many) => Gateway::many(service, options, many),
+    }
+    .map_err(|e| UsageError(e.to_string()))?;
     let cancel = CancellationToken::new();
     let agents = async {
         match listen {
