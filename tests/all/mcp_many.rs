@@ -7,7 +7,9 @@
 use std::path::PathBuf;
 
 use approval_host::config::Deployment;
-use approval_host::mcp::route::{no_server_for_uri, no_such_server, server_failed};
+use approval_host::mcp::route::{
+    no_server_for_uri, no_such_server, server_failed, two_servers_for_uri,
+};
 use approval_host::mcp::{GATEWAY_NAME, NO_PAGES};
 use approval_host::tools::texts;
 use serde_json::{Value, json};
@@ -27,7 +29,7 @@ effect = "reject"
 reason = "docs are read-only"
 
 [[rule]]
-rule = "mcp__docs__resources/read(docs://*)"
+rule = "mcp__docs__resources/read(docs://**)"
 effect = "allow"
 
 [[rule]]
@@ -37,6 +39,11 @@ effect = "allow"
 
 /// A deployment with `notes`, `docs` and `broken` behind one gateway.
 fn many() -> Setup {
+    with_docs_scheme("docs")
+}
+
+/// [`many`] with `docs` naming its resources `scheme://`.
+fn with_docs_scheme(scheme: &str) -> Setup {
     let probe = Setup::new("");
     // The deployment names paths inside its own directory, which `Setup` makes: write it once
     // to learn the directory, then again with the servers.
@@ -53,7 +60,7 @@ env = {{ NOTES_EVENTS = {notes_events:?} }}
 [[mcp.server]]
 name = "docs"
 command = ["python3", {notes:?}]
-env = {{ NOTES_EVENTS = {docs_events:?}, NOTES_SCHEME = "docs", NOTES_INSTRUCTIONS = "Docs are read-only." }}
+env = {{ NOTES_EVENTS = {docs_events:?}, NOTES_SCHEME = {scheme:?}, NOTES_INSTRUCTIONS = "Docs are read-only." }}
 
 [[mcp.server]]
 name = "broken"
@@ -123,11 +130,11 @@ fn two_servers_behind_one_endpoint_each_asked_under_its_own_name_and_a_failed_on
     assert_eq!(client.hello["server"], GATEWAY_NAME);
     let instructions = client.hello["instructions"].as_str().unwrap().to_owned();
     assert!(
-        instructions.contains("Server \"docs\":\nDocs are read-only."),
+        instructions.contains("Server \"docs\" says:\n    Docs are read-only."),
         "{instructions}"
     );
     assert!(
-        instructions.contains("Server \"notes\": (no instructions)"),
+        instructions.contains("Server \"notes\" says: nothing."),
         "{instructions}"
     );
     let broken = instructions
@@ -373,6 +380,39 @@ fn client_again(setup: &Setup) -> Client {
 }
 
 #[test]
+fn a_server_that_lists_another_s_resources_takes_none_of_them() {
+    // `docs` lists the very URIs and template `notes` lists.
+    let setup = with_docs_scheme("notes");
+    let mut client = client(&setup);
+    for uri in ["notes://welcome", "notes://note/welcome"] {
+        assert_eq!(
+            client.op(json!({"op": "read_resource", "uri": uri})),
+            json!({"error": two_servers_for_uri(uri, "notes", "docs")}),
+            "{uri}"
+        );
+    }
+    // Tools are still each server's own.
+    assert_eq!(
+        client.call("notes__read_note", json!({"name": "welcome"})),
+        ok("hello from the notes server")
+    );
+    client.quit();
+    assert_eq!(
+        setup.server_events(),
+        vec![json!({"event": "read_note", "name": "welcome"})]
+    );
+    assert!(docs_events(&setup).is_empty());
+    assert!(
+        setup
+            .decisions("s1")
+            .iter()
+            .all(|(_, tool)| tool == "mcp__notes__read_note"),
+        "{:?}",
+        setup.decisions("s1")
+    );
+}
+
+#[test]
 fn a_gateway_of_many_refuses_a_cursor_it_never_gave() {
     let setup = many();
     let mut client = client(&setup);
@@ -491,4 +531,90 @@ fn the_command_line_serves_the_deployment_s_servers_only_when_it_names_none() {
         stderr.contains("mcp needs --name NAME for its server"),
         "{stderr}"
     );
+}
+
+#[test]
+fn over_http_one_endpoint_serves_a_server_it_starts_and_one_it_reaches_by_url() {
+    let setup = Setup::new(DOCS_RULES);
+    // `docs` is the notes server over streamable HTTP, naming its resources docs://.
+    let docs_log = setup.path("docs/events.jsonl");
+    std::fs::create_dir_all(docs_log.parent().unwrap()).unwrap();
+    let mut docs = Killed(
+        std::process::Command::new("python3")
+            .args([script("notes_server.py"), "--http".to_owned()])
+            .env("NOTES_EVENTS", &docs_log)
+            .env("NOTES_SCHEME", "docs")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let docs_url = crate::mcp_gateway::listening_url(&mut docs.0);
+    let deployment = std::fs::read_to_string(setup.path("deploy.toml")).unwrap();
+    std::fs::write(
+        setup.path("deploy.toml"),
+        format!(
+            "{deployment}\n[[mcp.server]]\nname = \"notes\"\ncommand = [\"python3\", {:?}]\nenv = {{ NOTES_EVENTS = {:?} }}\n\n[[mcp.server]]\nname = \"docs\"\nurl = {docs_url:?}\n",
+            script("notes_server.py"),
+            setup.path("events.jsonl").display().to_string(),
+        ),
+    )
+    .unwrap();
+    let mut gateway = Killed(
+        std::process::Command::new(BIN)
+            .arg("--state-dir")
+            .arg(setup.state())
+            .args(["mcp", "--config"])
+            .arg(setup.path("deploy.toml"))
+            .args(["--no-watch", "--listen", "127.0.0.1:0"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let url = crate::mcp_gateway::listening_url(&mut gateway.0);
+
+    let mut client = Client::http(&url, &setup.path("client-events.jsonl"));
+    assert_eq!(client.hello["server"], GATEWAY_NAME);
+    let tools = sorted(&client.op(json!({"op": "list_tools"}))["tools"]);
+    assert!(tools.contains(&"docs__read_note".to_owned()), "{tools:?}");
+    assert!(tools.contains(&"notes__read_note".to_owned()), "{tools:?}");
+    assert!(!tools.contains(&"docs__write_note".to_owned()), "{tools:?}");
+    assert_eq!(
+        client.call("docs__read_note", json!({"name": "welcome"})),
+        ok("hello from the notes server")
+    );
+    assert_eq!(
+        client.op(json!({"op": "read_resource", "uri": "docs://note/welcome"})),
+        json!({"contents": ["hello from the notes server"]})
+    );
+    assert_eq!(
+        client.call("notes__delete_note", json!({"name": "welcome"})),
+        refused(
+            "tool \"mcp__notes__delete_note\" was rejected by policy \"rule:deployment-2\": notes are never deleted"
+        )
+    );
+    client.quit();
+    drop(gateway);
+    drop(docs);
+    assert_eq!(
+        docs_events(&setup),
+        vec![
+            json!({"event": "read_note", "name": "welcome"}),
+            json!({"event": "read_template", "name": "welcome"}),
+        ]
+    );
+    assert!(
+        setup.server_events().is_empty(),
+        "{:?}",
+        setup.server_events()
+    );
+}
+
+/// A child process killed when the test ends, however it ends.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

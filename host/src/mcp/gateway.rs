@@ -533,6 +533,7 @@ impl Connection {
                 calls: calls.clone(),
                 asks: asks.clone(),
                 gone: "the agent closed the connection".to_owned(),
+                server: backend.name.clone(),
                 shared: self.shared.clone(),
                 recorded_as: recorded_as.clone(),
             };
@@ -569,6 +570,9 @@ impl Connection {
                 }),
                 Err(why) => {
                     tracing::warn!(server = backend.name, error = %why, "an MCP server could not be started");
+                    // One line: what a server said as it failed cannot pass for the gateway's
+                    // own text in the instructions.
+                    let why = why.split_whitespace().collect::<Vec<_>>().join(" ");
                     failed.push((backend.name.clone(), why));
                 }
             }
@@ -633,7 +637,7 @@ impl Connection {
         for (name, why) in &linked.failed {
             self.record_in(
                 &linked,
-                McpFrom::Server,
+                (McpFrom::Server, Some(name.clone())),
                 "initialize".to_owned(),
                 McpHandled::Refused,
                 Some(super::route::server_failed(name, why)),
@@ -688,13 +692,14 @@ impl Connection {
             );
             return;
         };
-        self.record_in(linked, from, method, handled, why).await;
+        self.record_in(linked, (from, None), method, handled, why)
+            .await;
     }
 
     async fn record_in(
         &self,
         linked: &Linked,
-        from: McpFrom,
+        (from, server): (McpFrom, Option<String>),
         method: String,
         handled: McpHandled,
         why: Option<String>,
@@ -704,6 +709,7 @@ impl Connection {
             method,
             handled,
             why,
+            server,
         };
         if let Err(e) = self
             .shared
@@ -950,9 +956,11 @@ impl Connection {
                     .unwrap_or_default();
                 (link, resources, templates)
             });
+        let listed = futures_util::future::join_all(lists).await;
+        // Locked only once the lists are in: a slow server holds up no read whose route is known.
         let mut routes = linked.resources.lock().await;
         let mut all = (Vec::new(), Vec::new());
-        for (link, resources, templates) in futures_util::future::join_all(lists).await {
+        for (link, resources, templates) in listed {
             routes.forget(link.index);
             let resources = resources.unwrap_or_else(|e| {
                 tracing::warn!(server = link.name(), error = %e, "an MCP server's resources could not be listed");

@@ -141,6 +141,8 @@ pub(super) struct Relay {
     pub(super) asks: Progress,
     /// The text of a request to an agent that has gone.
     pub(super) gone: String,
+    /// The server's name in rules.
+    pub(super) server: String,
     /// What the connection shares with the gateway's others (the deployment's `[mcp]`).
     pub(super) shared: SharedRef,
     /// The connection's agent, once it initialized: what the server's requests are recorded
@@ -196,6 +198,7 @@ impl Relay {
                 McpHandled::Refused
             },
             why: (!passes).then(|| server_request_refused(method)),
+            server: Some(self.server.clone()),
         };
         if let Err(e) = self.shared.service.record_mcp_message(agent, message).await {
             // Not recorded, not passed.
@@ -203,6 +206,25 @@ impl Relay {
             return false;
         }
         passes
+    }
+}
+
+impl Relay {
+    /// Records a notification of the server's that went no further.
+    async fn dropped(&self, method: &str) {
+        let Some(agent) = self.recorded_as.get() else {
+            return;
+        };
+        let message = McpMessage {
+            from: McpFrom::Server,
+            method: method.chars().take(128).collect(),
+            handled: McpHandled::Dropped,
+            why: Some(super::methods::unknown_method(method)),
+            server: Some(self.server.clone()),
+        };
+        if let Err(e) = self.shared.service.record_mcp_message(agent, message).await {
+            tracing::warn!(error = %e, "could not record the MCP server's notification");
+        }
     }
 }
 
@@ -229,6 +251,7 @@ impl Service<RoleClient> for Relay {
         .await
     }
 
+    #[allow(deprecated)] // Logging is deprecated (SEP-2577), but servers still log.
     async fn handle_notification(
         &self,
         notification: ServerNotification,
@@ -244,6 +267,20 @@ impl Service<RoleClient> for Relay {
             }
             // The SDK cancels the request it names; the agent has its own cancellation.
             ServerNotification::CancelledNotification(_) => return Ok(()),
+            // With many servers, a log line says whose it is: no server can speak as another.
+            ServerNotification::LoggingMessageNotification(mut n) if self.shared.prefixed => {
+                n.params.logger = Some(match n.params.logger.take() {
+                    Some(logger) => format!("{}/{logger}", self.server),
+                    None => self.server.clone(),
+                });
+                ServerNotification::LoggingMessageNotification(n)
+            }
+            // A notification the gateway does not know: what it would do at the agent is
+            // unknown, so it goes no further.
+            ServerNotification::CustomNotification(n) => {
+                self.dropped(&n.method).await;
+                return Ok(());
+            }
             other => other,
         };
         // An agent that has gone cannot be told; its connection's end settles the rest.

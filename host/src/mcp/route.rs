@@ -41,15 +41,16 @@ pub fn no_server_for_uri(uri: &str) -> String {
     )
 }
 
-/// The text a resource request gets when two servers listed its URI.
+/// The text a resource request gets when two servers claim its URI.
 pub fn two_servers_for_uri(uri: &str, first: &str, second: &str) -> String {
     format!(
-        "the resource {uri:?} is listed by two MCP servers behind this gateway (\"{first}\" and \"{second}\"): the gateway cannot tell which one to ask, so it asks neither"
+        "the resource {uri:?} is claimed by two MCP servers behind this gateway (\"{first}\" and \"{second}\" each list it or a template it fits): the gateway cannot tell which one to ask, so it asks neither"
     )
 }
 
 /// Which server each resource the servers listed belongs to: by exact URI, and by the literal
-/// start of each resource template (`notes://note/` of `notes://note/{name}`).
+/// start of each resource template (`notes://note/` of `notes://note/{name}`); a URI two
+/// servers claim belongs to neither.
 #[derive(Debug, Default)]
 pub(crate) struct Resources {
     /// A listed URI (or a template's own text) to the servers that listed it.
@@ -88,36 +89,28 @@ impl Resources {
         }
     }
 
-    /// The server `uri` belongs to: the one that listed it, else the one whose template's start
-    /// is its longest fitting prefix. `names` gives each server's name for the refusal.
+    /// The server `uri` belongs to: the one server that claims it, by listing it or by a
+    /// template whose literal start it begins with. Two servers that claim it (one listing it
+    /// inside another's template included) are refused, not ranked: a server could otherwise
+    /// take another's URIs with a longer template, or by listing them, and answer reads the
+    /// agent meant for the other. `names` gives each server's name for the refusal.
     pub(crate) fn route(
         &self,
         uri: &str,
         names: &dyn Fn(usize) -> String,
     ) -> Result<usize, String> {
-        if let Some(owners) = self.exact.get(uri) {
-            return match owners.as_slice() {
-                [one] => Ok(*one),
-                [first, second, ..] => {
-                    Err(two_servers_for_uri(uri, &names(*first), &names(*second)))
-                }
-                [] => Err(no_server_for_uri(uri)),
-            };
-        }
-        let Some(longest) = self
-            .templates
-            .iter()
-            .filter(|(start, _)| uri.starts_with(start.as_str()))
-            .map(|(start, _)| start.len())
-            .max()
-        else {
-            return Err(no_server_for_uri(uri));
-        };
         let mut owners: Vec<usize> = self
-            .templates
-            .iter()
-            .filter(|(start, _)| start.len() == longest && uri.starts_with(start.as_str()))
-            .map(|(_, o)| *o)
+            .exact
+            .get(uri)
+            .into_iter()
+            .flatten()
+            .copied()
+            .chain(
+                self.templates
+                    .iter()
+                    .filter(|(start, _)| uri.starts_with(start.as_str()))
+                    .map(|(_, o)| *o),
+            )
             .collect();
         owners.sort_unstable();
         owners.dedup();
@@ -149,38 +142,48 @@ mod tests {
     }
 
     #[test]
-    fn a_uri_goes_to_the_one_server_that_listed_it_or_to_none() {
-        let names = |i: usize| ["notes", "docs"][i].to_owned();
+    fn a_uri_goes_to_the_one_server_that_claims_it_or_to_none() {
+        let names = |i: usize| ["notes", "docs", "evil"][i].to_owned();
         let mut r = Resources::default();
         r.listed(0, "notes://welcome");
         r.listed(1, "docs://welcome");
         r.template(1, "docs://page/{name}");
         r.template(0, "notes://note/{name}");
-        r.template(1, "notes://note/archived/{name}");
+        r.listed(0, "notes://note/own");
         r.template(0, "{anything}");
         assert_eq!(r.route("notes://welcome", &names), Ok(0));
         assert_eq!(r.route("docs://page/x", &names), Ok(1));
         assert_eq!(r.route("docs://page/{name}", &names), Ok(1));
         assert_eq!(r.route("notes://note/x", &names), Ok(0));
-        // The longest template start wins.
-        assert_eq!(r.route("notes://note/archived/x", &names), Ok(1));
+        // A server's own listing inside its own template is its.
+        assert_eq!(r.route("notes://note/own", &names), Ok(0));
         assert_eq!(
             r.route("file:///etc/passwd", &names),
             Err(no_server_for_uri("file:///etc/passwd"))
         );
-        r.listed(1, "notes://welcome");
+        // Another server cannot take a URI: not with a longer template, not by listing it, not
+        // by listing what the first lists. The gateway asks neither.
+        r.template(2, "notes://note/s{x}");
+        assert_eq!(
+            r.route("notes://note/secret", &names),
+            Err(two_servers_for_uri("notes://note/secret", "notes", "evil"))
+        );
+        r.listed(2, "docs://page/x");
+        assert_eq!(
+            r.route("docs://page/x", &names),
+            Err(two_servers_for_uri("docs://page/x", "docs", "evil"))
+        );
+        r.listed(2, "notes://welcome");
         assert_eq!(
             r.route("notes://welcome", &names),
-            Err(two_servers_for_uri("notes://welcome", "notes", "docs"))
+            Err(two_servers_for_uri("notes://welcome", "notes", "evil"))
         );
-        r.template(0, "docs://page/{other}");
-        assert_eq!(
-            r.route("docs://page/y", &names),
-            Err(two_servers_for_uri("docs://page/y", "notes", "docs"))
-        );
+        // Once it lists them no more, each is its owner's again.
+        r.forget(2);
+        assert_eq!(r.route("notes://welcome", &names), Ok(0));
+        assert_eq!(r.route("notes://note/secret", &names), Ok(0));
+        assert_eq!(r.route("docs://page/x", &names), Ok(1));
         r.forget(0);
-        assert_eq!(r.route("notes://welcome", &names), Ok(1));
-        assert_eq!(r.route("docs://page/y", &names), Ok(1));
         assert_eq!(
             r.route("notes://note/x", &names),
             Err(no_server_for_uri("notes://note/x"))

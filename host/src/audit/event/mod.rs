@@ -501,6 +501,9 @@ pub struct McpMessage {
     /// Why, for a message refused or dropped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
+    /// The server that sent it, for a message from a server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
 }
 
 impl McpMessage {
