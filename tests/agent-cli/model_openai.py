@@ -24,6 +24,10 @@ summaries, compaction...) get a short text.  When the turns run out the answer i
 "done".  A tool the request does not offer under the script's name is mapped
 onto the shell tool Codex does offer: ``shell`` (``command`` as an argv list),
 ``shell_command`` (``command`` as a string) or ``exec_command`` (``cmd``).
+An MCP tool scripted as ``mcp__<server>__<tool>`` is called the way Codex
+offers it, as ``<tool>`` in the namespace ``mcp__<server>``; until Codex offers
+that namespace (its MCP servers start beside the first request), the turn waits
+and the model calls ``get_goal``, which does nothing.
 
 Every request body is appended to the log as one JSON line, so a test can read
 what the model was sent, e.g. the function output a hook's deny reason became.
@@ -37,6 +41,8 @@ from http.server import BaseHTTPRequestHandler
 from scripted import serve, shell_text
 
 SIDE_ANSWER = "ok"
+# Requests a turn may wait for its MCP namespace before it is taken anyway.
+MAX_WAITS = 20
 DEFAULT_REVIEW = {"outcome": "deny", "risk_level": "high", "user_authorization": "unknown",
                   "rationale": "the scripted reviewer denies every action"}
 
@@ -53,6 +59,10 @@ def function_item(tool, offered, call_id):
             name, args = "exec_command", {"cmd": shell_text(command), **args}
             if workdir:
                 args["workdir"] = workdir
+    namespace, _, own = name.rpartition("__")
+    if name not in offered and offered.get(namespace) == "namespace":
+        return {"type": "function_call", "namespace": namespace, "name": own,
+                "arguments": json.dumps(args), "call_id": call_id, "status": "completed"}
     if offered.get(name) == "custom":
         text = args if isinstance(args, str) else args.get("input", "")
         return {"type": "custom_tool_call", "name": name, "input": text,
@@ -101,7 +111,11 @@ class Handler(BaseHTTPRequestHandler):
         offered = {t.get("name"): t.get("type") for t in body.get("tools") or [] if t.get("name")}
         subagent = (body.get("client_metadata") or {}).get("x-openai-subagent")
         wants_json = ((body.get("text") or {}).get("format") or {}).get("type") == "json_schema"
-        if offered and not subagent:
+        waiting = self.waits_for_namespace(offered)
+        if offered and not subagent and waiting:
+            self.script.waits = getattr(self.script, "waits", 0) + 1
+            turn, n = {"tool": {"name": "get_goal", "input": {}}}, f"wait_{self.script.waits}"
+        elif offered and not subagent:
             index, turn = self.script.take_turn()
             n = 0 if index is None else index + 1
         elif wants_json:
@@ -113,6 +127,15 @@ class Handler(BaseHTTPRequestHandler):
         else:
             item = message_item(turn.get("text", "done"), n)
         self.stream(f"resp_{id(item)}", item)
+
+    def waits_for_namespace(self, offered):
+        """Whether the next turn calls an MCP tool whose namespace is not offered yet."""
+        turn = self.script.peek_turn() or {}
+        name = (turn.get("tool") or {}).get("name", "")
+        namespace = name.rpartition("__")[0]
+        return (name.startswith("mcp__") and name not in offered
+                and namespace not in offered and "get_goal" in offered
+                and getattr(self.script, "waits", 0) < MAX_WAITS)
 
     def stream(self, resp_id, item):
         self.send_response(200)

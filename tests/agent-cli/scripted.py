@@ -38,6 +38,11 @@ class Script:
                 return index, self.turns[index]
             return None, DONE
 
+    def peek_turn(self):
+        """The next turn, without taking it (None once the script ran out)."""
+        with self.lock:
+            return self.turns[self.taken] if self.taken < len(self.turns) else None
+
     def log(self, entry):
         with self.lock, open(self.log_path, "a", encoding="utf-8") as f:
             f.write(json.dumps(entry) + "\n")

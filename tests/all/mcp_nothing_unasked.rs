@@ -568,7 +568,9 @@ fn the_server_s_requests_of_the_agent_are_recorded_and_pass_unless_the_deploymen
     let recorded = mcp_messages(&setup, "s1");
     assert_eq!(
         recorded,
-        vec![json!({"from": "server", "method": "roots/list", "handled": "passed", "server": "notes"})]
+        vec![
+            json!({"from": "server", "method": "roots/list", "handled": "passed", "server": "notes"})
+        ]
     );
 
     // Refused when the deployment lists only the others.

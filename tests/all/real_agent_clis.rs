@@ -813,15 +813,7 @@ fn claude_code_starts_its_mcp_server_behind_the_gateway_after_init_mcp() {
     let written: Value =
         serde_json::from_str(&std::fs::read_to_string(scene.project.join(".mcp.json")).unwrap())
             .unwrap();
-    let args: Vec<String> =
-        serde_json::from_value(written["mcpServers"]["notes"]["args"].clone()).unwrap();
-    let after = |flag: &str| {
-        args.windows(2)
-            .find(|w| w[0] == flag)
-            .map(|w| w[1].clone())
-            .unwrap()
-    };
-    let (state, deployment) = (after("--project-state"), after("--config"));
+    let (state, deployment) = gateway_flags(&written["mcpServers"]["notes"]["args"]);
     let reason = "nothing under /etc is read here";
     let rules = |rule: &[&str]| {
         let mut words = vec![
@@ -887,8 +879,261 @@ fn claude_code_starts_its_mcp_server_behind_the_gateway_after_init_mcp() {
         .collect();
     assert_eq!(reached, ["read_note"], "{}", run.show());
     // The gateway asked both, in its own session of the project's state.
-    let records = scene.records_in(&["--project-state", &state]);
-    let decided: Vec<(String, String)> = records
+    let decided = gateway_decisions(&scene, &state);
+    assert_eq!(
+        decided,
+        [
+            (
+                "mcp__notes__read_note".to_owned(),
+                "allowed-once".to_owned()
+            ),
+            ("mcp__notes__stat_file".to_owned(), "rejected".to_owned()),
+        ]
+    );
+}
+
+/// Gemini CLI, after `init gemini --project . --mcp`, starts the project's notes server behind
+/// the gateway (it names its tools `mcp_<server>_<tool>`): an allowed call reaches the server
+/// and its answer the model, a rejected one never reaches it while the model reads the reason,
+/// and a tool no call of which could be allowed is not offered to the model.
+#[test]
+fn gemini_cli_starts_its_mcp_server_behind_the_gateway_after_init_mcp() {
+    let mut scene = Scene::new(Cli::Gemini);
+    let events = scene.root.join("notes-events.jsonl");
+    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp/notes_server.py");
+    std::fs::create_dir_all(scene.project.join(".gemini")).unwrap();
+    std::fs::write(
+        scene.project.join(".gemini/settings.json"),
+        json!({"mcpServers": {"notes": {
+            "command": "python3",
+            "args": [server.display().to_string()],
+            "env": {"NOTES_EVENTS": events.display().to_string()}
+        }}})
+        .to_string(),
+    )
+    .unwrap();
+    let out = scene.host_ok(&["init", "gemini", "--project", ".", "--mcp"], &[]);
+    assert!(out.contains("gateway    notes"), "{out}");
+    let written: Value = serde_json::from_str(
+        &std::fs::read_to_string(scene.project.join(".gemini/settings.json")).unwrap(),
+    )
+    .unwrap();
+    let (state, deployment) = gateway_flags(&written["mcpServers"]["notes"]["args"]);
+    let reason = "nothing under /etc is read here";
+    for rule in [
+        &["mcp__notes__read_note"][..],
+        &[
+            "mcp__notes__stat_file(//etc/**)",
+            "--effect",
+            "reject",
+            "--reason",
+            reason,
+        ],
+        &["mcp__notes__delete_note", "--effect", "reject"],
+    ] {
+        let mut words = vec![
+            "--project-state",
+            &state,
+            "rules",
+            "add",
+            "--config",
+            &deployment,
+        ];
+        words.extend_from_slice(rule);
+        scene.host_ok(&words, &[]);
+    }
+    let run = scene.run(
+        vec![
+            json!({"tool": {"name": "mcp_notes_read_note", "input": {"name": "welcome"}}}),
+            json!({"tool": {"name": "mcp_notes_stat_file", "input": {"path": "/etc/passwd"}}}),
+        ],
+        RUN_LIMIT,
+    );
+    run.assert_stayed_local();
+    let offered: Vec<String> = run
+        .requests
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .flat_map(|body| {
+            body["tools"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|t| {
+                    t["functionDeclarations"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default()
+                })
+                .filter_map(|d| d["name"].as_str().map(str::to_owned))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        offered.iter().any(|n| n == "mcp_notes_read_note"),
+        "the gateway's tools were not offered to the model: {offered:?}\n{}",
+        run.show()
+    );
+    // A tool every call of which a rule refuses is not even offered.
+    assert!(
+        !offered.iter().any(|n| n.contains("delete_note")),
+        "{offered:?}"
+    );
+    assert!(
+        run.requests.contains("hello from the notes server"),
+        "the allowed call's answer never reached the model\n{}",
+        run.show()
+    );
+    assert!(
+        run.requests.contains(reason),
+        "the model never read the reason\n{}",
+        run.show()
+    );
+    let reached: Vec<String> = std::fs::read_to_string(&events)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["event"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(reached, ["read_note"], "{}", run.show());
+    assert_eq!(
+        gateway_decisions(&scene, &state),
+        [
+            (
+                "mcp__notes__read_note".to_owned(),
+                "allowed-once".to_owned()
+            ),
+            ("mcp__notes__stat_file".to_owned(), "rejected".to_owned()),
+        ]
+    );
+}
+
+/// Codex, set up as the README says (`init codex --project . --trust`, then `--mcp`), starts the
+/// project's notes server behind the gateway and offers its tools in the namespace
+/// `mcp__notes`: an allowed call reaches the server and its answer the model, a rejected one
+/// never reaches it while the model reads the reason (here Codex's own hook, set up first as the
+/// README says, refuses it before the gateway could). Codex asks its own person before an MCP
+/// call unless the server's entry says `default_tools_approval_mode = "approve"`; with the
+/// gateway deciding, the person's entry says so.
+#[test]
+fn codex_starts_its_mcp_server_behind_the_gateway_after_init_mcp() {
+    let mut scene = Scene::new(Cli::Codex);
+    let events = scene.root.join("notes-events.jsonl");
+    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp/notes_server.py");
+    std::fs::create_dir_all(scene.project.join(".codex")).unwrap();
+    std::fs::write(
+        scene.project.join(".codex/config.toml"),
+        format!(
+            "[mcp_servers.notes]\ncommand = \"python3\"\nargs = [{:?}]\ndefault_tools_approval_mode = \"approve\"\n\n[mcp_servers.notes.env]\nNOTES_EVENTS = {:?}\n",
+            server.display().to_string(),
+            events.display().to_string()
+        ),
+    )
+    .unwrap();
+    scene.host_ok(&["init", "codex", "--project", ".", "--trust"], &[]);
+    let out = scene.host_ok(&["init", "codex", "--project", ".", "--mcp"], &[]);
+    assert!(out.contains("gateway    notes"), "{out}");
+    assert!(!out.contains("NOT PROTECTED YET"), "{out}");
+    let written: toml::Table = std::fs::read_to_string(scene.project.join(".codex/config.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let args = serde_json::to_value(&written["mcp_servers"]["notes"]["args"]).unwrap();
+    let (state, deployment) = gateway_flags(&args);
+    let reason = "nothing under /etc is read here";
+    for rule in [
+        &["mcp__notes__read_note"][..],
+        &[
+            "mcp__notes__stat_file(//etc/**)",
+            "--effect",
+            "reject",
+            "--reason",
+            reason,
+        ],
+    ] {
+        let mut words = vec![
+            "--project-state",
+            &state,
+            "rules",
+            "add",
+            "--config",
+            &deployment,
+        ];
+        words.extend_from_slice(rule);
+        scene.host_ok(&words, &[]);
+    }
+    let run = scene.run(
+        vec![
+            json!({"tool": {"name": "mcp__notes__read_note", "input": {"name": "welcome"}}}),
+            json!({"tool": {"name": "mcp__notes__stat_file", "input": {"path": "/etc/passwd"}}}),
+        ],
+        RUN_LIMIT,
+    );
+    run.assert_stayed_local();
+    assert!(
+        run.requests.contains("hello from the notes server"),
+        "the allowed call's answer never reached the model\n{}",
+        run.show()
+    );
+    assert!(
+        run.requests.contains(reason),
+        "the model never read the reason\n{}",
+        run.show()
+    );
+    let reached: Vec<String> = std::fs::read_to_string(&events)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["event"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(reached, ["read_note"], "{}", run.show());
+    // Codex's own hook asks first, in the same rules: it refused stat_file, which so never
+    // reached the gateway; the call it let through the gateway asked again and allowed.
+    let hook_asked: Vec<String> = scene
+        .records_in(&["--project-state", &state])
+        .into_iter()
+        .filter(|(s, t, d)| {
+            !s.starts_with("mcp-") && t == "approval/asked" && d["agent"] == Cli::Codex.agent()
+        })
+        .map(|(_, _, d)| d["toolName"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        hook_asked.iter().any(|t| t == "mcp__notes__stat_file"),
+        "{hook_asked:?}"
+    );
+    assert_eq!(
+        gateway_decisions(&scene, &state),
+        [(
+            "mcp__notes__read_note".to_owned(),
+            "allowed-once".to_owned()
+        )]
+    );
+}
+
+/// The gateway's `--project-state` and `--config` in the arguments `init --mcp` wrote.
+fn gateway_flags(args: &Value) -> (String, String) {
+    let args: Vec<String> = serde_json::from_value(args.clone()).unwrap();
+    let after = |flag: &str| {
+        args.windows(2)
+            .find(|w| w[0] == flag)
+            .map(|w| w[1].clone())
+            .unwrap_or_else(|| panic!("no {flag} in {args:?}"))
+    };
+    (after("--project-state"), after("--config"))
+}
+
+/// `(tool, outcome)` of each question the gateway asked, in its sessions of `state`.
+fn gateway_decisions(scene: &Scene, state: &str) -> Vec<(String, String)> {
+    let records = scene.records_in(&["--project-state", state]);
+    records
         .iter()
         .filter(|(s, t, _)| s.starts_with("mcp-") && t == "approval/asked")
         .map(|(s, _, d)| {
@@ -900,17 +1145,7 @@ fn claude_code_starts_its_mcp_server_behind_the_gateway_after_init_mcp() {
                 .unwrap_or_default();
             (d["toolName"].as_str().unwrap().to_owned(), outcome)
         })
-        .collect();
-    assert_eq!(
-        decided,
-        [
-            (
-                "mcp__notes__read_note".to_owned(),
-                "allowed-once".to_owned()
-            ),
-            ("mcp__notes__stat_file".to_owned(), "rejected".to_owned()),
-        ]
-    );
+        .collect()
 }
 
 /// The tool results the model was sent, for a failure's message.
