@@ -1118,6 +1118,109 @@ fn codex_starts_its_mcp_server_behind_the_gateway_after_init_mcp() {
     );
 }
 
+/// Copilot CLI, after `init copilot --user --mcp`, starts the user's notes server behind the
+/// gateway (it names its tools `<server>-<tool>`): an allowed call reaches the server and its
+/// answer the model, a rejected one never reaches it while the model reads the reason.
+#[test]
+fn copilot_cli_starts_its_mcp_server_behind_the_gateway_after_init_mcp() {
+    let mut scene = Scene::new(Cli::Copilot);
+    let events = scene.root.join("notes-events.jsonl");
+    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp/notes_server.py");
+    std::fs::create_dir_all(scene.home.join(".copilot")).unwrap();
+    std::fs::write(
+        scene.home.join(".copilot/mcp-config.json"),
+        json!({"mcpServers": {"notes": {
+            "type": "local",
+            "command": "python3",
+            "args": [server.display().to_string()],
+            "env": {"NOTES_EVENTS": events.display().to_string()},
+            "tools": ["*"]
+        }}})
+        .to_string(),
+    )
+    .unwrap();
+    let out = scene.host_ok(&["init", "copilot", "--user", "--mcp"], &[]);
+    assert!(out.contains("gateway    notes"), "{out}");
+    let written: Value = serde_json::from_str(
+        &std::fs::read_to_string(scene.home.join(".copilot/mcp-config.json")).unwrap(),
+    )
+    .unwrap();
+    // A user's set-up keeps its state in a directory of its own.
+    let args: Vec<String> =
+        serde_json::from_value(written["mcpServers"]["notes"]["args"].clone()).unwrap();
+    let after = |flag: &str| {
+        args.windows(2)
+            .find(|w| w[0] == flag)
+            .map(|w| w[1].clone())
+            .unwrap_or_else(|| panic!("no {flag} in {args:?}"))
+    };
+    let (state, deployment) = (after("--state-dir"), after("--config"));
+    let reason = "nothing under /etc is read here";
+    for rule in [
+        &["mcp__notes__read_note"][..],
+        &[
+            "mcp__notes__stat_file(//etc/**)",
+            "--effect",
+            "reject",
+            "--reason",
+            reason,
+        ],
+    ] {
+        let mut words = vec![
+            "--state-dir",
+            &state,
+            "rules",
+            "add",
+            "--config",
+            &deployment,
+        ];
+        words.extend_from_slice(rule);
+        scene.host_ok(&words, &[]);
+    }
+    let run = scene.run(
+        vec![
+            json!({"tool": {"name": "notes-read_note", "input": {"name": "welcome"}}}),
+            json!({"tool": {"name": "notes-stat_file", "input": {"path": "/etc/passwd"}}}),
+        ],
+        RUN_LIMIT,
+    );
+    run.assert_stayed_local();
+    assert!(
+        run.requests.contains("hello from the notes server"),
+        "the allowed call's answer never reached the model\n{}\n{}",
+        run.show(),
+        results(&run.requests)
+    );
+    assert!(
+        run.requests.contains(reason),
+        "the model never read the reason\n{}\n{}",
+        run.show(),
+        results(&run.requests)
+    );
+    let reached: Vec<String> = std::fs::read_to_string(&events)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["event"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(reached, ["read_note"], "{}", run.show());
+    let records = scene.records_in(&["--state-dir", &state]);
+    let asked: Vec<String> = records
+        .iter()
+        .filter(|(s, t, _)| s.starts_with("mcp-") && t == "approval/asked")
+        .map(|(_, _, d)| d["toolName"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        asked,
+        ["mcp__notes__read_note", "mcp__notes__stat_file"],
+        "{records:?}"
+    );
+}
+
 /// The gateway's `--project-state` and `--config` in the arguments `init --mcp` wrote.
 fn gateway_flags(args: &Value) -> (String, String) {
     let args: Vec<String> = serde_json::from_value(args.clone()).unwrap();
