@@ -25,6 +25,7 @@ mod init;
 mod init_mcp;
 mod layering;
 mod log_contract;
+mod mcp_2026;
 mod mcp_doors;
 mod mcp_filesystem;
 mod mcp_gateway;

@@ -194,19 +194,24 @@ impl Client {
         cwd: &Path,
         home: Option<&Path>,
     ) -> Client {
-        Client::start_from(args, events, false, Some(cwd), home)
+        Client::start_from(args, events, false, (Some(cwd), home), &[])
+    }
+
+    /// [`Client::start`] with `env` set for the client (and so the gateway it starts).
+    pub(crate) fn start_with_env(args: &[String], events: &Path, env: &[(&str, &str)]) -> Client {
+        Client::start_from(args, events, false, (None, None), env)
     }
 
     fn start_with(args: &[String], events: &Path, read_stderr: bool) -> Client {
-        Client::start_from(args, events, read_stderr, None, None)
+        Client::start_from(args, events, read_stderr, (None, None), &[])
     }
 
     fn start_from(
         args: &[String],
         events: &Path,
         read_stderr: bool,
-        cwd: Option<&Path>,
-        home: Option<&Path>,
+        (cwd, home): (Option<&Path>, Option<&Path>),
+        env: &[(&str, &str)],
     ) -> Client {
         let python_sdk = Command::new("python3")
             .args(["-c", "import mcp"])
@@ -223,6 +228,7 @@ impl Client {
         if let Some(home) = home {
             command.env("HOME", home).env_remove("XDG_STATE_HOME");
         }
+        command.envs(env.iter().copied());
         let mut child = command
             .arg(script("client.py"))
             .args(args)

@@ -73,7 +73,9 @@ fn corpus() -> Vec<(String, Expect)> {
         (r#"{"jsonrpc":"2.0","id":ID,"method":"tools\/call\u0000","params":{"name":"delete_note","arguments":{"name":"welcome"}}}"#.into(), Refused(METHOD_NOT_FOUND)),
         (r#"{"jsonrpc":"2.0","id":ID,"method":"resources/directory/read","params":{"uri":"notes://"}}"#.into(), Refused(METHOD_NOT_FOUND)),
         (r#"{"jsonrpc":"2.0","id":ID,"method":"tasks/get","params":{"taskId":"t"}}"#.into(), Refused(METHOD_NOT_FOUND)),
-        (r#"{"jsonrpc":"2.0","id":ID,"method":"server/discover"}"#.into(), Refused(METHOD_NOT_FOUND)),
+        // MCP 2026-07-28's probe, without the client it must name.
+        (r#"{"jsonrpc":"2.0","id":ID,"method":"server/discover"}"#.into(), Refused(INVALID_REQUEST)),
+        (r#"{"jsonrpc":"2.0","id":ID,"method":"subscriptions/listen","params":{"notifications":{}}}"#.into(), Refused(METHOD_NOT_FOUND)),
         (r#"{"jsonrpc":"2.0","id":ID,"method":"sampling/createMessage","params":{"messages":[],"maxTokens":1}}"#.into(), Refused(METHOD_NOT_FOUND)),
         (r#"{"jsonrpc":"2.0","id":ID,"method":"approval-host/refused","params":{"method":"ping","why":"","code":0}}"#.into(), Refused(METHOD_NOT_FOUND)),
         (r#"{"jsonrpc":"2.0","id":ID,"method":"notifications/initialized"}"#.into(), Refused(METHOD_NOT_FOUND)),

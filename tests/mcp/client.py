@@ -4,6 +4,9 @@ ClientSession over stdio (a command) or streamable HTTP (a URL).
     python3 client.py stdio COMMAND [ARG...]
     python3 client.py http URL [TOKEN [SESSION]]   (TOKEN as a bearer token, SESSION as Approval-Session)
 
+With MCP_CLIENT_LIFECYCLE=discover the client speaks MCP 2026-07-28 (server/discover, then
+requests that each carry their own version and client) instead of initializing.
+
 Each line on stdin is a JSON operation; each answer is one JSON line on stdout:
 
     {"op": "list_tools"}                          -> {"tools": [name, ...]}
@@ -43,9 +46,16 @@ def answer(result) -> dict:
 
 
 async def run(session: ClientSession) -> None:
-    init = await session.initialize()
-    print(json.dumps({"server": init.server_info.name, "protocol": init.protocol_version,
-                      "instructions": init.instructions}), flush=True)
+    if os.environ.get("MCP_CLIENT_LIFECYCLE") == "discover":
+        # MCP 2026-07-28: no initialize; every request carries its own version and client.
+        await session.discover()
+        print(json.dumps({"server": session.server_info.name if session.server_info else None,
+                          "protocol": session.protocol_version,
+                          "instructions": session.instructions}), flush=True)
+    else:
+        init = await session.initialize()
+        print(json.dumps({"server": init.server_info.name, "protocol": init.protocol_version,
+                          "instructions": init.instructions}), flush=True)
     calls: dict[str, dict] = {}
     lines = anyio.wrap_file(sys.stdin)
     async with anyio.create_task_group() as tg:

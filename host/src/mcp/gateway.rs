@@ -110,6 +110,7 @@ impl Gateway {
                 prefixed,
                 closing: tokio_util::task::TaskTracker::new(),
                 open: std::sync::Mutex::default(),
+                ending: std::sync::Mutex::default(),
                 http_sessions: Arc::default(),
                 owners: std::sync::Mutex::default(),
                 options,
@@ -493,6 +494,7 @@ impl Connection {
             &link.backend.gone,
         )
         .await
+        .map(complete)
     }
 
     /// Tells every server of the connection.
@@ -512,6 +514,7 @@ impl Connection {
         params: InitializeRequestParams,
         agent_peer: Peer<RoleServer>,
         context: &RequestContext<RoleServer>,
+        inline: bool,
     ) -> Result<Linked, McpError> {
         // Refused before anything is started or written: a flood of `initialize`s leaves no
         // session logs and no servers behind.
@@ -523,6 +526,60 @@ impl Connection {
             .claim(&session)
             .map_err(|text| McpError::invalid_request(text, None))?;
         let recorded_as = Arc::new(std::sync::OnceLock::new());
+        let (servers, failed) = self.start(&params, &agent_peer, &recorded_as, inline).await;
+        let info = self.answer(&servers, &failed)?;
+        let service = &self.shared.service;
+        let failed_to =
+            |e: crate::service::ApprovalError| McpError::internal_error(e.to_string(), None);
+        let agent = service.agent(&session, AGENT_ID).await.map_err(failed_to)?;
+        // A turn a killed gateway left open in this session settles first.
+        service
+            .end_turn_if_open(&session)
+            .await
+            .map_err(failed_to)?;
+        service.start_turn(&session).await.map_err(failed_to)?;
+        claim.keep();
+        let _ = recorded_as.set(agent.clone());
+        if let Some(caller) = &caller {
+            let stops = servers
+                .iter()
+                .map(|l| l.server.cancellation_token())
+                .collect();
+            self.end_when_revoked(caller, stops, &session);
+        }
+        let linked = Linked {
+            info,
+            agent,
+            caller,
+            _slot: slot,
+            servers,
+            failed,
+            resources: tokio::sync::Mutex::default(),
+        };
+        // Each server that could not be started is in the session's log, as the agent was told.
+        for (name, why) in &linked.failed {
+            self.record_in(
+                &linked,
+                (McpFrom::Server, Some(name.clone())),
+                "initialize".to_owned(),
+                McpHandled::Refused,
+                Some(super::route::server_failed(name, why)),
+            )
+            .await;
+        }
+        Ok(linked)
+    }
+
+    /// Starts (or reaches) every server, initializing each with `params`: those that answered,
+    /// and those that did not with why. `inline`: the agent speaks the per-request lifecycle,
+    /// where a server cannot ask it anything mid-call.
+    async fn start(
+        &self,
+        params: &InitializeRequestParams,
+        agent_peer: &Peer<RoleServer>,
+        recorded_as: &Arc<std::sync::OnceLock<Agent>>,
+        inline: bool,
+    ) -> (Vec<Link>, Vec<(String, String)>) {
         let prefixed = self.prefixed();
         let starting = self.shared.servers.iter().map(|backend| {
             let calls = Progress::default();
@@ -534,6 +591,7 @@ impl Connection {
                 asks: asks.clone(),
                 gone: "the agent closed the connection".to_owned(),
                 server: backend.name.clone(),
+                inline,
                 shared: self.shared.clone(),
                 recorded_as: recorded_as.clone(),
             };
@@ -577,18 +635,29 @@ impl Connection {
                 }
             }
         }
-        let info = match (prefixed, servers.first()) {
+        (servers, failed)
+    }
+
+    /// What the agent is answered about `servers` (and those that `failed`): the one server's
+    /// own answer, or one for many; an error when none started.
+    fn answer(
+        &self,
+        servers: &[Link],
+        failed: &[(String, String)],
+    ) -> Result<InitializeResult, McpError> {
+        let prefixed = self.prefixed();
+        match (prefixed, servers.first()) {
             (false, Some(link)) => link
                 .server
                 .peer_info()
                 .map(|i| initialize_result(&i))
-                .ok_or_else(|| McpError::internal_error(link.backend.gone.clone(), None))?,
+                .ok_or_else(|| McpError::internal_error(link.backend.gone.clone(), None)),
             (true, Some(_)) => {
                 let answered: Vec<(&str, ServerPeerInfo)> = servers
                     .iter()
                     .filter_map(|l| Some((l.name(), (*l.server.peer_info()?).clone())))
                     .collect();
-                super::many::initialize_result(&answered, &failed)
+                Ok(super::many::initialize_result(&answered, failed))
             }
             (_, None) => {
                 let why = failed
@@ -602,49 +671,41 @@ impl Connection {
                     })
                     .collect::<Vec<_>>()
                     .join("; ");
-                return Err(McpError::internal_error(why, None));
+                Err(McpError::internal_error(why, None))
             }
-        };
-        let service = &self.shared.service;
-        let failed_to =
-            |e: crate::service::ApprovalError| McpError::internal_error(e.to_string(), None);
-        let agent = service.agent(&session, AGENT_ID).await.map_err(failed_to)?;
-        // A turn a killed gateway left open in this session settles first.
-        service
-            .end_turn_if_open(&session)
-            .await
-            .map_err(failed_to)?;
-        service.start_turn(&session).await.map_err(failed_to)?;
-        claim.keep();
-        let _ = recorded_as.set(agent.clone());
-        if let Some(caller) = &caller {
-            let stops = servers
-                .iter()
-                .map(|l| l.server.cancellation_token())
-                .collect();
-            self.end_when_revoked(caller, stops, &session);
         }
-        let linked = Linked {
-            info,
-            agent,
-            caller,
-            _slot: slot,
-            servers,
-            failed,
-            resources: tokio::sync::Mutex::default(),
-        };
-        // Each server that could not be started is in the session's log, as the agent was told.
-        for (name, why) in &linked.failed {
-            self.record_in(
-                &linked,
-                (McpFrom::Server, Some(name.clone())),
-                "initialize".to_owned(),
-                McpHandled::Refused,
-                Some(super::route::server_failed(name, why)),
-            )
-            .await;
+    }
+
+    /// `server/discover` before the connection is linked: the servers are started, asked what
+    /// they are, and stopped again (a probe starts no session and asks nothing).
+    pub(super) async fn probe(
+        &self,
+        params: InitializeRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        // A flood of probes is held to the same caps as a flood of connections.
+        let (_caller, _slot) = self.admit(context)?;
+        let recorded_as = Arc::new(std::sync::OnceLock::new());
+        let (servers, failed) = self.start(&params, &context.peer, &recorded_as, true).await;
+        self.answer(&servers, &failed)
+    }
+
+    /// [`Connection::link_for`], linking first a connection whose agent speaks the per-request
+    /// lifecycle of MCP 2026-07-28: its first request (carrying its protocol version, client
+    /// and capabilities in `_meta`) starts the servers and the connection's turn, as
+    /// `initialize` would.
+    pub(super) async fn linked_for(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<&Linked, McpError> {
+        if self.linked.get().is_none()
+            && let Some(params) = inline_params(context)
+        {
+            self.linked
+                .get_or_try_init(|| self.connect(params, context.peer.clone(), context, true))
+                .await?;
         }
-        Ok(linked)
+        self.link_for(context)
     }
 
     /// When the caller's token is revoked (removed or changed at a reload), the connection ends
@@ -1011,6 +1072,44 @@ impl Connection {
 /// and prompts, or one no question can carry (a blank or control character), is never listed.
 fn callable(server: &str, name: &str) -> bool {
     !methods::reserved_tool(name) && question_tool(server, name).is_some()
+}
+
+/// A server's result as a final one: a server that speaks an earlier revision writes no
+/// `resultType`, which MCP 2026-07-28 requires (the SDK takes it out again for an agent on an
+/// earlier revision).
+fn complete(mut result: ServerResult) -> ServerResult {
+    let result_type = match &mut result {
+        ServerResult::CompleteResult(r) => &mut r.result_type,
+        ServerResult::GetPromptResult(r) => &mut r.result_type,
+        ServerResult::ListPromptsResult(r) => &mut r.result_type,
+        ServerResult::ListResourcesResult(r) => &mut r.result_type,
+        ServerResult::ListResourceTemplatesResult(r) => &mut r.result_type,
+        ServerResult::ReadResourceResult(r) => &mut r.result_type,
+        ServerResult::ListToolsResult(r) => &mut r.result_type,
+        ServerResult::CallToolResult(r) => &mut r.result_type,
+        _ => return result,
+    };
+    result_type.get_or_insert(rmcp::model::ResultType::COMPLETE);
+    result
+}
+
+/// The parameters the servers are initialized with for an agent that speaks the per-request
+/// lifecycle (MCP 2026-07-28): its client and capabilities from the request's `_meta`, at the
+/// newest revision with a handshake (the servers are reached as one reaches any server that
+/// speaks an earlier revision). `None` for a request that does not carry them.
+pub(super) fn inline_params(
+    context: &RequestContext<RoleServer>,
+) -> Option<InitializeRequestParams> {
+    let meta = &context.meta;
+    if meta.protocol_version()?.has_initialize() {
+        return None;
+    }
+    let client = meta.client_info()?;
+    let capabilities = meta.client_capabilities().unwrap_or_default();
+    Some(
+        InitializeRequestParams::new(capabilities, client)
+            .with_protocol_version(rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE),
+    )
 }
 
 /// The HTTP request a message came in (its headers, and what the layers in front added); `None`

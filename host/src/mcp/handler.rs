@@ -9,12 +9,12 @@ use std::borrow::Cow;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientNotification, ClientRequest,
     CompleteRequestParams, CompleteResult, ContentBlock, CustomNotification, CustomRequest,
-    CustomResult, GetPromptRequestParams, GetPromptResponse, InitializeRequestParams,
-    InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, Notification, NotificationNoParam, PaginatedRequestParams,
-    ProgressNotificationParam, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
-    Reference, Request, RequestNoParam, RequestOptionalParam, ServerConfig, ServerResult,
-    SubscribeRequestParams, UnsubscribeRequestParams,
+    CustomResult, DiscoverResult, GetPromptRequestParams, GetPromptResponse,
+    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, Notification, NotificationNoParam,
+    PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, Reference, Request, RequestNoParam, RequestOptionalParam, ServerConfig,
+    ServerResult, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -24,7 +24,7 @@ use crate::audit::event::{McpFrom, McpHandled};
 
 use super::admit::ALREADY_INITIALIZED;
 use super::ask::{INVALID_TOOL_NAME, RESERVED_TOOL_NAME, question_tool};
-use super::gateway::{Connection, Link, Linked};
+use super::gateway::{Connection, Link, Linked, inline_params};
 use super::methods;
 use super::relay::expect;
 use super::screen::{REFUSED, Refusal};
@@ -33,6 +33,10 @@ use super::screen::{REFUSED, Refusal};
 /// server's list on one page, so it never handed one out.
 pub const NO_PAGES: &str =
     "this MCP gateway lists every server's items on one page: it gave no cursor to continue from";
+
+/// The text of a `server/discover` whose `_meta` does not say which client asks (the gateway
+/// initializes its servers with it).
+pub const DISCOVER_WITHOUT_CLIENT: &str = "server/discover: the request's _meta must carry the protocol version, client info and capabilities";
 
 /// The text of a `completion/complete` whose reference is neither a prompt nor a resource.
 pub const UNKNOWN_REFERENCE: &str =
@@ -88,10 +92,10 @@ fn as_arguments(params: &impl serde::Serialize) -> Map<String, Value> {
     }
 }
 
-/// The protocol versions with an `initialize` handshake: the gateway links a server per
-/// connection at `initialize`, so it does not offer the per-request lifecycle.
-fn handshake_versions() -> &'static [ProtocolVersion] {
-    ProtocolVersion::known_up_to(&ProtocolVersion::LATEST_WITH_INITIALIZE)
+/// The protocol versions the gateway speaks with agents: those with an `initialize` handshake,
+/// and 2026-07-28's per-request lifecycle (a connection is linked at its first request).
+fn agent_versions() -> &'static [ProtocolVersion] {
+    ProtocolVersion::known_up_to(&ProtocolVersion::LATEST)
 }
 
 impl Connection {
@@ -124,7 +128,7 @@ impl Connection {
 
 impl ServerHandler for Connection {
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        Cow::Borrowed(handshake_versions())
+        Cow::Borrowed(agent_versions())
     }
 
     fn get_info(&self) -> ServerConfig {
@@ -147,13 +151,31 @@ impl ServerHandler for Connection {
         context.peer.set_peer_info(request.clone());
         let linked = self
             .linked
-            .get_or_try_init(|| self.connect(request, context.peer.clone(), &context))
+            .get_or_try_init(|| self.connect(request, context.peer.clone(), &context, false))
             .await?;
         Ok(linked.info.clone())
     }
 
+    async fn discover(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, McpError> {
+        let info = match self.linked.get() {
+            Some(linked) => linked.info.clone(),
+            None => {
+                let params = inline_params(&context)
+                    .ok_or_else(|| McpError::invalid_params(DISCOVER_WITHOUT_CLIENT, None))?;
+                self.probe(params, &context).await?
+            }
+        };
+        Ok(DiscoverResult::from_server_info(
+            agent_versions().to_vec(),
+            info,
+        ))
+    }
+
     async fn ping(&self, context: RequestContext<RoleServer>) -> Result<(), McpError> {
-        let linked = self.link_for(&context)?;
+        let linked = self.linked_for(&context).await?;
         // Many servers: the gateway answers for itself (each server's own health shows in
         // what it answers).
         let (false, Some(link)) = (self.prefixed(), linked.servers.first()) else {
@@ -171,7 +193,7 @@ impl ServerHandler for Connection {
         mut params: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let linked = self.link_for(&context)?;
+        let linked = self.linked_for(&context).await?;
         let (link, own) = match linked.target(self.prefixed(), &params.name) {
             Ok((link, own)) => (link, own.to_owned()),
             Err(text) => {
@@ -226,7 +248,7 @@ impl ServerHandler for Connection {
         params: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let linked = self.link_for(&context)?;
+        let linked = self.linked_for(&context).await?;
         if self.prefixed() {
             if continues(params.as_ref()) {
                 return Err(McpError::invalid_params(NO_PAGES, None));
@@ -258,7 +280,7 @@ impl ServerHandler for Connection {
         mut params: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
-        let linked = self.link_for(&context)?;
+        let linked = self.linked_for(&context).await?;
         let link = match &mut params.r#ref {
             Reference::Prompt(prompt) => match linked.target(self.prefixed(), &prompt.name) {
                 Ok((link, own)) => {
@@ -301,7 +323,7 @@ impl ServerHandler for Connection {
         params: rmcp::model::SetLevelRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let linked = self.link_for(&context)?;
+        let linked = self.linked_for(&context).await?;
         if let (false, Some(link)) = (self.prefixed(), linked.servers.first()) {
             return self
                 .pass(
@@ -329,7 +351,7 @@ impl ServerHandler for Connection {
         mut params: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        let linked = self.link_for(&context)?;
+        let linked = self.linked_for(&context).await?;
         let link = match linked.target(self.prefixed(), &params.name) {
             Ok((link, own)) => {
                 let own = own.to_owned();
@@ -361,7 +383,7 @@ impl ServerHandler for Connection {
         params: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        let linked = self.link_for(&context)?;
+        let linked = self.linked_for(&context).await?;
         if self.prefixed() {
             if continues(params.as_ref()) {
                 return Err(McpError::invalid_params(NO_PAGES, None));
@@ -391,7 +413,7 @@ impl ServerHandler for Connection {
         params: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        let linked = self.link_for(&context)?;
+        let linked = self.linked_for(&context).await?;
         if self.prefixed() {
             if continues(params.as_ref()) {
                 return Err(McpError::invalid_params(NO_PAGES, None));
@@ -414,7 +436,7 @@ impl ServerHandler for Connection {
         params: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        let linked = self.link_for(&context)?;
+        let linked = self.linked_for(&context).await?;
         if self.prefixed() {
             if continues(params.as_ref()) {
                 return Err(McpError::invalid_params(NO_PAGES, None));
@@ -437,7 +459,7 @@ impl ServerHandler for Connection {
         params: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        let linked = self.link_for(&context)?;
+        let linked = self.linked_for(&context).await?;
         let link = self
             .resource_link(linked, methods::READ_RESOURCE, &params.uri)
             .await?;
@@ -464,7 +486,7 @@ impl ServerHandler for Connection {
         params: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let linked = self.link_for(&context)?;
+        let linked = self.linked_for(&context).await?;
         let link = self
             .resource_link(linked, methods::SUBSCRIBE, &params.uri)
             .await?;
@@ -486,7 +508,7 @@ impl ServerHandler for Connection {
         params: UnsubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let linked = self.link_for(&context)?;
+        let linked = self.linked_for(&context).await?;
         let link = self
             .resource_link(linked, methods::UNSUBSCRIBE, &params.uri)
             .await?;

@@ -5,8 +5,9 @@
 
 /// Requests that cannot act on the world: they start the connection, check it is alive, or list
 /// what the server offers. Forwarded without a question.
-pub const INERT: [&str; 7] = [
+pub const INERT: [&str; 8] = [
     "initialize",
+    "server/discover",
     "ping",
     "tools/list",
     "resources/list",

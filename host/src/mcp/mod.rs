@@ -41,9 +41,9 @@ pub use admit::{
 };
 pub use ask::{INVALID_TOOL_NAME, RESERVED_TOOL_NAME, question_tool, refusal};
 pub use gateway::{Connection, Gateway, NO_SERVERS};
-pub use handler::NO_PAGES;
+pub use handler::{DISCOVER_WITHOUT_CLIENT, NO_PAGES};
 pub use many::{GATEWAY_NAME, start_timed_out};
-pub use relay::server_request_refused;
+pub use relay::{server_request_inline, server_request_refused};
 pub use screen::MAX_MESSAGE;
 pub use upstream::Upstream;
 
@@ -213,6 +213,8 @@ pub(crate) struct Shared {
     pub(crate) closing: tokio_util::task::TaskTracker,
     /// The sessions whose turn a live connection holds open, for [`Gateway::shutdown`].
     pub(crate) open: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// The sessions whose turn is being ended now.
+    pub(crate) ending: std::sync::Mutex<std::collections::HashSet<String>>,
     /// HTTP sessions open now, in all and by caller.
     pub(crate) http_sessions: Arc<std::sync::Mutex<admit::OpenSessions>>,
     /// Which caller opened each HTTP session, by the transport's session id: a request naming
@@ -234,10 +236,20 @@ impl Shared {
         if !self.open_sessions().contains(session) {
             return;
         }
+        // One ending at a time: the connection's end and the gateway's own (stdio's close, a
+        // shutdown) can come together, and a turn is ended once.
+        if !self.ending().insert(session.to_owned()) {
+            return;
+        }
         if let Err(e) = self.service.end_turn_if_open(session).await {
             tracing::warn!(session, error = %e, "could not end an MCP connection's turn");
         }
         self.open_sessions().remove(session);
+        self.ending().remove(session);
+    }
+
+    fn ending(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.ending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Claims `session` for one connection, or the text to refuse the second with. The claim

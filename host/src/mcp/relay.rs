@@ -143,6 +143,9 @@ pub(super) struct Relay {
     pub(super) gone: String,
     /// The server's name in rules.
     pub(super) server: String,
+    /// The agent speaks the per-request lifecycle (MCP 2026-07-28): a server's request of it
+    /// mid-call has nowhere to go.
+    pub(super) inline: bool,
     /// What the connection shares with the gateway's others (the deployment's `[mcp]`).
     pub(super) shared: SharedRef,
     /// The connection's agent, once it initialized: what the server's requests are recorded
@@ -178,6 +181,7 @@ impl Relay {
             return true;
         }
         let passes = !method.is_empty()
+            && !self.inline
             && super::methods::SERVER_REQUESTS.contains(&method)
             && self
                 .shared
@@ -197,7 +201,7 @@ impl Relay {
             } else {
                 McpHandled::Refused
             },
-            why: (!passes).then(|| server_request_refused(method)),
+            why: (!passes).then(|| self.refusal(method)),
             server: Some(self.server.clone()),
         };
         if let Err(e) = self.shared.service.record_mcp_message(agent, message).await {
@@ -209,7 +213,24 @@ impl Relay {
     }
 }
 
+/// The error a server's request gets when its agent speaks the per-request lifecycle (MCP
+/// 2026-07-28), where a server's request mid-call has no way to the agent.
+pub fn server_request_inline(method: &str) -> String {
+    format!(
+        "the MCP gateway does not pass {method:?} from the server to an agent on MCP 2026-07-28 (a server cannot ask such an agent anything mid-call)"
+    )
+}
+
 impl Relay {
+    /// Why the server's request of `method` does not pass.
+    fn refusal(&self, method: &str) -> String {
+        if self.inline {
+            server_request_inline(method)
+        } else {
+            server_request_refused(method)
+        }
+    }
+
     /// Records a notification of the server's that went no further.
     async fn dropped(&self, method: &str) {
         let Some(agent) = self.recorded_as.get() else {
@@ -236,7 +257,7 @@ impl Service<RoleClient> for Relay {
     ) -> Result<ClientResult, McpError> {
         if !self.passes(&request).await {
             return Err(McpError::invalid_request(
-                server_request_refused(server_method(&request)),
+                self.refusal(server_method(&request)),
                 None,
             ));
         }

@@ -1,0 +1,186 @@
+//! MCP 2026-07-28 beside the earlier revisions: an agent that speaks the per-request lifecycle
+//! (`server/discover`, then requests that each carry their own version, client and capabilities)
+//! through the gateway to a server that speaks only an earlier revision (the Python SDK's, which
+//! the gateway initializes as any agent would). Over stdio the connection is linked, and its
+//! turn started, at the first request; over HTTP each request stands alone: its own turn, in the
+//! session its `Approval-Session` header names (or a fresh one).
+
+use approval_host::mcp::server_request_inline;
+use serde_json::{Value, json};
+
+use crate::mcp_gateway::{AGENT_TOKEN, Client, Setup, http_gateway, http_server, ok, refused};
+use crate::mcp_nothing_unasked::post_with;
+use crate::support::{events_at, log_path, types};
+
+/// The Python SDK client in its 2026-07-28 lifecycle, with `args` after its own.
+fn discovering(args: &[String], setup: &Setup) -> Client {
+    Client::start_with_env(
+        args,
+        &setup.path("events.jsonl"),
+        &[("MCP_CLIENT_LIFECYCLE", "discover")],
+    )
+}
+
+#[test]
+fn an_agent_on_2026_07_28_is_asked_as_any_other_and_reaches_an_older_server_over_stdio() {
+    let setup = Setup::new("");
+    let mut args = vec!["stdio".to_owned()];
+    args.extend(setup.stdio_gateway());
+    let mut client = discovering(&args, &setup);
+    assert_eq!(client.hello["protocol"], "2026-07-28");
+    assert_eq!(client.hello["server"], "notes");
+
+    assert_eq!(
+        client.op(json!({"op": "list_tools"})),
+        json!({"tools": ["read_note", "write_note", "stat_file", "slow", "crash", "roots"]})
+    );
+    assert_eq!(
+        client.call("read_note", json!({"name": "welcome"})),
+        ok("hello from the notes server")
+    );
+    assert_eq!(
+        client.call("delete_note", json!({"name": "welcome"})),
+        refused(
+            "tool \"mcp__notes__delete_note\" was rejected by policy \"rule:deployment-2\": notes are never deleted"
+        )
+    );
+    // The server's request of the agent mid-call has no way to an agent on this revision: it
+    // is refused, and the call's own answer says so.
+    let roots = client.call("roots", json!({}));
+    assert_eq!(roots["is_error"], false, "{roots}");
+    assert!(
+        roots["text"]
+            .as_str()
+            .unwrap()
+            .contains(&server_request_inline("roots/list")),
+        "{roots}"
+    );
+    assert_eq!(
+        client.op(json!({"op": "read_resource", "uri": "notes://welcome"})),
+        json!({"contents": ["hello from the notes server"]})
+    );
+    client.quit();
+
+    assert_eq!(
+        setup.server_events(),
+        vec![
+            json!({"event": "read_note", "name": "welcome"}),
+            json!({"event": "roots"}),
+        ]
+    );
+    assert_eq!(
+        setup.decisions("s1"),
+        [
+            ("allowed-once", "mcp__notes__read_note"),
+            ("rejected", "mcp__notes__delete_note"),
+            ("allowed-once", "mcp__notes__roots"),
+            ("allowed-once", "mcp__notes__resources/read"),
+        ]
+        .map(|(o, t)| (o.to_owned(), t.to_owned()))
+    );
+    // One connection, one turn, from its first request to its end.
+    let events = events_at(&log_path(&setup.state(), "s1"));
+    let kinds = types(&events);
+    assert_eq!(kinds.iter().filter(|k| **k == "turn/start").count(), 1);
+    assert_eq!(kinds.first(), Some(&"turn/start"));
+    assert_eq!(kinds.last(), Some(&"turn/end"));
+    let refused_roots: Vec<&Value> = events
+        .iter()
+        .filter(|(k, d)| k == "mcp/message" && d["method"] == "roots/list")
+        .map(|(_, d)| d)
+        .collect();
+    assert_eq!(
+        refused_roots,
+        [&json!({
+            "from": "server",
+            "method": "roots/list",
+            "handled": "refused",
+            "why": server_request_inline("roots/list"),
+            "server": "notes",
+        })]
+    );
+}
+
+#[test]
+fn over_http_each_2026_07_28_request_is_its_own_turn_in_the_session_it_names() {
+    let setup = Setup::new("");
+    let events = setup.path("events.jsonl");
+    let (mut server, upstream) = http_server(&events);
+    let (mut gateway, url) = http_gateway(&setup, &upstream, &[], false);
+
+    let mut client = discovering(
+        &[
+            "http".to_owned(),
+            url.clone(),
+            AGENT_TOKEN.to_owned(),
+            "team-1".to_owned(),
+        ],
+        &setup,
+    );
+    assert_eq!(client.hello["protocol"], "2026-07-28");
+    assert_eq!(
+        client.call("read_note", json!({"name": "welcome"})),
+        ok("hello from the notes server")
+    );
+    assert_eq!(
+        client.call("delete_note", json!({"name": "welcome"})),
+        refused(
+            "tool \"mcp__notes__delete_note\" was rejected by policy \"rule:deployment-2\": notes are never deleted"
+        )
+    );
+    client.quit();
+
+    // `Mcp-Method` must say what the body does: a request whose header says one method and
+    // whose body another reaches nothing.
+    let body = json!({
+        "jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": {"name": "read_note", "arguments": {"name": "welcome"}, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {}
+        }}
+    })
+    .to_string();
+    let bearer = format!("Bearer {AGENT_TOKEN}");
+    let (status, answers, _) = post_with(
+        &url,
+        &[
+            ("Authorization", &bearer),
+            ("Mcp-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/list"),
+        ],
+        None,
+        &body,
+    );
+    assert_eq!(status, 400, "{answers:?}");
+    gateway.kill().unwrap();
+    gateway.wait().unwrap();
+    server.kill().unwrap();
+    server.wait().unwrap();
+
+    // Only the allowed call reached the server.
+    assert_eq!(
+        setup.server_events(),
+        vec![json!({"event": "read_note", "name": "welcome"})]
+    );
+    assert_eq!(
+        setup.decisions("team-1"),
+        [
+            ("allowed-once", "mcp__notes__read_note"),
+            ("rejected", "mcp__notes__delete_note"),
+        ]
+        .map(|(o, t)| (o.to_owned(), t.to_owned()))
+    );
+    // Each request its own turn, every turn ended.
+    let kinds: Vec<String> = events_at(&log_path(&setup.state(), "team-1"))
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    let starts = kinds.iter().filter(|k| *k == "turn/start").count();
+    assert!(starts >= 2, "{kinds:?}");
+    assert_eq!(
+        starts,
+        kinds.iter().filter(|k| *k == "turn/end").count(),
+        "{kinds:?}"
+    );
+}
