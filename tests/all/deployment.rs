@@ -100,7 +100,7 @@ fn refusals_name_the_file_the_plugin_and_the_field() {
         (
             "[mcp]\nhide-tools = true\n".to_owned(),
             ":2:1",
-            "[mcp]: unknown key \"hide-tools\" (expected hide-rejected-tools, pin, server-requests, allowed-origins, allowed-hosts or session-idle-s)",
+            "[mcp]: unknown key \"hide-tools\" (expected hide-rejected-tools, server, pin, server-requests, allowed-origins, allowed-hosts or session-idle-s)",
         ),
         (
             "[mcp]\npin = \"first_use\"\n".to_owned(),

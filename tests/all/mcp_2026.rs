@@ -5,11 +5,14 @@
 //! turn started, at the first request; over HTTP each request stands alone: its own turn, in the
 //! session its `Approval-Session` header names (or a fresh one).
 
-use approval_host::mcp::server_request_inline;
+use approval_host::mcp::methods;
+use approval_host::mcp::{input_required_refused, server_request_inline};
 use serde_json::{Value, json};
 
-use crate::mcp_gateway::{AGENT_TOKEN, Client, Setup, http_gateway, http_server, ok, refused};
-use crate::mcp_nothing_unasked::post_with;
+use crate::mcp_gateway::{
+    AGENT_TOKEN, BIN, Client, Setup, http_gateway, http_server, ok, refused, script,
+};
+use crate::mcp_nothing_unasked::{Raw, mcp_messages, post_with, received_methods};
 use crate::support::{events_at, log_path, types};
 
 /// The Python SDK client in its 2026-07-28 lifecycle, with `args` after its own.
@@ -128,6 +131,13 @@ fn over_http_each_2026_07_28_request_is_its_own_turn_in_the_session_it_names() {
             "tool \"mcp__notes__delete_note\" was rejected by policy \"rule:deployment-2\": notes are never deleted"
         )
     );
+    // One request after another in one session: each waits for the last to end its turn.
+    for _ in 0..6 {
+        assert_eq!(
+            client.call("stat_file", json!({"path": "./docs/missing"})),
+            ok("missing")
+        );
+    }
     client.quit();
 
     // `Mcp-Method` must say what the body does: a request whose header says one method and
@@ -159,18 +169,27 @@ fn over_http_each_2026_07_28_request_is_its_own_turn_in_the_session_it_names() {
     server.wait().unwrap();
 
     // Only the allowed call reached the server.
-    assert_eq!(
-        setup.server_events(),
-        vec![json!({"event": "read_note", "name": "welcome"})]
-    );
-    assert_eq!(
-        setup.decisions("team-1"),
-        [
-            ("allowed-once", "mcp__notes__read_note"),
-            ("rejected", "mcp__notes__delete_note"),
-        ]
-        .map(|(o, t)| (o.to_owned(), t.to_owned()))
-    );
+    let mut reached = vec![json!({"event": "read_note", "name": "welcome"})];
+    reached.extend(vec![
+        json!({"event": "stat_file", "path": "./docs/missing"});
+        6
+    ]);
+    assert_eq!(setup.server_events(), reached);
+    let mut decided = vec![
+        (
+            "allowed-once".to_owned(),
+            "mcp__notes__read_note".to_owned(),
+        ),
+        ("rejected".to_owned(), "mcp__notes__delete_note".to_owned()),
+    ];
+    decided.extend(vec![
+        (
+            "allowed-once".to_owned(),
+            "mcp__notes__stat_file".to_owned()
+        );
+        6
+    ]);
+    assert_eq!(setup.decisions("team-1"), decided);
     // Each request its own turn, every turn ended.
     let kinds: Vec<String> = events_at(&log_path(&setup.state(), "team-1"))
         .into_iter()
@@ -182,5 +201,129 @@ fn over_http_each_2026_07_28_request_is_its_own_turn_in_the_session_it_names() {
         starts,
         kinds.iter().filter(|k| *k == "turn/end").count(),
         "{kinds:?}"
+    );
+}
+
+/// The `_meta` every request of an agent on MCP 2026-07-28 carries.
+const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}"#;
+
+#[test]
+fn on_a_2026_07_28_connection_what_the_screen_refuses_is_answered_with_its_reason_and_recorded() {
+    let setup = Setup::new("");
+    let mut raw = Raw::unopened(&setup);
+    // The first request links the connection.
+    let listed = raw.request(&format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{{META}}}}}"#
+    ));
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+    let cases = [
+        (
+            format!(
+                r#"{{"jsonrpc":"2.0","id":2,"method":"tools/delete","params":{{"name":"welcome",{META}}}}}"#
+            ),
+            -32601,
+            methods::unknown_method("tools/delete"),
+        ),
+        (
+            format!(
+                r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"read_note","name":"delete_note","arguments":{{"name":"welcome"}},{META}}}}}"#
+            ),
+            -32600,
+            "the key \"name\" is written twice".to_owned(),
+        ),
+        (
+            format!(
+                r#"{{"jsonrpc":"2.0","id":4,"method":"subscriptions/listen","params":{{"notifications":{{}},{META}}}}}"#
+            ),
+            -32601,
+            methods::unknown_method("subscriptions/listen"),
+        ),
+    ];
+    for (line, code, why) in &cases {
+        let answer = raw.request(line);
+        assert_eq!(answer["error"]["code"], *code, "{line} -> {answer}");
+        assert_eq!(
+            answer["error"]["message"],
+            why.as_str(),
+            "{line} -> {answer}"
+        );
+    }
+    raw.quit();
+    let whys: Vec<String> = mcp_messages(&setup, "s1")
+        .iter()
+        .filter(|m| m["from"] == "agent")
+        .map(|m| m["why"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        whys,
+        cases
+            .iter()
+            .map(|(_, _, why)| why.clone())
+            .collect::<Vec<_>>()
+    );
+    // Nothing refused reached the server.
+    let received = received_methods(&setup);
+    assert!(
+        !received
+            .iter()
+            .any(|m| m == "tools/delete" || m == "tools/call" || m == "subscriptions/listen"),
+        "{received:?}"
+    );
+}
+
+#[test]
+fn a_server_that_asks_for_input_inside_its_answer_is_refused_and_recorded() {
+    let setup = Setup::new("[[rule]]\nrule = \"mcp__asking__ask\"\neffect = \"allow\"\n");
+    let args: Vec<String> = [
+        "stdio",
+        BIN,
+        "--state-dir",
+        &setup.state().display().to_string(),
+        "mcp",
+        "--config",
+        &setup.path("deploy.toml").display().to_string(),
+        "--name",
+        "asking",
+        "--session",
+        "s1",
+        "--no-watch",
+        "--",
+        "python3",
+        &script("asking_server.py"),
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    for lifecycle in ["discover", "initialize"] {
+        let mut client = Client::start_with_env(
+            &args,
+            &setup.path("events.jsonl"),
+            &[("MCP_CLIENT_LIFECYCLE", lifecycle)],
+        );
+        let answer = client.call("ask", json!({}));
+        assert_eq!(
+            answer,
+            json!({"error": input_required_refused("asking")}),
+            "{lifecycle}"
+        );
+        client.quit();
+    }
+    // Each call was asked and allowed, reached the server, and its answer went no further.
+    assert_eq!(setup.server_events(), vec![json!({"event": "ask"}); 2]);
+    let refused: Vec<Value> = mcp_messages(&setup, "s1")
+        .into_iter()
+        .filter(|m| m["method"] == "input_required")
+        .collect();
+    assert_eq!(
+        refused,
+        vec![
+            json!({
+                "from": "server",
+                "method": "input_required",
+                "handled": "refused",
+                "why": input_required_refused("asking"),
+                "server": "asking",
+            });
+            2
+        ]
     );
 }

@@ -119,7 +119,7 @@ fn instance(n: usize, template: &str) -> (String, Value) {
 }
 
 /// A raw MCP client over the gateway's stdio, its server's stdin copied to `received.jsonl`.
-struct Raw {
+pub(crate) struct Raw {
     child: Child,
     stdin: ChildStdin,
     lines: mpsc::Receiver<String>,
@@ -127,6 +127,17 @@ struct Raw {
 
 impl Raw {
     fn start(setup: &Setup) -> Raw {
+        let mut raw = Raw::unopened(setup);
+        let hello = raw.request(
+            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#,
+        );
+        assert_eq!(hello["result"]["serverInfo"]["name"], "notes", "{hello}");
+        raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        raw
+    }
+
+    /// The gateway started, nothing sent yet.
+    pub(crate) fn unopened(setup: &Setup) -> Raw {
         let received = setup.path("received.jsonl");
         let server = format!(
             "tee -a '{}' | exec python3 '{}'",
@@ -147,20 +158,14 @@ impl Raw {
             .unwrap();
         let stdin = child.stdin.take().unwrap();
         let lines = line_by_line(child.stdout.take().unwrap());
-        let mut raw = Raw {
+        Raw {
             child,
             stdin,
             lines,
-        };
-        let hello = raw.request(
-            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#,
-        );
-        assert_eq!(hello["result"]["serverInfo"]["name"], "notes", "{hello}");
-        raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-        raw
+        }
     }
 
-    fn send(&mut self, line: &str) {
+    pub(crate) fn send(&mut self, line: &str) {
         writeln!(self.stdin, "{line}").unwrap();
         self.stdin.flush().unwrap();
     }
@@ -173,12 +178,12 @@ impl Raw {
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
     }
 
-    fn request(&mut self, line: &str) -> Value {
+    pub(crate) fn request(&mut self, line: &str) -> Value {
         self.send(line);
         self.next()
     }
 
-    fn quit(mut self) {
+    pub(crate) fn quit(mut self) {
         drop(self.stdin);
         let status = self.child.wait().unwrap();
         assert!(status.success(), "the gateway exited {status}");
@@ -189,7 +194,7 @@ impl Raw {
 pub(crate) const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
 
 /// The methods of the messages the server received, in order.
-fn received_methods(setup: &Setup) -> Vec<String> {
+pub(crate) fn received_methods(setup: &Setup) -> Vec<String> {
     std::fs::read_to_string(setup.path("received.jsonl"))
         .unwrap()
         .lines()
@@ -204,7 +209,7 @@ fn received_methods(setup: &Setup) -> Vec<String> {
 }
 
 /// The session's `mcp/message` records.
-fn mcp_messages(setup: &Setup, session: &str) -> Vec<Value> {
+pub(crate) fn mcp_messages(setup: &Setup, session: &str) -> Vec<Value> {
     events_at(&log_path(&setup.state(), session))
         .into_iter()
         .filter(|(k, _)| k == "mcp/message")

@@ -111,6 +111,7 @@ impl Gateway {
                 closing: tokio_util::task::TaskTracker::new(),
                 open: std::sync::Mutex::default(),
                 ending: std::sync::Mutex::default(),
+                released: tokio::sync::Notify::new(),
                 http_sessions: Arc::default(),
                 owners: std::sync::Mutex::default(),
                 options,
@@ -231,6 +232,8 @@ pub struct Connection {
     pub(super) linked: tokio::sync::OnceCell<Linked>,
     /// Its `tools/call`s running now, at most [`GatewayOptions::calls_in_flight`].
     calls: Arc<tokio::sync::Semaphore>,
+    /// Held while a `server/discover` probes the servers: one probe at a time per connection.
+    probing: tokio::sync::Mutex<()>,
 }
 
 /// A connection from its `initialize` on: its agent, who opened it, and its servers.
@@ -247,6 +250,8 @@ pub(super) struct Linked {
     pub(super) failed: Vec<(String, String)>,
     /// Which server each resource URI belongs to (a gateway of many).
     pub(super) resources: tokio::sync::Mutex<super::route::Resources>,
+    /// Linked by a request of the per-request lifecycle (MCP 2026-07-28), not `initialize`.
+    pub(super) inline: bool,
 }
 
 /// One server of a connection.
@@ -361,6 +366,7 @@ impl Connection {
             session,
             linked: tokio::sync::OnceCell::new(),
             calls,
+            probing: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -412,7 +418,11 @@ impl Connection {
             });
         match caller {
             Some(name) if name == opened_by.name => {
-                self.learn_transport_id(context);
+                // A request of the per-request lifecycle stands alone: an `Mcp-Session-Id` it
+                // carries names another connection's session, not its own.
+                if !linked.inline {
+                    self.learn_transport_id(context);
+                }
                 Ok(linked)
             }
             _ => Err(McpError::invalid_request(NOT_THE_OPENER, None)),
@@ -485,7 +495,7 @@ impl Connection {
         meta.0
             .0
             .retain(|key, _| key == super::relay::PROGRESS_TOKEN);
-        forward(
+        let result = forward(
             link.peer(),
             request,
             meta,
@@ -493,8 +503,25 @@ impl Connection {
             &link.calls,
             &link.backend.gone,
         )
-        .await
-        .map(complete)
+        .await?;
+        if let ServerResult::InputRequiredResult(_) = &result {
+            // The server asks the agent for input (sampling, elicitation, roots) inside its
+            // answer: what the deployment would refuse of a request, and what no question was
+            // asked about, goes no further.
+            let why = super::relay::input_required_refused(link.name());
+            if let Some(linked) = self.linked.get() {
+                self.record_in(
+                    linked,
+                    (McpFrom::Server, Some(link.name().to_owned())),
+                    INPUT_REQUIRED.to_owned(),
+                    McpHandled::Refused,
+                    Some(why.clone()),
+                )
+                .await;
+            }
+            return Err(McpError::internal_error(why, None));
+        }
+        Ok(complete(result))
     }
 
     /// Tells every server of the connection.
@@ -524,6 +551,7 @@ impl Connection {
         let claim = self
             .shared
             .claim(&session)
+            .await
             .map_err(|text| McpError::invalid_request(text, None))?;
         let recorded_as = Arc::new(std::sync::OnceLock::new());
         let (servers, failed) = self.start(&params, &agent_peer, &recorded_as, inline).await;
@@ -555,6 +583,7 @@ impl Connection {
             servers,
             failed,
             resources: tokio::sync::Mutex::default(),
+            inline,
         };
         // Each server that could not be started is in the session's log, as the agent was told.
         for (name, why) in &linked.failed {
@@ -683,7 +712,9 @@ impl Connection {
         params: InitializeRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<InitializeResult, McpError> {
-        // A flood of probes is held to the same caps as a flood of connections.
+        // A flood of probes is held to the same caps as a flood of connections, and on one
+        // connection they run one at a time.
+        let _probing = self.probing.lock().await;
         let (_caller, _slot) = self.admit(context)?;
         let recorded_as = Arc::new(std::sync::OnceLock::new());
         let (servers, failed) = self.start(&params, &context.peer, &recorded_as, true).await;
@@ -1073,6 +1104,9 @@ impl Connection {
 fn callable(server: &str, name: &str) -> bool {
     !methods::reserved_tool(name) && question_tool(server, name).is_some()
 }
+
+/// How an `input_required` result of a server is recorded (its `mcp/message` method).
+const INPUT_REQUIRED: &str = "input_required";
 
 /// A server's result as a final one: a server that speaks an earlier revision writes no
 /// `resultType`, which MCP 2026-07-28 requires (the SDK takes it out again for an agent on an

@@ -106,6 +106,29 @@ fn bad_request(answer: Vec<u8>) -> Response {
 }
 
 /// The middleware: screens a POST's body, passes everything else as it came.
+/// The headers of a request the screen rewrote as a refusal: MCP 2026-07-28's `Mcp-Method`
+/// (when given) names the refusal, and its `Mcp-Name` and `Mcp-Param-*` go, so that the SDK,
+/// which holds those headers to the body, reads the refusal and answers it in the session.
+fn name_the_refusal(headers: &mut axum::http::HeaderMap) {
+    let stale: Vec<axum::http::HeaderName> = headers
+        .keys()
+        .filter(|k| {
+            let k = k.as_str();
+            k == "mcp-name" || k.starts_with("mcp-param-")
+        })
+        .cloned()
+        .collect();
+    for name in stale {
+        headers.remove(name);
+    }
+    if headers.contains_key("mcp-method") {
+        headers.insert(
+            "mcp-method",
+            axum::http::HeaderValue::from_static(super::screen::REFUSED),
+        );
+    }
+}
+
 pub(crate) async fn screen_posts(request: Request, next: Next) -> Response {
     if request.method() != Method::POST {
         return next.run(request).await;
@@ -123,6 +146,7 @@ pub(crate) async fn screen_posts(request: Request, next: Next) -> Response {
             Ok(message) => match serde_json::to_vec(&message) {
                 Ok(rewritten) => {
                     parts.headers.remove(header::CONTENT_LENGTH);
+                    name_the_refusal(&mut parts.headers);
                     rewritten.into()
                 }
                 Err(e) => return bad_request(garbage_answer(&e.to_string())),

@@ -112,13 +112,13 @@ mod tests {
             "subscriptions/listen",
             "tasks/get",
             "skills/get",
-            "server/discover",
             "notifications/initialized",
             "x/custom",
             "",
         ] {
             assert_eq!(request_class(m), RequestClass::Unknown, "{m:?}");
         }
+        assert_eq!(request_class("server/discover"), RequestClass::Inert);
         assert!(forwards_notification("notifications/cancelled"));
         assert!(!forwards_notification("notifications/tools/list_changed"));
         assert!(!forwards_notification("tools/call"));

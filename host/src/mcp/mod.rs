@@ -43,7 +43,7 @@ pub use ask::{INVALID_TOOL_NAME, RESERVED_TOOL_NAME, question_tool, refusal};
 pub use gateway::{Connection, Gateway, NO_SERVERS};
 pub use handler::{DISCOVER_WITHOUT_CLIENT, NO_PAGES};
 pub use many::{GATEWAY_NAME, start_timed_out};
-pub use relay::{server_request_inline, server_request_refused};
+pub use relay::{input_required_refused, server_request_inline, server_request_refused};
 pub use screen::MAX_MESSAGE;
 pub use upstream::Upstream;
 
@@ -215,6 +215,8 @@ pub(crate) struct Shared {
     pub(crate) open: std::sync::Mutex<std::collections::HashSet<String>>,
     /// The sessions whose turn is being ended now.
     pub(crate) ending: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Told each time a session is given back.
+    pub(crate) released: tokio::sync::Notify,
     /// HTTP sessions open now, in all and by caller.
     pub(crate) http_sessions: Arc<std::sync::Mutex<admit::OpenSessions>>,
     /// Which caller opened each HTTP session, by the transport's session id: a request naming
@@ -246,6 +248,7 @@ impl Shared {
         }
         self.open_sessions().remove(session);
         self.ending().remove(session);
+        self.released.notify_waiters();
     }
 
     fn ending(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
@@ -254,15 +257,26 @@ impl Shared {
 
     /// Claims `session` for one connection, or the text to refuse the second with. The claim
     /// is given back when dropped unless [`Claim::keep`] was called.
-    pub(crate) fn claim(&self, session: &str) -> Result<Claim<'_>, String> {
-        if !self.open_sessions().insert(session.to_owned()) {
-            return Err(admit::session_taken(session));
+    pub(crate) async fn claim(&self, session: &str) -> Result<Claim<'_>, String> {
+        // A connection that has just answered may still be ending its turn in this session (an
+        // HTTP request of MCP 2026-07-28 is a connection of its own): the next waits for it, a
+        // while, rather than being refused.
+        let patience = tokio::time::Instant::now() + CLAIM_PATIENCE;
+        loop {
+            let released = self.released.notified();
+            tokio::pin!(released);
+            released.as_mut().enable();
+            if self.open_sessions().insert(session.to_owned()) {
+                return Ok(Claim {
+                    shared: self,
+                    session: session.to_owned(),
+                    kept: false,
+                });
+            }
+            if tokio::time::timeout_at(patience, released).await.is_err() {
+                return Err(admit::session_taken(session));
+            }
         }
-        Ok(Claim {
-            shared: self,
-            session: session.to_owned(),
-            kept: false,
-        })
     }
 }
 
@@ -284,9 +298,13 @@ impl Drop for Claim<'_> {
     fn drop(&mut self) {
         if !self.kept {
             self.shared.open_sessions().remove(&self.session);
+            self.shared.released.notify_waiters();
         }
     }
 }
+
+/// How long a connection waits for its session while another connection in it ends.
+const CLAIM_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
 
 pub(crate) type SharedRef = Arc<Shared>;
 

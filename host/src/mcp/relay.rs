@@ -221,6 +221,14 @@ pub fn server_request_inline(method: &str) -> String {
     )
 }
 
+/// The error a request gets when its server answered with an `input_required` result (it asks
+/// the agent for input inside its answer, MCP 2026-07-28's way of asking mid-call).
+pub fn input_required_refused(server: &str) -> String {
+    format!(
+        "the MCP server \"{server}\" asked the agent for input inside its answer (input_required), which the MCP gateway does not pass"
+    )
+}
+
 impl Relay {
     /// Why the server's request of `method` does not pass.
     fn refusal(&self, method: &str) -> String {

@@ -14,7 +14,7 @@ use std::fmt;
 
 use rmcp::model::{
     ClientJsonRpcMessage, ClientNotification, ClientRequest, CustomNotification, CustomRequest,
-    ErrorCode, JsonRpcNotification, JsonRpcRequest, JsonRpcVersion2_0, RequestId,
+    ErrorCode, GetMeta, JsonRpcNotification, JsonRpcRequest, JsonRpcVersion2_0, RequestId,
 };
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
@@ -37,6 +37,9 @@ pub(crate) enum Screened {
         method: String,
         /// Why.
         why: String,
+        /// Its `_meta`, which the refusal carries on: an agent on MCP 2026-07-28 names its
+        /// version and client in every request, and the SDK reads no request without them.
+        meta: Option<Box<Value>>,
     },
     /// A notification recorded and not forwarded.
     Drop {
@@ -77,7 +80,12 @@ impl Screened {
     pub(crate) fn into_message(self) -> Result<ClientJsonRpcMessage, Vec<u8>> {
         match self {
             Screened::Pass(m) => Ok(*m),
-            Screened::Refuse { id, method, why } => {
+            Screened::Refuse {
+                id,
+                method,
+                why,
+                meta,
+            } => {
                 let code = unknown_code(&method, &why);
                 let params = serde_json::to_value(Refusal {
                     method,
@@ -85,9 +93,13 @@ impl Screened {
                     code: code.0,
                 })
                 .ok();
+                let mut request = CustomRequest::new(REFUSED, params);
+                if let Some(meta) = meta.and_then(|m| serde_json::from_value(*m).ok()) {
+                    *request.get_meta_mut() = meta;
+                }
                 Ok(ClientJsonRpcMessage::Request(JsonRpcRequest::new(
                     id,
-                    ClientRequest::CustomRequest(CustomRequest::new(REFUSED, params)),
+                    ClientRequest::CustomRequest(request),
                 )))
             }
             Screened::Drop { method, why } => {
@@ -224,6 +236,15 @@ const UNREAD_MEMBERS: [&str; 2] = ["inputResponses", "requestState"];
 /// its arguments.
 const META: &str = "_meta";
 
+/// A request's `_meta`, when it is an object.
+fn meta_of(object: &Map<String, Value>) -> Option<Box<Value>> {
+    object
+        .get("params")
+        .and_then(|p| p.get(META))
+        .filter(|m| m.is_object())
+        .map(|m| Box::new(m.clone()))
+}
+
 /// A method name as recorded: as written, cut to [`MAX_METHOD`] characters.
 fn recorded(method: &str) -> String {
     method.chars().take(MAX_METHOD).collect()
@@ -285,6 +306,7 @@ pub(crate) fn screen(bytes: &[u8]) -> Screened {
                     id,
                     method: String::new(),
                     why: "the method is not a string".to_owned(),
+                    meta: meta_of(&object),
                 },
                 None => Screened::Garbage {
                     why: "the method is not a string".to_owned(),
@@ -293,11 +315,13 @@ pub(crate) fn screen(bytes: &[u8]) -> Screened {
         }
     };
     let method = method_owned.as_deref();
+    let meta = meta_of(&object);
     let refuse = |why: String| match (&id, method) {
         (Some(id), m) => Screened::Refuse {
             id: id.clone(),
             method: recorded(m.unwrap_or_default()),
             why,
+            meta: meta.clone(),
         },
         (None, Some(m)) => Screened::Drop {
             method: recorded(m),
