@@ -131,6 +131,27 @@ fn over_http_each_2026_07_28_request_is_its_own_turn_in_the_session_it_names() {
             "tool \"mcp__notes__delete_note\" was rejected by policy \"rule:deployment-2\": notes are never deleted"
         )
     );
+    // A method the gateway does not know, in a request of its own: refused with its reason
+    // and recorded in the session it names.
+    let unknown = format!(
+        r#"{{"jsonrpc":"2.0","id":10,"method":"tools/delete","params":{{"name":"welcome",{META}}}}}"#
+    );
+    let (_, answers, _) = post_with(
+        &url,
+        &[
+            ("Authorization", &format!("Bearer {AGENT_TOKEN}")),
+            ("Mcp-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/delete"),
+            ("Approval-Session", "team-1"),
+        ],
+        None,
+        &unknown,
+    );
+    assert_eq!(
+        answers.last().map(|a| a["error"]["message"].clone()),
+        Some(json!(methods::unknown_method("tools/delete"))),
+        "{answers:?}"
+    );
     // One request after another in one session: each waits for the last to end its turn.
     for _ in 0..6 {
         assert_eq!(
@@ -190,6 +211,14 @@ fn over_http_each_2026_07_28_request_is_its_own_turn_in_the_session_it_names() {
         6
     ]);
     assert_eq!(setup.decisions("team-1"), decided);
+    assert_eq!(
+        mcp_messages(&setup, "team-1")
+            .iter()
+            .filter(|m| m["from"] == "agent")
+            .map(|m| m["why"].clone())
+            .collect::<Vec<_>>(),
+        [json!(methods::unknown_method("tools/delete"))]
+    );
     // Each request its own turn, every turn ended.
     let kinds: Vec<String> = events_at(&log_path(&setup.state(), "team-1"))
         .into_iter()

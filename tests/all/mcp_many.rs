@@ -489,6 +489,10 @@ fn mcp_server_entries_that_cannot_run_are_refused_naming_the_entry_and_line() {
             ":4:1: [[mcp.server]] \"a\": env is a table of variable names to strings",
         ),
         (
+            "[[mcp.server]]\nname = \"a\"\ncommand = [\"srv\"]\nenv = { K = \"a\\u0000b\" }\n",
+            ":4:1: [[mcp.server]] \"a\": env is a table of variable names to strings",
+        ),
+        (
             "[[mcp.server]]\nname = \"a\"\ncommand = [\"srv\"]\ncwd = \"/tmp\"\n",
             ":4:1: [[mcp.server]] \"a\": unknown key \"cwd\"",
         ),

@@ -192,8 +192,9 @@ fn servers(ctx: &Ctx, value: &Value) -> Result<Vec<crate::mcp::ServerEntry>, Con
                                 .collect::<Option<Vec<_>>>()
                         })
                         .filter(|vars| {
-                            vars.iter()
-                                .all(|(k, _)| !k.is_empty() && !k.contains(['=', '\0']))
+                            vars.iter().all(|(k, v)| {
+                                !k.is_empty() && !k.contains(['=', '\0']) && !v.contains('\0')
+                            })
                         })
                         .ok_or_else(|| {
                             ctx.err(

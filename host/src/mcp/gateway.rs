@@ -519,7 +519,7 @@ impl Connection {
                 )
                 .await;
             }
-            return Err(McpError::internal_error(why, None));
+            return Err(McpError::new(REFUSED_CODE, why, None));
         }
         Ok(complete(result))
     }
@@ -590,7 +590,7 @@ impl Connection {
             self.record_in(
                 &linked,
                 (McpFrom::Server, Some(name.clone())),
-                "initialize".to_owned(),
+                methods::INITIALIZE.to_owned(),
                 McpHandled::Refused,
                 Some(super::route::server_failed(name, why)),
             )

@@ -524,8 +524,11 @@ impl ServerHandler for Connection {
     async fn on_custom_request(
         &self,
         request: CustomRequest,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, McpError> {
+        // A refused request of the per-request lifecycle may be its connection's first (over
+        // HTTP, every one is): it is linked first, so the refusal is recorded in its session.
+        let _ = self.linked_for(&context).await;
         let refusal = refusal_of(&request.method, request.params.as_ref());
         let error = McpError::new(
             rmcp::model::ErrorCode(refusal.code),

@@ -105,7 +105,13 @@ fn bad_request(answer: Vec<u8>) -> Response {
         .into_response()
 }
 
-/// The middleware: screens a POST's body, passes everything else as it came.
+/// MCP 2026-07-28's header naming a request's method (`Mcp-Method`), as the SDK checks it.
+const MCP_METHOD: &str = "mcp-method";
+/// MCP 2026-07-28's header naming a request's tool, prompt or resource (`Mcp-Name`).
+const MCP_NAME: &str = "mcp-name";
+/// The start of MCP 2026-07-28's headers that repeat a call's arguments (`Mcp-Param-*`).
+const MCP_PARAM: &str = "mcp-param-";
+
 /// The headers of a request the screen rewrote as a refusal: MCP 2026-07-28's `Mcp-Method`
 /// (when given) names the refusal, and its `Mcp-Name` and `Mcp-Param-*` go, so that the SDK,
 /// which holds those headers to the body, reads the refusal and answers it in the session.
@@ -114,21 +120,22 @@ fn name_the_refusal(headers: &mut axum::http::HeaderMap) {
         .keys()
         .filter(|k| {
             let k = k.as_str();
-            k == "mcp-name" || k.starts_with("mcp-param-")
+            k == MCP_NAME || k.starts_with(MCP_PARAM)
         })
         .cloned()
         .collect();
     for name in stale {
         headers.remove(name);
     }
-    if headers.contains_key("mcp-method") {
+    if headers.contains_key(MCP_METHOD) {
         headers.insert(
-            "mcp-method",
+            MCP_METHOD,
             axum::http::HeaderValue::from_static(super::screen::REFUSED),
         );
     }
 }
 
+/// The middleware: screens a POST's body, passes everything else as it came.
 pub(crate) async fn screen_posts(request: Request, next: Next) -> Response {
     if request.method() != Method::POST {
         return next.run(request).await;

@@ -3,10 +3,13 @@
 //! refused (a request) or dropped (a notification), whatever it is named: a method the gateway
 //! does not know is one whose effect it cannot judge.
 
+/// `initialize`: the handshake of the revisions before 2026-07-28.
+pub const INITIALIZE: &str = "initialize";
+
 /// Requests that cannot act on the world: they start the connection, check it is alive, or list
 /// what the server offers. Forwarded without a question.
 pub const INERT: [&str; 8] = [
-    "initialize",
+    INITIALIZE,
     "server/discover",
     "ping",
     "tools/list",

@@ -1,5 +1,6 @@
-//! The MCP gateway: a proxy between an agent and one MCP server, built on the official Rust MCP
-//! SDK ([`rmcp`]). Every `tools/call` is a question, asked as `mcp__<server>__<tool>` with the
+//! The MCP gateway: a proxy between an agent and one MCP server, or many behind one endpoint
+//! (`[[mcp.server]]`, each tool as `<server>__<tool>`), built on the official Rust MCP SDK
+//! ([`rmcp`]). Every `tools/call` is a question, asked as `mcp__<server>__<tool>` with the
 //! call's arguments in the session of the client's connection, through the same rules and
 //! waterfall as every other asker; an allowed call is forwarded unchanged, and any other outcome
 //! comes back as a tool result with `isError: true` and the text the model should read
@@ -13,7 +14,10 @@
 //! sync of the session log (its record, question and decision together).
 //!
 //! Where things are: `gateway.rs` the agent-facing side (one [`Connection`] per client
-//! connection: its session, its upstream link, the handled requests); `relay.rs` forwarding a
+//! connection: its session, its servers, what it learnt of them); `handler.rs` what it does with
+//! each request; `route.rs` which server a name or URI belongs to; `many.rs` the one
+//! `initialize` answer for many servers; `listing.rs` reading a server's whole list;
+//! `relay.rs` forwarding a
 //! request to a peer with its cancellation and progress, and the server-facing side;
 //! `ask.rs` the question a `tools/call` is and the text a refusal reads; `upstream.rs` how the
 //! server is reached (a child process over stdio, or streamable HTTP).
@@ -116,7 +120,8 @@ impl Default for McpConfig {
 /// How one gateway runs: the server's name in rule syntax, and what it was configured with.
 #[derive(Debug, Clone)]
 pub struct GatewayOptions {
-    /// The server's name in `mcp__<server>__<tool>`.
+    /// The server's name in `mcp__<server>__<tool>` (a gateway of many servers takes each
+    /// one's from its [`ServerEntry`] and leaves this empty).
     pub server: String,
     /// `[mcp]` from the deployment.
     pub config: McpConfig,

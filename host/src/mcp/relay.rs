@@ -195,7 +195,7 @@ impl Relay {
         };
         let message = McpMessage {
             from: McpFrom::Server,
-            method: method.chars().take(128).collect(),
+            method: method.chars().take(super::screen::MAX_METHOD).collect(),
             handled: if passes {
                 McpHandled::Passed
             } else {
@@ -246,7 +246,7 @@ impl Relay {
         };
         let message = McpMessage {
             from: McpFrom::Server,
-            method: method.chars().take(128).collect(),
+            method: method.chars().take(super::screen::MAX_METHOD).collect(),
             handled: McpHandled::Dropped,
             why: Some(super::methods::unknown_method(method)),
             server: Some(self.server.clone()),

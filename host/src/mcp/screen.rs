@@ -22,7 +22,7 @@ use serde_json::{Map, Value};
 use super::methods::{self, RequestClass};
 
 /// The longest method name recorded as written (longer ones are cut).
-const MAX_METHOD: usize = 128;
+pub(crate) const MAX_METHOD: usize = 128;
 
 /// What the gateway does with one message from the agent.
 #[derive(Debug)]

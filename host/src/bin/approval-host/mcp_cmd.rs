@@ -1,5 +1,6 @@
-//! `approval-host mcp`: the MCP gateway between an agent and one MCP server, over stdio (the
-//! server a command the gateway starts) or streamable HTTP (`--listen` and `--upstream`). The
+//! `approval-host mcp`: the MCP gateway between an agent and one MCP server (`--name`, and a
+//! command after `--` or `--upstream URL`) or the deployment's `[[mcp.server]]`s behind one
+//! endpoint, over stdio or streamable HTTP (`--listen`). The
 //! deployment is served as `serve` serves it (rules, plugins, hot reload, the web console with
 //! `--console`); the gateway itself is [`approval_host::mcp`].
 
@@ -34,7 +35,8 @@ pub(crate) struct McpArgs {
     /// Serve agents over streamable HTTP instead of stdio, at this address (`127.0.0.1:8931`,
     /// endpoint `/mcp`: every request bears a `[[token]]` with the agent role; off loopback over
     /// TLS) or on a Unix socket only its owner may use (`unix:/run/approval.sock`, endpoint `/mcp`;
-    /// a token needed when the deployment declares any). The server is then --upstream.
+    /// a token needed when the deployment declares any). The server is --upstream, a command
+    /// after `--` (started for each client), or the deployment's `[[mcp.server]]`s.
     #[arg(long, value_name = "ADDR")]
     listen: Option<String>,
     /// The MCP server's streamable HTTP endpoint (`http://127.0.0.1:8000/mcp`).
