@@ -78,6 +78,11 @@ command = [{missing:?}]
 
 /// The gateway of the deployment's servers over stdio, session `s1`.
 fn client(setup: &Setup) -> Client {
+    client_in(setup, "s1")
+}
+
+/// [`client`] in `session`.
+fn client_in(setup: &Setup, session: &str) -> Client {
     let args: Vec<String> = vec![
         "stdio".to_owned(),
         BIN.to_owned(),
@@ -87,7 +92,7 @@ fn client(setup: &Setup) -> Client {
         "--config".to_owned(),
         setup.path("deploy.toml").display().to_string(),
         "--session".to_owned(),
-        "s1".to_owned(),
+        session.to_owned(),
         "--no-watch".to_owned(),
     ];
     Client::start(&args, &setup.path("client-events.jsonl"))
@@ -350,7 +355,7 @@ fn a_rug_pull_on_one_server_is_withheld_there_and_the_other_server_s_tools_stay(
         "{}",
         String::from_utf8_lossy(&approve.stderr)
     );
-    let mut client = client_again(&setup);
+    let mut client = client_in(&setup, "s2");
     assert_eq!(
         client.call("docs__read_note", json!({"name": "welcome"})),
         ok("hello from the notes server")
@@ -360,23 +365,6 @@ fn a_rug_pull_on_one_server_is_withheld_there_and_the_other_server_s_tools_stay(
         docs_events(&setup),
         vec![json!({"event": "read_note", "name": "welcome"})]
     );
-}
-
-/// A second connection to the same deployment, in its own session.
-fn client_again(setup: &Setup) -> Client {
-    let args: Vec<String> = vec![
-        "stdio".to_owned(),
-        BIN.to_owned(),
-        "--state-dir".to_owned(),
-        setup.state().display().to_string(),
-        "mcp".to_owned(),
-        "--config".to_owned(),
-        setup.path("deploy.toml").display().to_string(),
-        "--session".to_owned(),
-        "s2".to_owned(),
-        "--no-watch".to_owned(),
-    ];
-    Client::start(&args, &setup.path("client-events.jsonl"))
 }
 
 #[test]

@@ -867,16 +867,7 @@ fn claude_code_starts_its_mcp_server_behind_the_gateway_after_init_mcp() {
         "{}",
         results(&run.requests)
     );
-    let reached: Vec<String> = std::fs::read_to_string(&events)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<Value>(l).unwrap()["event"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
-        .collect();
+    let reached = reached(&events);
     assert_eq!(reached, ["read_note"], "{}", run.show());
     // The gateway asked both, in its own session of the project's state.
     let decided = gateway_decisions(&scene, &state);
@@ -989,16 +980,7 @@ fn gemini_cli_starts_its_mcp_server_behind_the_gateway_after_init_mcp() {
         "the model never read the reason\n{}",
         run.show()
     );
-    let reached: Vec<String> = std::fs::read_to_string(&events)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<Value>(l).unwrap()["event"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
-        .collect();
+    let reached = reached(&events);
     assert_eq!(reached, ["read_note"], "{}", run.show());
     assert_eq!(
         gateway_decisions(&scene, &state),
@@ -1084,16 +1066,7 @@ fn codex_starts_its_mcp_server_behind_the_gateway_after_init_mcp() {
         "the model never read the reason\n{}",
         run.show()
     );
-    let reached: Vec<String> = std::fs::read_to_string(&events)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<Value>(l).unwrap()["event"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
-        .collect();
+    let reached = reached(&events);
     assert_eq!(reached, ["read_note"], "{}", run.show());
     // Codex's own hook asks first, in the same rules: it refused stat_file, which so never
     // reached the gateway; the call it let through the gateway asked again and allowed.
@@ -1197,16 +1170,7 @@ fn copilot_cli_starts_its_mcp_server_behind_the_gateway_after_init_mcp() {
         run.show(),
         results(&run.requests)
     );
-    let reached: Vec<String> = std::fs::read_to_string(&events)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<Value>(l).unwrap()["event"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
-        .collect();
+    let reached = reached(&events);
     assert_eq!(reached, ["read_note"], "{}", run.show());
     let records = scene.records_in(&["--state-dir", &state]);
     let asked: Vec<String> = records
@@ -1219,6 +1183,20 @@ fn copilot_cli_starts_its_mcp_server_behind_the_gateway_after_init_mcp() {
         ["mcp__notes__read_note", "mcp__notes__stat_file"],
         "{records:?}"
     );
+}
+
+/// The events the notes server wrote to `events`, one per request that reached it.
+fn reached(events: &Path) -> Vec<String> {
+    std::fs::read_to_string(events)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["event"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect()
 }
 
 /// The gateway's `--project-state` and `--config` in the arguments `init --mcp` wrote.
