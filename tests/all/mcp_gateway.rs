@@ -465,6 +465,15 @@ fn calls_over_the_connection_s_limit_are_refused_unasked_and_the_next_goes_throu
     }
     client.op(json!({"op": "cancel", "id": "b"}));
     client.quit();
+    // Every refusal is on record, none as a decision.
+    let refusals = crate::mcp_nothing_unasked::mcp_messages(&setup, "s1");
+    assert!(refusals.len() >= 2, "{refusals:?}");
+    for refusal in refusals {
+        assert_eq!(
+            refusal,
+            json!({"from": "agent", "method": "tools/call", "handled": "refused", "why": too_many_calls(2)})
+        );
+    }
     assert_eq!(
         setup.decisions("s1"),
         [
@@ -611,6 +620,14 @@ fn hostile_tool_names_are_refused_or_asked_as_written_never_allowed_by_a_neighbo
     assert_eq!(
         client.call(&too_long, json!({})),
         refused(INVALID_TOOL_NAME)
+    );
+    let invalid_on_record = crate::mcp_nothing_unasked::mcp_messages(&setup, "s1");
+    assert_eq!(
+        invalid_on_record,
+        vec![
+            json!({"from": "agent", "method": "tools/call", "handled": "refused", "why": INVALID_TOOL_NAME});
+            invalid.len() + 1
+        ]
     );
     // Names a loose matcher could confuse with read_note: asked as written, and since no rule
     // allows them and nobody answers, unavailable.

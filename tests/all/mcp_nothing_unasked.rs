@@ -531,6 +531,16 @@ reason = "private notes stay private"
     );
     raw.quit();
     assert_eq!(setup.server_events(), Vec::<Value>::new());
+    // The refusal of the reserved name is on record; the questions are decisions.
+    assert_eq!(
+        mcp_messages(&setup, "s1"),
+        vec![json!({
+            "from": "agent",
+            "method": "tools/call",
+            "handled": "refused",
+            "why": approval_host::mcp::RESERVED_TOOL_NAME,
+        })]
+    );
     // What the rules read: the URI, the prompt's name and arguments, the completion's reference.
     let calls: Vec<(String, Value)> = events_at(&log_path(&setup.state(), "s1"))
         .into_iter()

@@ -818,16 +818,24 @@ impl Connection {
     /// or the text of the refusal.
     pub(super) async fn ask_first(
         &self,
-        tool: &str,
+        (method, tool): (&str, &str),
         (arguments, undeclared): (Map<String, Value>, Vec<String>),
         context: &RequestContext<RoleServer>,
     ) -> Result<tokio::sync::OwnedSemaphorePermit, String> {
         let linked = self.link_for(context).map_err(|e| e.message.to_string())?;
         // An agent that floods the gateway gets refusals, not a queue of questions.
         let Ok(running) = self.calls.clone().try_acquire_owned() else {
-            return Err(too_many_calls(self.shared.options.calls_in_flight.max(1)));
+            let text = too_many_calls(self.shared.options.calls_in_flight.max(1));
+            self.record(
+                McpFrom::Agent,
+                method.to_owned(),
+                McpHandled::Refused,
+                Some(text.clone()),
+            )
+            .await;
+            return Err(text);
         };
-        let verdict = ask::ask(
+        let verdict = match ask::ask(
             &self.shared,
             &linked.agent,
             tool,
@@ -835,7 +843,21 @@ impl Connection {
             context.ct.clone(),
         )
         .await
-        .map_err(|e| crate::tools::texts::approval_failed(tool, &e.to_string()))?;
+        {
+            Ok(verdict) => verdict,
+            Err(e) => {
+                // No decision was recorded: the refusal is, as far as the log still takes it.
+                let text = crate::tools::texts::approval_failed(tool, &e.to_string());
+                self.record(
+                    McpFrom::Agent,
+                    method.to_owned(),
+                    McpHandled::Refused,
+                    Some(text.clone()),
+                )
+                .await;
+                return Err(text);
+            }
+        };
         match refusal(tool, &verdict) {
             Some(text) => Err(text),
             None => Ok(running),
@@ -854,7 +876,7 @@ impl Connection {
         let tool = question_tool(link.name(), method)
             .ok_or_else(|| McpError::internal_error(INVALID_TOOL_NAME, None))?;
         // Resources, prompts and completion have no schema to hold arguments against.
-        self.ask_first(&tool, (arguments, Vec::new()), context)
+        self.ask_first((method, &tool), (arguments, Vec::new()), context)
             .await
             .map_err(|text| McpError::new(REFUSED_CODE, text, None))
     }

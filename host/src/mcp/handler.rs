@@ -112,6 +112,19 @@ impl Connection {
         McpError::invalid_params(text, None)
     }
 
+    /// A `tools/call` the gateway refuses without a question, recorded: the tool result
+    /// carries `text`.
+    async fn refuse_call(&self, text: String) -> CallToolResponse {
+        self.record(
+            McpFrom::Agent,
+            methods::CALL_TOOL.to_owned(),
+            McpHandled::Refused,
+            Some(text.clone()),
+        )
+        .await;
+        refused(text)
+    }
+
     /// The server of a resource request, or its recorded refusal.
     async fn resource_link<'a>(
         &self,
@@ -196,37 +209,25 @@ impl ServerHandler for Connection {
         let linked = self.linked_for(&context).await?;
         let (link, own) = match linked.target(self.prefixed(), &params.name) {
             Ok((link, own)) => (link, own.to_owned()),
-            Err(text) => {
-                self.record(
-                    McpFrom::Agent,
-                    methods::CALL_TOOL.to_owned(),
-                    McpHandled::Refused,
-                    Some(text.clone()),
-                )
-                .await;
-                return Ok(refused(text));
-            }
+            Err(text) => return Ok(self.refuse_call(text).await),
         };
         if methods::reserved_tool(&own) {
-            return Ok(refused(RESERVED_TOOL_NAME.to_owned()));
+            return Ok(self.refuse_call(RESERVED_TOOL_NAME.to_owned()).await);
         }
         let Some(tool) = question_tool(link.name(), &own) else {
-            return Ok(refused(INVALID_TOOL_NAME.to_owned()));
+            return Ok(self.refuse_call(INVALID_TOOL_NAME.to_owned()).await);
         };
         if let Err(text) = self.pinned(link, &own).await {
-            self.record(
-                McpFrom::Agent,
-                methods::CALL_TOOL.to_owned(),
-                McpHandled::Refused,
-                Some(text.clone()),
-            )
-            .await;
-            return Ok(refused(text));
+            return Ok(self.refuse_call(text).await);
         }
         let undeclared = link.undeclared(&own, params.arguments.as_ref());
         let arguments = params.arguments.clone().unwrap_or_default();
         let _running = match self
-            .ask_first(&tool, (arguments, undeclared), &context)
+            .ask_first(
+                (methods::CALL_TOOL, &tool),
+                (arguments, undeclared),
+                &context,
+            )
             .await
         {
             Ok(running) => running,
