@@ -1,8 +1,10 @@
 //! `[audit] redact`: argument values that must never reach a log (tokens, passwords), replaced
 //! before a `tool/call` record is written or shown to anyone.
 //!
-//! An entry is a JSON pointer into the call's arguments (`/env/API_KEY`, RFC 6901) or a member
-//! name matched at any depth (`password`). A matched value becomes [`REDACTED`], and the record
+//! An entry is a JSON pointer into the call's arguments (`/env/API_KEY`, RFC 6901, matched
+//! exactly) or a member name matched at any depth (`password`), compared without regard to case,
+//! `-` or `_` (so `api_key` also names `apiKey`, `API-KEY` and `ApiKey`): the agent chooses how
+//! a member is spelt, and a secret must not reach the log because it was spelt another way. A matched value becomes [`REDACTED`], and the record
 //! lists the pointers it replaced (`redacted`), so a reader (or `replay`) knows those values are
 //! not what the gates saw. The host process keeps the real values for the session it is
 //! serving: gates decide on what the agent sent, the log holds the redacted copy.
@@ -23,7 +25,7 @@ pub const REDACTED: &str = "[redacted]";
 enum Target {
     /// A JSON pointer's reference tokens, unescaped.
     Pointer(Vec<String>),
-    /// A member name, wherever it occurs.
+    /// A member name, wherever it occurs, as [`folded`].
     Name(String),
 }
 
@@ -66,7 +68,7 @@ impl Redaction {
                 return Err(RedactError::Empty { index });
             }
             let Some(rest) = entry.strip_prefix('/') else {
-                targets.push(Target::Name(entry.to_owned()));
+                targets.push(Target::Name(folded(entry)));
                 continue;
             };
             let tokens = rest
@@ -117,6 +119,14 @@ impl Redaction {
     }
 }
 
+/// A member name as names are compared: lowercase, without `-` or `_`.
+fn folded(name: &str) -> String {
+    name.chars()
+        .filter(|c| !matches!(c, '-' | '_'))
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
 fn unescape(token: &str) -> Option<String> {
     let mut out = String::with_capacity(token.len());
     let mut chars = token.chars();
@@ -161,7 +171,7 @@ fn replace_named(value: &mut Value, name: &str, path: &mut Vec<String>, out: &mu
         Value::Object(map) => {
             for (key, member) in map.iter_mut() {
                 path.push(key.clone());
-                if key == name {
+                if folded(key) == name {
                     *member = Value::String(REDACTED.to_owned());
                     out.push(pointer(path));
                 } else {
@@ -219,6 +229,58 @@ mod tests {
                 "/password"
             ]
         );
+    }
+
+    #[test]
+    fn names_match_however_the_agent_spells_them_and_pointers_stay_exact() {
+        let r = Redaction::parse(&["api_key", "Password", "/env/API_KEY"]).unwrap();
+        let args = json!({
+            "apiKey": "a",
+            "API-KEY": "b",
+            "Api_Key": "c",
+            "api__key": "d",
+            "PASSWORD": "e",
+            "pass-word": "f",
+            "nested": [{"ApiKey": "g"}],
+            "env": {"api_key": "h", "Api_Key": "i"},
+            "apikeys": "kept",
+            "api key": "kept",
+            "api.key": "kept",
+        });
+        let (out, replaced) = r.apply(&args).unwrap();
+        assert_eq!(
+            out,
+            json!({
+                "apiKey": REDACTED,
+                "API-KEY": REDACTED,
+                "Api_Key": REDACTED,
+                "api__key": REDACTED,
+                "PASSWORD": REDACTED,
+                "pass-word": REDACTED,
+                "nested": [{"ApiKey": REDACTED}],
+                "env": {"api_key": REDACTED, "Api_Key": REDACTED},
+                "apikeys": "kept",
+                "api key": "kept",
+                "api.key": "kept",
+            })
+        );
+        assert_eq!(
+            replaced,
+            [
+                "/API-KEY",
+                "/Api_Key",
+                "/PASSWORD",
+                "/apiKey",
+                "/api__key",
+                "/env/Api_Key",
+                "/env/api_key",
+                "/nested/0/ApiKey",
+                "/pass-word",
+            ]
+        );
+        // A pointer names one member exactly: `/env/API_KEY` is not `/env/api_key`.
+        let exact = Redaction::parse(&["/env/API_KEY"]).unwrap();
+        assert_eq!(exact.apply(&json!({"env": {"api_key": "x"}})), None);
     }
 
     #[test]
