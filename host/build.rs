@@ -31,7 +31,7 @@ impl Target {
 }
 
 /// Guest crates: (crate name, target, what it is).
-const GUESTS: [(&str, Target, &str); 5] = [
+const GUESTS: [(&str, Target, &str); 6] = [
     (
         "adversary",
         Target::Wasi,
@@ -46,6 +46,11 @@ const GUESTS: [(&str, Target, &str); 5] = [
         "deny-commands",
         Target::Pure,
         "Example gate: reject calls whose `command` matches a configured pattern.",
+    ),
+    (
+        "http-probe",
+        Target::Wasi,
+        "Test guest (API 0.3): answers from one GET of its `url` config, sent through wasi:http.",
     ),
     (
         "reject-all",

@@ -36,6 +36,7 @@ mod on_postgres;
 mod operability;
 mod ownership;
 mod plugin_api;
+mod plugin_network;
 mod plugins;
 mod policy;
 mod policy_examples;

@@ -574,10 +574,10 @@ async fn a_later_0_1_patch_loads_and_an_unserved_version_is_refused_by_version()
             .register("patched", Scope::Global, Position::Back, plugin.listener());
     assert_eq!(rig.ask("bash").await, Outcome::AllowedOnce);
 
-    let text = load_error(&fixtures::versioned("0.3.0"));
+    let text = load_error(&fixtures::versioned("0.4.0"));
     assert!(
         text.ends_with(
-            "is built against approval:plugin@0.3.0; this host serves approval:plugin@0.1.x, approval:plugin@0.2.x"
+            "is built against approval:plugin@0.4.0; this host serves approval:plugin@0.1.x, approval:plugin@0.2.x, approval:plugin@0.3.x"
         ),
         "{text}"
     );

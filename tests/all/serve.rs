@@ -183,7 +183,7 @@ fn sessions_turns_requests_policy_and_context() {
     let config = deployment(dir.path(), bundled::ALLOW_TOOLS);
     let mut c = Client::spawn(dir.path(), &config, &["--no-watch"]);
     let init = c.call("initialize", json!({"protocolVersion": "0.1"}));
-    assert_eq!(init["pluginApiVersions"], json!(["0.1", "0.2"]));
+    assert_eq!(init["pluginApiVersions"], json!(["0.1", "0.2", "0.3"]));
     open(&mut c, "s1");
     c.call(
         "tool/call",

@@ -6,10 +6,10 @@ use std::time::Duration;
 use toml::Value;
 
 use super::ConfigError;
-use super::read::{Ctx, known_keys, positive, string, string_table};
+use super::read::{Ctx, known_keys, positive, string, string_list, string_table};
 use crate::plugin::spec::{Isolation, PluginSpec, Role};
 
-const KEYS: [&str; 11] = [
+const KEYS: [&str; 12] = [
     "name",
     "path",
     "role",
@@ -19,6 +19,7 @@ const KEYS: [&str; 11] = [
     "isolation",
     "config",
     "files",
+    "allow-hosts",
     "cases",
     "mode",
 ];
@@ -121,6 +122,15 @@ pub(super) fn entry(
                 ));
             }
             spec.files.push((guest, host));
+        }
+    }
+    if let Some(v) = table.get("allow-hosts") {
+        for entry in string_list(ctx, place, "allow-hosts", v)? {
+            let grant = crate::plugin::net::HostGrant::parse(&entry)
+                .map_err(|why| ctx.err(place, format!("allow-hosts {entry:?}: {why}")))?;
+            if !spec.allow_hosts.contains(&grant) {
+                spec.allow_hosts.push(grant);
+            }
         }
     }
     let cases = match table.get("cases") {

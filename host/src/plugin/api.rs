@@ -1,65 +1,16 @@
-//! The plugin API versions this host serves, one module per version (`v0_1`, `v0_2`), and the
-//! dispatch between them. A component's version is read from the `approval:plugin` interfaces it
-//! imports. A future `approval:plugin@0.3` contract adds `wit/approval-0.3.wit`, a `v0_3` module
-//! and a variant in each enum here; older plugins keep loading through theirs, unchanged.
+//! The plugin API versions this host serves, one module per version (`v0_1`, `v0_2`, `v0_3`),
+//! and the dispatch between them. A component's version is read from the `approval:plugin`
+//! interfaces it imports. A new contract adds `wit/approval-<version>.wit`, a module and a variant
+//! in each enum here; older plugins keep loading through theirs, unchanged. The version modules
+//! sit below this dispatch (what they share is [`super::world`]), so nothing imports in a circle.
 
 use wasmtime::Store;
 use wasmtime::component::{Component, Linker};
 
 use super::sandbox::PluginState;
-use super::{v0_1, v0_2};
+use super::{v0_1, v0_2, v0_3};
 use crate::answer::Answer;
 use crate::waterfall::Question;
-
-/// What every version's module has alike around its generated `bindings`: adding its host
-/// interfaces to a linker, its pre-linked `Template` and its live `Instance`. Each version adds
-/// its own host functions and its `Instance::decide`.
-macro_rules! linked_world {
-    ($version:literal) => {
-        #[doc = concat!("Adds the ", $version, " host interfaces to `linker`.")]
-        pub(crate) fn add_to_linker(
-            linker: &mut wasmtime::component::Linker<$crate::plugin::sandbox::PluginState>,
-        ) -> wasmtime::Result<()> {
-            bindings::Answerer::add_to_linker::<
-                $crate::plugin::sandbox::PluginState,
-                wasmtime::component::HasSelf<$crate::plugin::sandbox::PluginState>,
-            >(linker, |s| s)
-        }
-
-        #[doc = concat!("A compiled, pre-linked ", $version, " plugin, ready to instantiate.")]
-        pub(crate) struct Template {
-            pre: bindings::AnswererPre<$crate::plugin::sandbox::PluginState>,
-        }
-
-        #[doc = concat!("A live ", $version, " instance.")]
-        pub(crate) struct Instance {
-            bindings: bindings::Answerer,
-        }
-
-        impl Template {
-            #[doc = concat!("Links and type-checks `component` against the ", $version, " world.")]
-            pub(crate) fn new(
-                linker: &wasmtime::component::Linker<$crate::plugin::sandbox::PluginState>,
-                component: &wasmtime::component::Component,
-            ) -> wasmtime::Result<Template> {
-                let pre = linker.instantiate_pre(component)?;
-                Ok(Template {
-                    pre: bindings::AnswererPre::new(pre)?,
-                })
-            }
-
-            pub(crate) fn instantiate(
-                &self,
-                store: &mut wasmtime::Store<$crate::plugin::sandbox::PluginState>,
-            ) -> wasmtime::Result<Instance> {
-                Ok(Instance {
-                    bindings: self.pre.instantiate(store)?,
-                })
-            }
-        }
-    };
-}
-pub(super) use linked_world;
 
 /// The WIT package every version belongs to.
 pub const PACKAGE: &str = "approval:plugin";
@@ -71,6 +22,8 @@ pub(crate) enum Api {
     V0_1,
     /// `approval:plugin@0.2.x`: reasons, proposals, `validate-config`.
     V0_2,
+    /// `approval:plugin@0.3.x`: outbound HTTP to granted hosts.
+    V0_3,
 }
 
 impl Api {
@@ -80,21 +33,28 @@ impl Api {
         match (parts.next(), parts.next()) {
             (Some("0"), Some("1")) => Some(Api::V0_1),
             (Some("0"), Some("2")) => Some(Api::V0_2),
+            (Some("0"), Some("3")) => Some(Api::V0_3),
             _ => None,
         }
     }
 
     /// The served versions, as `0.1`, ... for `initialize` and messages.
-    pub(crate) const SERVED: [&str; 2] = ["0.1", "0.2"];
+    pub(crate) const SERVED: [&str; 3] = ["0.1", "0.2", "0.3"];
 
     /// The newest served version: what `approval-host new` writes.
     pub(crate) const NEWEST: Api = Api::V0_2;
+
+    /// Whether a plugin of this version may send HTTP requests (to the hosts it is granted).
+    pub(crate) const fn reaches_out(self) -> bool {
+        matches!(self, Api::V0_3)
+    }
 
     /// The exact version of the WIT this host was built from for this API, e.g. `0.2.0`.
     pub(crate) const fn wit_version(self) -> &'static str {
         match self {
             Api::V0_1 => v0_1::VERSION,
             Api::V0_2 => v0_2::VERSION,
+            Api::V0_3 => v0_3::VERSION,
         }
     }
 
@@ -109,6 +69,7 @@ impl Api {
                 "validate-config checks the plugin's config at load",
                 "the request carries arguments, cwd, sandbox mode, question id and parent agent",
             ],
+            Api::V0_3 => &["wasi:http requests, sent by the host to the hosts allow-hosts grants"],
         }
     }
 }
@@ -117,6 +78,7 @@ impl Api {
 pub(crate) struct Linkers {
     v0_1: Linker<PluginState>,
     v0_2: Linker<PluginState>,
+    v0_3: Linker<PluginState>,
 }
 
 impl Linkers {
@@ -127,7 +89,12 @@ impl Linkers {
         let mut v0_2 = Linker::new(engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut v0_2)?;
         v0_2::add_to_linker(&mut v0_2)?;
-        Ok(Linkers { v0_1, v0_2 })
+        // Only 0.3 may reach out: an older plugin importing `wasi:http` does not link.
+        let mut v0_3 = Linker::new(engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut v0_3)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_sync(&mut v0_3)?;
+        v0_3::add_to_linker(&mut v0_3)?;
+        Ok(Linkers { v0_1, v0_2, v0_3 })
     }
 }
 
@@ -135,12 +102,14 @@ impl Linkers {
 pub(crate) enum Template {
     V0_1(v0_1::Template),
     V0_2(v0_2::Template),
+    V0_3(v0_3::Template),
 }
 
 /// A live instance of some served version.
 pub(crate) enum Instance {
     V0_1(v0_1::Instance),
     V0_2(v0_2::Instance),
+    V0_3(v0_3::Instance),
 }
 
 impl Template {
@@ -158,6 +127,10 @@ impl Template {
                 &linkers.v0_2,
                 component,
             )?)),
+            Api::V0_3 => Ok(Template::V0_3(v0_3::Template::new(
+                &linkers.v0_3,
+                component,
+            )?)),
         }
     }
 
@@ -165,6 +138,7 @@ impl Template {
         match self {
             Template::V0_1(t) => Ok(Instance::V0_1(t.instantiate(store)?)),
             Template::V0_2(t) => Ok(Instance::V0_2(t.instantiate(store)?)),
+            Template::V0_3(t) => Ok(Instance::V0_3(t.instantiate(store)?)),
         }
     }
 }
@@ -178,6 +152,7 @@ impl Instance {
         match self {
             Instance::V0_1(i) => i.decide(store, question),
             Instance::V0_2(i) => i.decide(store, question),
+            Instance::V0_3(i) => i.decide(store, question),
         }
     }
 
@@ -190,6 +165,7 @@ impl Instance {
         match self {
             Instance::V0_1(_) => Ok(Ok(())),
             Instance::V0_2(i) => i.validate_config(store),
+            Instance::V0_3(i) => i.validate_config(store),
         }
     }
 }

@@ -63,6 +63,7 @@ fn arm(
     state.budget = budget;
     state.stopped = None;
     state.question = question.cloned();
+    state.begin_requests(deadline);
     store.set_epoch_deadline(1);
 }
 
@@ -337,6 +338,11 @@ impl Plugin {
 struct PluginListener(Arc<Plugin>);
 
 impl Listener for PluginListener {
+    /// A plugin granted hosts to reach sends the question out: it is durable first.
+    fn leaves_process(&self) -> bool {
+        !self.0.spec().allow_hosts.is_empty()
+    }
+
     fn decide(&self, question: Question) -> ListenerFuture {
         let plugin = self.0.clone();
         Box::pin(async move { plugin.decide(question).await })

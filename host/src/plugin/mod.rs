@@ -23,17 +23,20 @@ pub mod inspect;
 mod instance;
 mod limits;
 pub mod mount;
+pub mod net;
 mod sandbox;
 pub mod shadow;
 pub mod slot;
 pub mod spec;
 mod v0_1;
 mod v0_2;
+mod v0_3;
+mod world;
 
 pub use mount::{Mounted, PluginStatus, ReloadReport};
 
-/// The plugin API versions this host serves (`approval:plugin@0.1.x` and `@0.2.x`).
-pub const SERVED_API_VERSIONS: [&str; 2] = api::Api::SERVED;
+/// The plugin API versions this host serves (`approval:plugin@0.1.x`, `@0.2.x` and `@0.3.x`).
+pub const SERVED_API_VERSIONS: [&str; 3] = api::Api::SERVED;
 
 /// The plugin API version `approval-host new` writes skeletons for.
 pub const NEWEST_API_VERSION: &str = api::Api::NEWEST.wit_version();
@@ -351,6 +354,16 @@ impl PluginHost {
                     .join(", ")
             ))
         })?;
+        if !spec.allow_hosts.is_empty() && !api.reaches_out() {
+            return Err(PluginError::Grant {
+                name: spec.name.clone(),
+                reason: format!(
+                    "allow-hosts: the plugin is built against {}@{}, which cannot send requests (0.3 can)",
+                    api::PACKAGE,
+                    inspection.api_version
+                ),
+            });
+        }
         let template = api::Template::new(api, &self.inner.linkers, &inspection.component)
             .map_err(|e| {
                 component_error(format!("does not implement {}: {e:#}", inspect::WORLD))

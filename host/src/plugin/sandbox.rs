@@ -1,7 +1,8 @@
 //! The locked-down WASI a plugin gets, and the per-store state the host keeps for it.
 //!
 //! No environment variables, no arguments, no stdin, no sockets, no name lookup, and no
-//! directory but the read-only ones the deployment grants. Stdout and stderr are written to the
+//! directory but the read-only ones the deployment grants; for a plugin of API 0.3, HTTP
+//! requests the host sends to the hosts its entry grants ([`super::net`]). Stdout and stderr are written to the
 //! host log line by line, tagged with the plugin's name. Clocks and random are left as WASI
 //! provides them.
 
@@ -14,6 +15,7 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::limits::{Limits, Stop};
+use super::net::NetHooks;
 use super::{LogLevel, LogSink};
 use crate::plugin::spec::PluginSpec;
 use crate::waterfall::Question;
@@ -55,6 +57,33 @@ pub(crate) struct PluginState {
     /// For a run on an async worker: when it must give the worker back.
     pub(crate) budget: Option<Instant>,
     pub(crate) stopped: Option<Stop>,
+    /// `wasi:http`'s state, for a plugin of an API version that may reach out.
+    http: Option<(wasmtime_wasi_http::WasiHttpCtx, NetHooks)>,
+}
+
+impl wasmtime_wasi_http::WasiHttpView for PluginState {
+    fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+        let (shared, deadline) = (&self.shared, self.deadline);
+        let (ctx, hooks) = self.http.get_or_insert_with(|| {
+            let mut hooks = NetHooks::new(shared.clone());
+            hooks.begin(deadline);
+            (wasmtime_wasi_http::WasiHttpCtx::new(), hooks)
+        });
+        wasmtime_wasi_http::WasiHttpCtxView {
+            ctx,
+            table: &mut self.table,
+            hooks,
+        }
+    }
+}
+
+impl PluginState {
+    /// A decision starts, to end by `deadline`: its requests are counted afresh.
+    pub(crate) fn begin_requests(&mut self, deadline: Instant) {
+        if let Some((_, hooks)) = &mut self.http {
+            hooks.begin(deadline);
+        }
+    }
 }
 
 impl WasiView for PluginState {
@@ -122,6 +151,7 @@ impl PluginState {
             deadline: Instant::now(),
             budget: None,
             stopped: None,
+            http: None,
         })
     }
 }

@@ -239,6 +239,11 @@ impl Listener for SlotListener {
         self.decide_versioned(question).1
     }
 
+    /// A plugin granted hosts to reach sends the question out: it is durable first.
+    fn leaves_process(&self) -> bool {
+        !self.0.plugin().spec().allow_hosts.is_empty()
+    }
+
     fn decide_now(&self, question: &Question) -> Option<ImmediateAnswer> {
         let slot = &self.0;
         let (plugin, quarantined) = slot.begin();

@@ -70,6 +70,8 @@ pub struct PluginSpec {
     pub config: BTreeMap<String, String>,
     /// Read-only directory grants: guest path → host directory.
     pub files: Vec<(String, PathBuf)>,
+    /// The hosts a plugin of API 0.3 may send HTTP requests to (`allow-hosts`); none by default.
+    pub allow_hosts: Vec<super::net::HostGrant>,
 }
 
 impl PluginSpec {
@@ -85,6 +87,7 @@ impl PluginSpec {
             isolation: Isolation::Reuse,
             config: BTreeMap::new(),
             files: Vec::new(),
+            allow_hosts: Vec::new(),
         }
     }
 }

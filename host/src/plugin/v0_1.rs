@@ -50,7 +50,7 @@ impl host::Host for PluginState {
     }
 }
 
-super::api::linked_world!("0.1");
+super::world::linked_world!("0.1");
 
 impl Instance {
     pub(crate) fn decide(

@@ -23,8 +23,10 @@ mod bindings {
 
 use bindings::approval::plugin::{host, types};
 
-/// The 0.2 host interface, which 0.1 forwards to.
+/// The 0.2 host interface, which 0.1 and 0.3 forward to.
 pub(super) use host::{Host, Level};
+/// The 0.2 answer types, which 0.3's map to.
+pub(super) use types::{Decision as ApiDecision, Rule, Scope};
 
 /// The version this module was generated from.
 pub(crate) const VERSION: &str = "0.2.0";
@@ -56,7 +58,7 @@ impl host::Host for PluginState {
     }
 }
 
-super::api::linked_world!("0.2");
+super::world::linked_world!("0.2");
 
 impl Instance {
     /// Runs the plugin's `validate-config` over its whole config table: `Ok(Err(message))` when
@@ -99,7 +101,7 @@ impl Instance {
 /// The host's answer for a 0.2 decision. A proposal that does not hold up (no tool, absurd
 /// lengths, control characters) is dropped with the plugin's decision kept one-shot: a bad
 /// proposal never widens what is granted.
-fn answer(decision: types::Decision) -> Answer {
+pub(super) fn answer(decision: types::Decision) -> Answer {
     let (decision, reason, proposal) = match decision {
         types::Decision::AllowOnce => (Decision::AllowOnce, None, None),
         types::Decision::Reject(reason) => (Decision::Reject, reason, None),

@@ -56,7 +56,7 @@ pub const PROTOCOL_VERSION: &str = "0.1";
 pub const RULE_DECLINED: &str = "approval/ruleDeclined";
 
 /// Plugin API versions this host serves.
-pub const PLUGIN_API_VERSIONS: [&str; 2] = crate::plugin::SERVED_API_VERSIONS;
+pub const PLUGIN_API_VERSIONS: [&str; 3] = crate::plugin::SERVED_API_VERSIONS;
 
 /// What `serve` needs.
 #[derive(Debug, Clone)]

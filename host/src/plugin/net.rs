@@ -1,0 +1,485 @@
+//! Outbound HTTP for plugins of API 0.3: `wasi:http/outgoing-handler`, sent by the host, only to
+//! the hosts the plugin's deployment entry grants (`allow-hosts`).
+//!
+//! Every request is checked in the host's send hook (scheme, host and port against the grants;
+//! a redirect the plugin follows is a new request, checked the same way), and sent by the host
+//! with its own TLS and the system's roots: the plugin has no sockets and looks up no names. A
+//! decision makes at most [`MAX_REQUESTS`] requests; a request body is cut at
+//! [`MAX_REQUEST_BYTES`] and a response body at [`MAX_RESPONSE_BYTES`]; connecting, the first
+//! byte and every later read are bounded by the decision's deadline, since the deadline's
+//! interrupt cannot stop a plugin blocked in host I/O. A refused request is an error the plugin
+//! sees and a warning in the log naming the plugin and the address.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::uri::Scheme;
+use http_body_util::BodyExt;
+use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
+
+use super::LogLevel;
+use super::sandbox::Shared;
+
+/// The most requests one decision makes; the next is refused.
+pub const MAX_REQUESTS: usize = 8;
+
+/// The largest request body sent; a longer one fails the request.
+pub const MAX_REQUEST_BYTES: usize = 1 << 20;
+
+/// The largest response body read; past it the body ends in an error.
+pub const MAX_RESPONSE_BYTES: usize = 4 << 20;
+
+/// One `allow-hosts` entry: a scheme, a host and a port a plugin may reach.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HostGrant {
+    https: bool,
+    host: String,
+    port: u16,
+}
+
+impl HostGrant {
+    /// Reads an entry: `host`, `host:port`, or `http://host[:port]` / `https://host[:port]`.
+    /// Without a scheme the grant is for HTTPS; without a port, the scheme's own. Nothing else
+    /// (a path, a query, credentials, a wildcard) is taken: a grant names one address.
+    ///
+    /// # Errors
+    /// What is wrong with the entry, as a sentence.
+    pub fn parse(entry: &str) -> Result<HostGrant, String> {
+        if entry.is_empty() || entry.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err("must be a host name, without blanks".to_owned());
+        }
+        if entry.contains('*') {
+            return Err("wildcards are not taken: list each host".to_owned());
+        }
+        let full = if entry.contains("://") {
+            entry.to_owned()
+        } else {
+            format!("https://{entry}")
+        };
+        let url = url::Url::parse(&full).map_err(|e| format!("not a host: {e}"))?;
+        let https = match url.scheme() {
+            "https" => true,
+            "http" => false,
+            other => return Err(format!("the scheme {other:?} is not http or https")),
+        };
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err("credentials are not taken in a grant".to_owned());
+        }
+        if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
+            return Err("a grant names a host (and port), not a path".to_owned());
+        }
+        // `url` reads "https://host/" and "https://host" alike; a trailing `/` written in the
+        // entry is a path all the same.
+        if full.trim_end_matches('/') != full {
+            return Err("a grant names a host (and port), not a path".to_owned());
+        }
+        let host = url
+            .host_str()
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| "no host".to_owned())?
+            .to_owned();
+        let port = url
+            .port_or_known_default()
+            .ok_or_else(|| "no port".to_owned())?;
+        Ok(HostGrant { https, host, port })
+    }
+
+    /// Whether this grant is for exactly that scheme, host and port.
+    fn admits(&self, target: &Target) -> bool {
+        self.https == target.https && self.host == target.host && self.port == target.port
+    }
+}
+
+impl std::fmt::Display for HostGrant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scheme = if self.https { "https" } else { "http" };
+        write!(f, "{scheme}://{}:{}", self.host, self.port)
+    }
+}
+
+/// Where a request goes, read the way grants are, so that both compare alike (lowercase names,
+/// IDNA, IPv6 in brackets, the scheme's port when none is written).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Target {
+    https: bool,
+    host: String,
+    port: u16,
+}
+
+impl Target {
+    fn of(uri: &http::Uri) -> Result<Target, String> {
+        let https = match uri.scheme() {
+            Some(s) if *s == Scheme::HTTPS => true,
+            Some(s) if *s == Scheme::HTTP => false,
+            other => return Err(format!("the scheme {other:?} is not http or https")),
+        };
+        let authority = uri
+            .authority()
+            .ok_or_else(|| "the request names no host".to_owned())?;
+        if authority.as_str().contains('@') {
+            return Err("the request carries credentials in its address".to_owned());
+        }
+        let scheme = if https { "https" } else { "http" };
+        let url = url::Url::parse(&format!("{scheme}://{authority}/"))
+            .map_err(|e| format!("the request's host cannot be read: {e}"))?;
+        let host = url
+            .host_str()
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| "the request names no host".to_owned())?
+            .to_owned();
+        let port = url
+            .port_or_known_default()
+            .ok_or_else(|| "the request names no port".to_owned())?;
+        Ok(Target { https, host, port })
+    }
+
+    /// The address to connect to: a bracketed IPv6 literal loses its brackets.
+    fn connect_host(&self) -> &str {
+        self.host.trim_start_matches('[').trim_end_matches(']')
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scheme = if self.https { "https" } else { "http" };
+        write!(f, "{scheme}://{}:{}", self.host, self.port)
+    }
+}
+
+/// The TLS client every plugin request shares: the system's roots, rustls with ring.
+fn tls() -> Option<Arc<rustls::ClientConfig>> {
+    static CONFIG: std::sync::OnceLock<Option<Arc<rustls::ClientConfig>>> =
+        std::sync::OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let mut roots = rustls::RootCertStore::empty();
+            roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+            let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .ok()?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+            Some(Arc::new(config))
+        })
+        .clone()
+}
+
+/// The per-store side of a plugin's network: its grants and what this decision has used.
+pub(crate) struct NetHooks {
+    shared: Arc<Shared>,
+    requests: usize,
+    deadline: Instant,
+}
+
+impl NetHooks {
+    pub(crate) fn new(shared: Arc<Shared>) -> NetHooks {
+        NetHooks {
+            shared,
+            requests: 0,
+            deadline: Instant::now(),
+        }
+    }
+
+    /// A decision starts: its requests are counted afresh and bounded by `deadline`.
+    pub(crate) fn begin(&mut self, deadline: Instant) {
+        self.requests = 0;
+        self.deadline = deadline;
+    }
+
+    fn refuse(&self, target: &str, why: &str) -> HttpError {
+        self.shared.log(
+            LogLevel::Warn,
+            &format!("refused a request to {target}: {why}"),
+        );
+        HttpError::HttpRequestDenied
+    }
+
+    /// The checks a request passes before a byte of it is sent.
+    fn admit(&mut self, request: &http::Request<WasiBody>) -> Result<Target, HttpError> {
+        let uri = request.uri().to_string();
+        let target = Target::of(request.uri()).map_err(|why| self.refuse(&uri, &why))?;
+        if !self
+            .shared
+            .spec
+            .allow_hosts
+            .iter()
+            .any(|g| g.admits(&target))
+        {
+            let why = if self.shared.spec.allow_hosts.is_empty() {
+                "the plugin's deployment entry grants no host (allow-hosts)".to_owned()
+            } else {
+                "not a host the plugin's deployment entry grants (allow-hosts)".to_owned()
+            };
+            return Err(self.refuse(&target.to_string(), &why));
+        }
+        if self.requests >= MAX_REQUESTS {
+            return Err(self.refuse(
+                &target.to_string(),
+                &format!("a decision makes at most {MAX_REQUESTS} requests"),
+            ));
+        }
+        self.requests += 1;
+        Ok(target)
+    }
+}
+
+type SendFuture = Box<
+    dyn Future<
+            Output = Result<
+                (
+                    http::Response<WasiBody>,
+                    Box<dyn Future<Output = Result<(), HttpError>> + Send>,
+                ),
+                HttpError,
+            >,
+        > + Send,
+>;
+
+impl WasiHttpHooks for NetHooks {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
+    ) -> SendFuture {
+        let admitted = self.admit(&request);
+        let deadline = self.deadline;
+        let shared = self.shared.clone();
+        Box::new(async move {
+            let target = admitted?;
+            let sent = send(&target, request, options, deadline).await;
+            if let Err(e) = &sent {
+                shared.log(
+                    LogLevel::Warn,
+                    &format!("a request to {target} failed: {e}"),
+                );
+            }
+            sent
+        })
+    }
+}
+
+/// What is left of the decision's time, capped by what the plugin asked for.
+fn left(deadline: Instant, asked: Option<Duration>) -> Duration {
+    let left = deadline.saturating_duration_since(Instant::now());
+    asked.map_or(left, |a| a.min(left))
+}
+
+async fn send(
+    target: &Target,
+    request: http::Request<WasiBody>,
+    options: Option<RequestOptions>,
+    deadline: Instant,
+) -> Result<
+    (
+        http::Response<WasiBody>,
+        Box<dyn Future<Output = Result<(), HttpError>> + Send>,
+    ),
+    HttpError,
+> {
+    let connect = left(deadline, options.and_then(|o| o.connect_timeout));
+    // The host resolves the granted name; the plugin never chooses an address.
+    let tcp = tokio::time::timeout(
+        connect,
+        tokio::net::TcpStream::connect((target.connect_host(), target.port)),
+    )
+    .await
+    .map_err(|_| HttpError::ConnectionTimeout)?
+    .map_err(HttpError::Connect)?;
+    let _ = tcp.set_nodelay(true);
+    // The request goes in origin form; its body is cut at the limit.
+    let (mut parts, body) = request.into_parts();
+    parts.uri = http::Uri::builder()
+        .path_and_query(
+            parts
+                .uri
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_owned(),
+        )
+        .build()
+        .map_err(|_| HttpError::HttpRequestUriInvalid)?;
+    let body = http_body_util::Limited::new(body, MAX_REQUEST_BYTES)
+        .map_err(|_| HttpError::HttpRequestBodySize(Some(MAX_REQUEST_BYTES as u64)))
+        .boxed_unsync();
+    let request = http::Request::from_parts(parts, body);
+    let first_byte = left(deadline, options.and_then(|o| o.first_byte_timeout));
+    let response = if target.https {
+        let config = tls().ok_or(HttpError::TlsProtocolError)?;
+        let name = rustls::pki_types::ServerName::try_from(target.connect_host().to_owned())
+            .map_err(|_| HttpError::TlsCertificateError)?;
+        let stream = tokio::time::timeout(
+            connect,
+            tokio_rustls::TlsConnector::from(config).connect(name, tcp),
+        )
+        .await
+        .map_err(|_| HttpError::ConnectionTimeout)?
+        .map_err(HttpError::Tls)?;
+        exchange(stream, request, first_byte).await?
+    } else {
+        exchange(tcp, request, first_byte).await?
+    };
+    let between = options.and_then(|o| o.between_bytes_timeout);
+    let response = response.map(|body| {
+        let limited =
+            http_body_util::Limited::new(body, MAX_RESPONSE_BYTES).map_err(|e| match e
+                .downcast::<hyper::Error>()
+            {
+                Ok(e) => HttpError::from(*e),
+                Err(_) => HttpError::HttpResponseBodySize(Some(MAX_RESPONSE_BYTES as u64)),
+            });
+        Deadlined {
+            inner: limited.boxed_unsync(),
+            deadline,
+            between,
+            sleep: None,
+        }
+        .boxed_unsync()
+    });
+    Ok((
+        response,
+        Box::new(async { Ok(()) }) as Box<dyn Future<Output = _> + Send>,
+    ))
+}
+
+/// One request and its response head over `stream`, HTTP/1.1.
+async fn exchange<S>(
+    stream: S,
+    request: http::Request<WasiBody>,
+    first_byte: Duration,
+) -> Result<http::Response<hyper::body::Incoming>, HttpError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .map_err(HttpError::from)?;
+    tokio::spawn(async move {
+        // Ends when the response has been read or dropped; its errors reach the body.
+        let _ = connection.await;
+    });
+    tokio::time::timeout(first_byte, sender.send_request(request))
+        .await
+        .map_err(|_| HttpError::ConnectionReadTimeout)?
+        .map_err(HttpError::from)
+}
+
+/// A response body whose every read ends by the decision's deadline (and the plugin's own
+/// between-bytes timeout, when shorter).
+struct Deadlined {
+    inner: WasiBody,
+    deadline: Instant,
+    between: Option<Duration>,
+    sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl hyper::body::Body for Deadlined {
+    type Data = Bytes;
+    type Error = HttpError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, HttpError>>> {
+        use std::task::Poll;
+        let this = &mut *self;
+        match std::pin::Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(frame) => {
+                this.sleep = None;
+                Poll::Ready(frame)
+            }
+            Poll::Pending => {
+                let (deadline, between) = (this.deadline, this.between);
+                let sleep = this
+                    .sleep
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(left(deadline, between))));
+                match sleep.as_mut().poll(cx) {
+                    Poll::Ready(()) => {
+                        this.sleep = None;
+                        Poll::Ready(Some(Err(HttpError::ConnectionReadTimeout)))
+                    }
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(uri: &str) -> Target {
+        Target::of(&uri.parse::<http::Uri>().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn grants_name_one_scheme_host_and_port() {
+        let grant = |e: &str| HostGrant::parse(e).unwrap().to_string();
+        assert_eq!(grant("hooks.slack.com"), "https://hooks.slack.com:443");
+        assert_eq!(grant("llm.internal:8443"), "https://llm.internal:8443");
+        assert_eq!(grant("http://127.0.0.1:8080"), "http://127.0.0.1:8080");
+        assert_eq!(grant("http://Example.COM"), "http://example.com:80");
+        assert_eq!(grant("[::1]:9000"), "https://[::1]:9000");
+        for bad in [
+            "",
+            "*.slack.com",
+            "hooks.slack.com/api",
+            "hooks.slack.com/",
+            "https://hooks.slack.com/",
+            "user:pw@hooks.slack.com",
+            "ftp://hooks.slack.com",
+            "hooks.slack.com?x=1",
+            "hooks slack",
+            "hooks.slack.com:99999",
+            "https://",
+        ] {
+            assert!(HostGrant::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_request_is_admitted_only_by_its_exact_grant() {
+        let grants: Vec<HostGrant> = ["hooks.slack.com", "http://127.0.0.1:8080", "[::1]:9000"]
+            .iter()
+            .map(|g| HostGrant::parse(g).unwrap())
+            .collect();
+        let admitted = |uri: &str| grants.iter().any(|g| g.admits(&target(uri)));
+        for ok in [
+            "https://hooks.slack.com/services/x",
+            "https://HOOKS.slack.com:443/x",
+            "http://127.0.0.1:8080/hook?a=1",
+            "https://[::1]:9000/",
+            // Read as the address they are, which is what is connected to.
+            "http://2130706433:8080/",
+            "http://0x7f.0.0.1:8080/",
+        ] {
+            assert!(admitted(ok), "{ok}");
+        }
+        for refused in [
+            "http://hooks.slack.com/x",
+            "https://hooks.slack.com:8443/x",
+            "https://hooks.slack.com.evil.example/x",
+            "https://evil.example/hooks.slack.com",
+            "http://127.0.0.1:8081/",
+            "https://127.0.0.1:8080/",
+            "http://localhost:8080/",
+            "https://[::1]:9001/",
+            "http://[::ffff:127.0.0.1]:8080/",
+        ] {
+            let t = Target::of(&refused.parse::<http::Uri>().unwrap());
+            assert!(
+                t.map_or(true, |t| !grants.iter().any(|g| g.admits(&t))),
+                "{refused}"
+            );
+        }
+    }
+}
