@@ -9,6 +9,7 @@ use std::time::Duration;
 use approval_host::config::{PluginSpec, Role};
 use approval_host::plugin::LogLevel;
 use approval_host::plugin::net::HostGrant;
+use approval_host::plugin::secret::{SCRUBBED, Secret};
 use approval_host::{ApprovalRequest, Outcome, PluginHost, Position, Scope, bundled};
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
@@ -32,18 +33,26 @@ impl Server {
         let port = listener.local_addr().unwrap().port();
         let seen: Arc<Mutex<Vec<(String, usize)>>> = Arc::default();
         let record = seen.clone();
-        let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
-            let record = record.clone();
-            let log = log.clone();
-            async move {
-                let asked = events_so_far(&log)
-                    .iter()
-                    .filter(|(t, _)| t == "approval/asked")
-                    .count();
-                record.lock().unwrap().push((uri.path().to_owned(), asked));
-                respond(uri.path(), port, other)
-            }
-        });
+        let app = axum::Router::new().fallback(
+            move |uri: axum::http::Uri, headers: axum::http::HeaderMap| {
+                let record = record.clone();
+                let log = log.clone();
+                async move {
+                    let asked = events_so_far(&log)
+                        .iter()
+                        .filter(|(t, _)| t == "approval/asked")
+                        .count();
+                    record.lock().unwrap().push((uri.path().to_owned(), asked));
+                    if uri.path() == "/echo-auth" {
+                        let auth = headers
+                            .get("authorization")
+                            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+                        return auth.unwrap_or_default().into_response();
+                    }
+                    respond(uri.path(), port, other)
+                }
+            },
+        );
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
@@ -126,17 +135,29 @@ impl Rig {
     /// Asks once with the probe fetching `url`, granted `grants`; the outcome and the decision's
     /// record.
     async fn ask(&self, url: &str, grants: &[&str], follow: bool) -> (Outcome, Value) {
+        self.ask_with(url, grants, |spec| {
+            if follow {
+                spec.config.insert("follow".to_owned(), "yes".to_owned());
+            }
+        })
+        .await
+    }
+
+    async fn ask_with(
+        &self,
+        url: &str,
+        grants: &[&str],
+        tweak: impl FnOnce(&mut PluginSpec),
+    ) -> (Outcome, Value) {
         let path = fixtures::write(self.host.dir.path(), "probe.wasm", bundled::HTTP_PROBE);
         let mut spec = PluginSpec::new("probe", path, Role::Answerer);
         spec.config.insert("url".to_owned(), url.to_owned());
-        if follow {
-            spec.config.insert("follow".to_owned(), "yes".to_owned());
-        }
         spec.timeout = Duration::from_secs(5);
         spec.allow_hosts = grants
             .iter()
             .map(|g| HostGrant::parse(g).unwrap())
             .collect();
+        tweak(&mut spec);
         let plugin = self.plugins.load(&spec).unwrap();
         let _registered =
             self.host
@@ -257,6 +278,17 @@ async fn a_plugin_reaches_only_the_hosts_its_entry_grants() {
             rig.log.lines()
         );
     }
+    // A granted name is never followed to this machine: `localhost` resolves to loopback,
+    // which only a grant naming the address literally reaches.
+    let by_name = format!("http://localhost:{}", server.port);
+    let (outcome, decided) = rig
+        .ask(&format!("{by_name}/allow"), &[by_name.as_str()], false)
+        .await;
+    assert_eq!(outcome, Outcome::Rejected);
+    assert_eq!(
+        decided["reason"],
+        "request failed: ErrorCode::DestinationIpProhibited"
+    );
     assert!(other.paths().is_empty(), "{:?}", other.paths());
     assert_eq!(
         server.paths(),
@@ -373,4 +405,138 @@ fn a_grant_names_one_host_and_an_older_plugin_cannot_have_one() {
         ),
         "{err}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_goes_only_into_a_granted_request_and_never_back_out_of_the_plugin() {
+    let rig = Rig::new().await;
+    let server = Server::start(rig.log_file(), None).await;
+    let granted = format!("http://127.0.0.1:{}", server.port);
+    const VALUE: &str = "xoxb-s3cr3t-value";
+    let with_secret = |header: &'static str| {
+        move |spec: &mut PluginSpec| {
+            spec.secrets
+                .insert("token".to_owned(), Secret::from_value(VALUE));
+            spec.config.insert("header".to_owned(), header.to_owned());
+            spec.config.insert("echo".to_owned(), "yes".to_owned());
+        }
+    };
+
+    // The host fills the header; the server sees the value; it comes back, and the plugin's
+    // log line and reason carry `[secret]` instead.
+    let (outcome, decided) = rig
+        .ask_with(
+            &server.url("/echo-auth"),
+            &[&granted],
+            with_secret("authorization: Bearer {secret:token}"),
+        )
+        .await;
+    assert_eq!(outcome, Outcome::Rejected);
+    assert_eq!(
+        decided["reason"],
+        format!("the server said: Bearer {SCRUBBED}")
+    );
+    assert!(
+        rig.log
+            .lines()
+            .iter()
+            .any(|(p, _, line)| p == "probe"
+                && *line == format!("the server said: Bearer {SCRUBBED}"))
+    );
+    assert!(
+        rig.log
+            .lines()
+            .iter()
+            .all(|(_, _, line)| !line.contains(VALUE)),
+        "{:?}",
+        rig.log.lines()
+    );
+
+    // A name the deployment does not give: refused, never sent.
+    let (outcome, decided) = rig
+        .ask_with(
+            &server.url("/echo-auth"),
+            &[&granted],
+            with_secret("authorization: Bearer {secret:other}"),
+        )
+        .await;
+    assert_eq!(outcome, Outcome::Rejected);
+    assert_eq!(decided["reason"], denied());
+    assert!(rig.log.lines().iter().any(|(p, _, line)| p == "probe"
+        && *line
+            == format!(
+                "refused a request to http://127.0.0.1:{}: no secret named \"other\"",
+                server.port
+            )));
+    assert_eq!(server.paths(), ["/echo-auth"]);
+    // The value is nowhere in the session's log.
+    let written = std::fs::read_to_string(rig.log_file()).unwrap();
+    assert!(!written.contains(VALUE));
+
+    // An HMAC is checked by the secret's name, without the plugin holding the key.
+    use hmac::Mac;
+    let mut mac = <hmac::Hmac<sha2::Sha256> as Mac>::new_from_slice(VALUE.as_bytes()).unwrap();
+    mac.update(b"v0:1700000000:payload");
+    let hex: String = mac
+        .finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    for (message, expected) in [
+        ("v0:1700000000:payload", Outcome::AllowedOnce),
+        ("v0:1700000000:payloae", Outcome::Rejected),
+    ] {
+        let (outcome, _) = rig
+            .ask_with(&server.url("/unused"), &[&granted], |spec| {
+                spec.secrets
+                    .insert("key".to_owned(), Secret::from_value(VALUE));
+                spec.config
+                    .insert("verify".to_owned(), format!("{message}|{hex}"));
+            })
+            .await;
+        assert_eq!(outcome, expected, "{message}");
+    }
+    assert_eq!(server.paths(), ["/echo-auth"], "verify sends nothing");
+}
+
+#[test]
+fn a_secret_is_named_by_where_its_value_is_never_by_the_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = fixtures::write(dir.path(), "probe.wasm", bundled::HTTP_PROBE);
+    std::fs::write(dir.path().join("key.txt"), "from-file\n").unwrap();
+    let deploy = |secrets: &str| {
+        let file = dir.path().join("deploy.toml");
+        std::fs::write(
+            &file,
+            format!(
+                "[[plugin]]\nname = \"probe\"\npath = {:?}\nrole = \"answerer\"\nsecrets = {{ {secrets} }}\n",
+                wasm.display().to_string()
+            ),
+        )
+        .unwrap();
+        approval_host::Deployment::load(&file)
+    };
+    let loaded = deploy("key = \"file:key.txt\"").unwrap();
+    let spec = &loaded.plugins[0];
+    assert_eq!(format!("{:?}", spec.secrets["key"]), SCRUBBED);
+    assert!(!format!("{spec:?}").contains("from-file"));
+    for (secrets, why) in [
+        (
+            "token = \"xoxb-literal\"",
+            "secrets.token: \"xoxb-literal\": must be \"env:NAME\" or \"file:PATH\" (a value is never written in the deployment)",
+        ),
+        (
+            "token = \"env:APPROVAL_HOST_TEST_NO_SUCH_SECRET\"",
+            "secrets.token: the environment has no APPROVAL_HOST_TEST_NO_SUCH_SECRET",
+        ),
+        (
+            "\"a b\" = \"file:key.txt\"",
+            "secrets.\"a b\": a name is letters, digits, - and _",
+        ),
+    ] {
+        let err = deploy(secrets).unwrap_err().to_string();
+        assert!(err.ends_with(&format!("plugin \"probe\": {why}")), "{err}");
+        assert!(!err.contains("from-file"));
+    }
 }

@@ -9,7 +9,7 @@ use super::ConfigError;
 use super::read::{Ctx, known_keys, positive, string, string_list, string_table};
 use crate::plugin::spec::{Isolation, PluginSpec, Role};
 
-const KEYS: [&str; 12] = [
+const KEYS: [&str; 13] = [
     "name",
     "path",
     "role",
@@ -20,6 +20,7 @@ const KEYS: [&str; 12] = [
     "config",
     "files",
     "allow-hosts",
+    "secrets",
     "cases",
     "mode",
 ];
@@ -131,6 +132,19 @@ pub(super) fn entry(
             if !spec.allow_hosts.contains(&grant) {
                 spec.allow_hosts.push(grant);
             }
+        }
+    }
+    if let Some(v) = table.get("secrets") {
+        for (name, source) in string_table(ctx, place, "secrets", v)? {
+            if !crate::plugin::secret::valid_name(&name) {
+                return Err(ctx.err(
+                    place,
+                    format!("secrets.{name:?}: a name is letters, digits, - and _"),
+                ));
+            }
+            let secret = crate::plugin::secret::Secret::load(&source, |p| ctx.resolve(p))
+                .map_err(|why| ctx.err(place, format!("secrets.{name}: {why}")))?;
+            spec.secrets.insert(name, secret);
         }
     }
     let cases = match table.get("cases") {

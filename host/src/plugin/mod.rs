@@ -25,6 +25,7 @@ mod limits;
 pub mod mount;
 pub mod net;
 mod sandbox;
+pub mod secret;
 pub mod shadow;
 pub mod slot;
 pub mod spec;

@@ -172,6 +172,9 @@ pub(crate) struct NetHooks {
     shared: Arc<Shared>,
     requests: usize,
     deadline: Instant,
+    /// The question the requests are counted for: instantiating for a decision and the
+    /// decision itself count as one.
+    question: Option<String>,
 }
 
 impl NetHooks {
@@ -180,13 +183,18 @@ impl NetHooks {
             shared,
             requests: 0,
             deadline: Instant::now(),
+            question: None,
         }
     }
 
-    /// A decision starts: its requests are counted afresh and bounded by `deadline`.
-    pub(crate) fn begin(&mut self, deadline: Instant) {
-        self.requests = 0;
+    /// A run for `question` starts, to end by `deadline`: a new question's requests are counted
+    /// afresh.
+    pub(crate) fn begin(&mut self, deadline: Instant, question: Option<&str>) {
         self.deadline = deadline;
+        if self.question.as_deref() != question {
+            self.question = question.map(str::to_owned);
+            self.requests = 0;
+        }
     }
 
     fn refuse(&self, target: &str, why: &str) -> HttpError {
@@ -197,8 +205,8 @@ impl NetHooks {
         HttpError::HttpRequestDenied
     }
 
-    /// The checks a request passes before a byte of it is sent.
-    fn admit(&mut self, request: &http::Request<WasiBody>) -> Result<Target, HttpError> {
+    /// The checks a request passes before a byte of it is sent, and its secrets filled in.
+    fn admit(&mut self, request: &mut http::Request<WasiBody>) -> Result<Target, HttpError> {
         let uri = request.uri().to_string();
         let target = Target::of(request.uri()).map_err(|why| self.refuse(&uri, &why))?;
         if !self
@@ -222,6 +230,31 @@ impl NetHooks {
             ));
         }
         self.requests += 1;
+        // The server is told the host that was checked, as the grant reads it.
+        let default_port = if target.https { 443 } else { 80 };
+        let host = if target.port == default_port {
+            target.host.clone()
+        } else {
+            format!("{}:{}", target.host, target.port)
+        };
+        let host = http::HeaderValue::from_str(&host)
+            .map_err(|_| self.refuse(&target.to_string(), "the host cannot be a header"))?;
+        request.headers_mut().insert(http::header::HOST, host);
+        // Only now, for a granted host, does a secret's value go into a header.
+        let secrets = &self.shared.spec.secrets;
+        for value in request.headers_mut().values_mut() {
+            let Ok(text) = value.to_str() else { continue };
+            match super::secret::fill(text, |name| secrets.get(name)) {
+                Ok(None) => {}
+                Ok(Some(filled)) => {
+                    *value = http::HeaderValue::from_str(&filled).map_err(|_| {
+                        self.refuse(&target.to_string(), "a secret cannot go in a header")
+                    })?;
+                    value.set_sensitive(true);
+                }
+                Err(why) => return Err(self.refuse(&target.to_string(), &why)),
+            }
+        }
         Ok(target)
     }
 }
@@ -239,13 +272,18 @@ type SendFuture = Box<
 >;
 
 impl WasiHttpHooks for NetHooks {
+    fn set_host_header(&mut self) -> bool {
+        // Set by `admit` from the checked host, not from the authority as the plugin wrote it.
+        false
+    }
+
     fn send_request(
         &mut self,
-        request: http::Request<WasiBody>,
+        mut request: http::Request<WasiBody>,
         options: Option<RequestOptions>,
         _fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
     ) -> SendFuture {
-        let admitted = self.admit(&request);
+        let admitted = self.admit(&mut request);
         let deadline = self.deadline;
         let shared = self.shared.clone();
         Box::new(async move {
@@ -268,6 +306,62 @@ fn left(deadline: Instant, asked: Option<Duration>) -> Duration {
     asked.map_or(left, |a| a.min(left))
 }
 
+/// The instant a stage must end by: the decision's deadline, or sooner when the plugin asked.
+fn by(deadline: Instant, asked: Option<Duration>) -> tokio::time::Instant {
+    tokio::time::Instant::from_std(Instant::now() + left(deadline, asked))
+}
+
+/// Whether a granted name may be reached at `address`. A name's DNS is not the operator's own:
+/// an address of this machine (loopback, unspecified) or a link-local one (where cloud metadata
+/// services answer) is reached only through a grant that names it literally.
+fn reachable_by_name(address: &std::net::IpAddr) -> bool {
+    let address = match address {
+        std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(*address, std::net::IpAddr::V4),
+        v4 => *v4,
+    };
+    match address {
+        std::net::IpAddr::V4(v4) => {
+            !(v4.is_loopback()
+                || v4.is_unspecified()
+                || v4.is_link_local()
+                || v4.is_multicast()
+                || v4.is_broadcast())
+        }
+        std::net::IpAddr::V6(v6) => {
+            !(v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || v6.is_unicast_link_local())
+        }
+    }
+}
+
+/// Connects to the target: a literal address as it is, a name at an address the host looked up
+/// and found [`reachable_by_name`].
+async fn connect(target: &Target) -> Result<tokio::net::TcpStream, HttpError> {
+    let host = target.connect_host();
+    if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+        return tokio::net::TcpStream::connect((ip, target.port))
+            .await
+            .map_err(HttpError::Connect);
+    }
+    let addresses: Vec<std::net::SocketAddr> = tokio::net::lookup_host((host, target.port))
+        .await
+        .map_err(|_| HttpError::DestinationNotFound)?
+        .collect();
+    let allowed: Vec<std::net::SocketAddr> = addresses
+        .iter()
+        .copied()
+        .filter(|a| reachable_by_name(&a.ip()))
+        .collect();
+    if allowed.is_empty() {
+        return Err(HttpError::DestinationIpProhibited);
+    }
+    tokio::net::TcpStream::connect(&allowed[..])
+        .await
+        .map_err(HttpError::Connect)
+}
+
 async fn send(
     target: &Target,
     request: http::Request<WasiBody>,
@@ -280,15 +374,12 @@ async fn send(
     ),
     HttpError,
 > {
-    let connect = left(deadline, options.and_then(|o| o.connect_timeout));
-    // The host resolves the granted name; the plugin never chooses an address.
-    let tcp = tokio::time::timeout(
-        connect,
-        tokio::net::TcpStream::connect((target.connect_host(), target.port)),
-    )
-    .await
-    .map_err(|_| HttpError::ConnectionTimeout)?
-    .map_err(HttpError::Connect)?;
+    // Connecting (name, TCP and TLS) and the response's head each end by the decision's
+    // deadline at the latest, measured from now: no stage starts a fresh allowance.
+    let connected = by(deadline, options.and_then(|o| o.connect_timeout));
+    let tcp = tokio::time::timeout_at(connected, connect(target))
+        .await
+        .map_err(|_| HttpError::ConnectionTimeout)??;
     let _ = tcp.set_nodelay(true);
     // The request goes in origin form; its body is cut at the limit.
     let (mut parts, body) = request.into_parts();
@@ -306,21 +397,20 @@ async fn send(
         .map_err(|_| HttpError::HttpRequestBodySize(Some(MAX_REQUEST_BYTES as u64)))
         .boxed_unsync();
     let request = http::Request::from_parts(parts, body);
-    let first_byte = left(deadline, options.and_then(|o| o.first_byte_timeout));
     let response = if target.https {
         let config = tls().ok_or(HttpError::TlsProtocolError)?;
         let name = rustls::pki_types::ServerName::try_from(target.connect_host().to_owned())
             .map_err(|_| HttpError::TlsCertificateError)?;
-        let stream = tokio::time::timeout(
-            connect,
+        let stream = tokio::time::timeout_at(
+            connected,
             tokio_rustls::TlsConnector::from(config).connect(name, tcp),
         )
         .await
         .map_err(|_| HttpError::ConnectionTimeout)?
         .map_err(HttpError::Tls)?;
-        exchange(stream, request, first_byte).await?
+        exchange(stream, request, (deadline, options)).await?
     } else {
-        exchange(tcp, request, first_byte).await?
+        exchange(tcp, request, (deadline, options)).await?
     };
     let between = options.and_then(|o| o.between_bytes_timeout);
     let response = response.map(|body| {
@@ -345,24 +435,30 @@ async fn send(
     ))
 }
 
-/// One request and its response head over `stream`, HTTP/1.1.
+/// One request and its response head over `stream`, HTTP/1.1. The connection itself is dropped
+/// at the decision's deadline, whatever the plugin still holds of it.
 async fn exchange<S>(
     stream: S,
     request: http::Request<WasiBody>,
-    first_byte: Duration,
+    (deadline, options): (Instant, Option<RequestOptions>),
 ) -> Result<http::Response<hyper::body::Incoming>, HttpError>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-            .await
-            .map_err(HttpError::from)?;
+    let first_byte = by(deadline, options.and_then(|o| o.first_byte_timeout));
+    let (mut sender, connection) = tokio::time::timeout_at(
+        first_byte,
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)),
+    )
+    .await
+    .map_err(|_| HttpError::ConnectionTimeout)?
+    .map_err(HttpError::from)?;
+    let ends = by(deadline, None);
     tokio::spawn(async move {
-        // Ends when the response has been read or dropped; its errors reach the body.
-        let _ = connection.await;
+        // Ends when the response has been read or dropped, or at the deadline.
+        let _ = tokio::time::timeout_at(ends, connection).await;
     });
-    tokio::time::timeout(first_byte, sender.send_request(request))
+    tokio::time::timeout_at(first_byte, sender.send_request(request))
         .await
         .map_err(|_| HttpError::ConnectionReadTimeout)?
         .map_err(HttpError::from)
@@ -479,6 +575,38 @@ mod tests {
             assert!(
                 t.map_or(true, |t| !grants.iter().any(|g| g.admits(&t))),
                 "{refused}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_name_never_leads_to_this_machine_or_a_link_local_address() {
+        for refused in [
+            "127.0.0.1",
+            "127.1.2.3",
+            "0.0.0.0",
+            "169.254.169.254",
+            "::1",
+            "::",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+            "::ffff:169.254.169.254",
+            "224.0.0.1",
+            "255.255.255.255",
+        ] {
+            assert!(!reachable_by_name(&refused.parse().unwrap()), "{refused}");
+        }
+        // Internal services a team names on purpose stay reachable by their names.
+        for reachable in [
+            "10.0.0.7",
+            "192.168.1.20",
+            "172.16.0.1",
+            "93.184.216.34",
+            "2001:db8::1",
+        ] {
+            assert!(
+                reachable_by_name(&reachable.parse().unwrap()),
+                "{reachable}"
             );
         }
     }

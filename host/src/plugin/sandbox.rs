@@ -33,6 +33,7 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn log(&self, level: LogLevel, message: &str) {
+        let message = &*self.scrub(message);
         let cut = if message.len() > MAX_LOG_LINE {
             let mut end = MAX_LOG_LINE;
             while !message.is_char_boundary(end) {
@@ -43,6 +44,13 @@ impl Shared {
             message
         };
         self.sink.log(&self.spec.name, level, cut);
+    }
+}
+
+impl Shared {
+    /// `text` with the plugin's secrets' values replaced ([`super::secret::scrub`]).
+    pub(crate) fn scrub<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        super::secret::scrub(self.spec.secrets.values(), text)
     }
 }
 
@@ -64,9 +72,10 @@ pub(crate) struct PluginState {
 impl wasmtime_wasi_http::WasiHttpView for PluginState {
     fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
         let (shared, deadline) = (&self.shared, self.deadline);
+        let question = self.question.as_ref().map(|q| q.id());
         let (ctx, hooks) = self.http.get_or_insert_with(|| {
             let mut hooks = NetHooks::new(shared.clone());
-            hooks.begin(deadline);
+            hooks.begin(deadline, question);
             (wasmtime_wasi_http::WasiHttpCtx::new(), hooks)
         });
         wasmtime_wasi_http::WasiHttpCtxView {
@@ -78,10 +87,12 @@ impl wasmtime_wasi_http::WasiHttpView for PluginState {
 }
 
 impl PluginState {
-    /// A decision starts, to end by `deadline`: its requests are counted afresh.
+    /// A run for the store's question starts, to end by `deadline`: a new question's requests
+    /// are counted afresh.
     pub(crate) fn begin_requests(&mut self, deadline: Instant) {
+        let question = self.question.as_ref().map(|q| q.id());
         if let Some((_, hooks)) = &mut self.http {
-            hooks.begin(deadline);
+            hooks.begin(deadline, question);
         }
     }
 }

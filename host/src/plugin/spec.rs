@@ -72,6 +72,8 @@ pub struct PluginSpec {
     pub files: Vec<(String, PathBuf)>,
     /// The hosts a plugin of API 0.3 may send HTTP requests to (`allow-hosts`); none by default.
     pub allow_hosts: Vec<super::net::HostGrant>,
+    /// Secrets by the name the plugin uses (`secrets`): their values never enter the sandbox.
+    pub secrets: BTreeMap<String, super::secret::Secret>,
 }
 
 impl PluginSpec {
@@ -88,6 +90,7 @@ impl PluginSpec {
             config: BTreeMap::new(),
             files: Vec::new(),
             allow_hosts: Vec::new(),
+            secrets: BTreeMap::new(),
         }
     }
 }

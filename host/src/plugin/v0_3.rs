@@ -49,6 +49,19 @@ impl host::Host for PluginState {
     fn call_arguments(&mut self, call_id: String) -> Option<String> {
         v0_2::Host::call_arguments(self, call_id)
     }
+
+    fn verify_signature(&mut self, secret: String, message: Vec<u8>, signature: Vec<u8>) -> bool {
+        match self.shared.spec.secrets.get(&secret) {
+            Some(key) => super::secret::verify(key, &message, &signature),
+            None => {
+                self.shared.log(
+                    super::LogLevel::Warn,
+                    &format!("verify-signature: no secret named {secret:?}"),
+                );
+                false
+            }
+        }
+    }
 }
 
 super::world::linked_world!("0.3");
@@ -87,9 +100,23 @@ impl Instance {
             cwd: question.cwd(),
             sandbox_mode: question.sandbox_mode(),
         };
-        Ok(v0_2::answer(as_0_2(
-            self.bindings.call_decide(store, request)?,
-        )))
+        let mut answer = v0_2::answer(as_0_2(self.bindings.call_decide(&mut *store, request)?));
+        // A secret's value that reached the plugin goes no further: not into the audit as a
+        // reason, not into a standing rule.
+        let shared = &store.data().shared;
+        if let Some(reason) = &answer.reason {
+            answer.reason = Some(shared.scrub(reason).into_owned());
+        }
+        let leaks = |text: &str| shared.scrub(text) != text;
+        if answer
+            .proposal
+            .as_ref()
+            .is_some_and(|p| leaks(&p.tool) || p.pattern.as_deref().is_some_and(leaks))
+        {
+            tracing::warn!(plugin = %shared.spec.name, "a plugin's proposed rule holds a secret; its decision stands for this call only");
+            answer.proposal = None;
+        }
+        Ok(answer)
     }
 }
 

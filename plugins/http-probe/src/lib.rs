@@ -3,6 +3,10 @@
 //! `allow` allows once; a body `reject:<why>` rejects with that reason; a redirect is followed
 //! once when `follow` is `yes` (a new request, which the host checks again); anything else, and
 //! every error, rejects with a reason saying what happened (`request failed: <error>`).
+//! `header` (`name: value`) is sent with the request, so a test can send `{secret:NAME}`;
+//! `echo = "yes"` logs the response body and rejects with it as the reason; `verify`
+//! (`message|hex signature`) skips the request and answers whether `host.verify-signature` of the
+//! `key` secret holds.
 
 wit_bindgen::generate!({ path: "../../wit/approval-0.3.wit", world: "answerer" });
 
@@ -26,7 +30,14 @@ fn get(url: &str) -> Result<(u16, Option<String>, Vec<u8>), String> {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
     };
-    let request = OutgoingRequest::new(Fields::new());
+    let headers = Fields::new();
+    if let Some(header) = host::config("header") {
+        let (name, value) = header.split_once(": ").ok_or("header is `name: value`")?;
+        headers
+            .append(name, value.as_bytes())
+            .map_err(|e| format!("header: {e:?}"))?;
+    }
+    let request = OutgoingRequest::new(headers);
     request.set_method(&Method::Get).map_err(|()| "method")?;
     request.set_scheme(Some(&scheme)).map_err(|()| "scheme")?;
     request
@@ -67,7 +78,25 @@ fn describe(e: ErrorCode) -> String {
     format!("{e:?}")
 }
 
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
 fn answer() -> Result<Decision, String> {
+    if let Some(check) = host::config("verify") {
+        let (message, signature) = check.split_once('|').ok_or("verify is `message|hex`")?;
+        let signature = unhex(signature).ok_or("the signature is not hex")?;
+        return Ok(
+            if host::verify_signature("key", message.as_bytes(), &signature) {
+                Decision::AllowOnce
+            } else {
+                Decision::Reject(Some("bad signature".to_owned()))
+            },
+        );
+    }
     let url = host::config("url").ok_or("no url configured")?;
     let (mut status, mut location, mut body) = get(&url)?;
     if (300..400).contains(&status) && host::config("follow").as_deref() == Some("yes") {
@@ -76,6 +105,10 @@ fn answer() -> Result<Decision, String> {
     }
     let _ = location;
     let text = String::from_utf8_lossy(&body);
+    if host::config("echo").as_deref() == Some("yes") {
+        host::log(host::Level::Info, &format!("the server said: {text}"));
+        return Ok(Decision::Reject(Some(format!("the server said: {text}"))));
+    }
     if status == 200 && text == "allow" {
         return Ok(Decision::AllowOnce);
     }
@@ -88,7 +121,7 @@ fn answer() -> Result<Decision, String> {
 impl Guest for Probe {
     fn validate_config(config: Vec<(String, String)>) -> Result<(), String> {
         for (key, _) in config {
-            if key != "url" && key != "follow" {
+            if !["url", "follow", "header", "echo", "verify"].contains(&key.as_str()) {
                 return Err(format!("unknown config key {key:?}"));
             }
         }
