@@ -468,6 +468,21 @@ async fn a_secret_goes_only_into_a_granted_request_and_never_back_out_of_the_plu
                 "refused a request to http://127.0.0.1:{}: no secret named \"other\"",
                 server.port
             )));
+    // In clear text to a name (not this machine by address): refused before anything is sent.
+    let by_name = format!("http://localhost:{}", server.port);
+    let (outcome, _) = rig
+        .ask_with(
+            &format!("{by_name}/echo-auth"),
+            &[by_name.as_str()],
+            with_secret("authorization: Bearer {secret:token}"),
+        )
+        .await;
+    assert_eq!(outcome, Outcome::Rejected);
+    assert!(rig.log.lines().iter().any(|(p, _, line)| p == "probe"
+        && *line
+            == format!(
+                "refused a request to {by_name}: a secret is sent only over https (or to this machine by address)"
+            )));
     assert_eq!(server.paths(), ["/echo-auth"]);
     // The value is nowhere in the session's log.
     let written = std::fs::read_to_string(rig.log_file()).unwrap();
@@ -524,7 +539,7 @@ fn a_secret_is_named_by_where_its_value_is_never_by_the_value() {
     for (secrets, why) in [
         (
             "token = \"xoxb-literal\"",
-            "secrets.token: \"xoxb-literal\": must be \"env:NAME\" or \"file:PATH\" (a value is never written in the deployment)",
+            "secrets.token: must be \"env:NAME\" or \"file:PATH\" (a value is never written in the deployment)",
         ),
         (
             "token = \"env:APPROVAL_HOST_TEST_NO_SUCH_SECRET\"",
@@ -537,6 +552,6 @@ fn a_secret_is_named_by_where_its_value_is_never_by_the_value() {
     ] {
         let err = deploy(secrets).unwrap_err().to_string();
         assert!(err.ends_with(&format!("plugin \"probe\": {why}")), "{err}");
-        assert!(!err.contains("from-file"));
+        assert!(!err.contains("from-file") && !err.contains("xoxb"), "{err}");
     }
 }

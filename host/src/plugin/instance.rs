@@ -64,6 +64,7 @@ fn arm(
     state.stopped = None;
     state.question = question.cloned();
     state.begin_requests(deadline);
+    state.signature_checks = 0;
     store.set_epoch_deadline(1);
 }
 
@@ -301,7 +302,8 @@ impl Plugin {
             })?;
             arm(&mut live.store, None, deadline, None);
             match live.instance.validate_config(&mut live.store) {
-                Ok(verdict) => verdict,
+                // The plugin's own words: a secret that reached it goes no further.
+                Ok(verdict) => verdict.map_err(|m| plugin.shared.scrub(&m).into_owned()),
                 Err(e) => Err(v0_2::validation_failure(limits::classify(
                     &e,
                     live.store.data().stopped,

@@ -223,6 +223,13 @@ impl NetHooks {
             };
             return Err(self.refuse(&target.to_string(), &why));
         }
+        if self.question.is_none() {
+            // Checking its config or loading, a plugin has no question to reach out for.
+            return Err(self.refuse(
+                &target.to_string(),
+                "a plugin sends requests only while it decides",
+            ));
+        }
         if self.requests >= MAX_REQUESTS {
             return Err(self.refuse(
                 &target.to_string(),
@@ -240,12 +247,42 @@ impl NetHooks {
         let host = http::HeaderValue::from_str(&host)
             .map_err(|_| self.refuse(&target.to_string(), "the host cannot be a header"))?;
         request.headers_mut().insert(http::header::HOST, host);
-        // Only now, for a granted host, does a secret's value go into a header.
+        // Only now, for a granted host, does a secret's value go into a header: over TLS, or to
+        // this machine by address; never in a request a server echoes back whole.
         let secrets = &self.shared.spec.secrets;
+        let clear = !target.https
+            && !target
+                .connect_host()
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        let echoed = matches!(
+            *request.method(),
+            http::Method::TRACE | http::Method::CONNECT
+        );
         for value in request.headers_mut().values_mut() {
-            let Ok(text) = value.to_str() else { continue };
+            let Ok(text) = value.to_str() else {
+                if value.as_bytes().windows(8).any(|w| w == b"{secret:") {
+                    return Err(self.refuse(
+                        &target.to_string(),
+                        "a header that is not text cannot carry a secret",
+                    ));
+                }
+                continue;
+            };
             match super::secret::fill(text, |name| secrets.get(name)) {
                 Ok(None) => {}
+                Ok(Some(_)) if clear => {
+                    return Err(self.refuse(
+                        &target.to_string(),
+                        "a secret is sent only over https (or to this machine by address)",
+                    ));
+                }
+                Ok(Some(_)) if echoed => {
+                    return Err(self.refuse(
+                        &target.to_string(),
+                        "a secret is never sent in a TRACE or CONNECT request",
+                    ));
+                }
                 Ok(Some(filled)) => {
                     *value = http::HeaderValue::from_str(&filled).map_err(|_| {
                         self.refuse(&target.to_string(), "a secret cannot go in a header")

@@ -65,6 +65,8 @@ pub(crate) struct PluginState {
     /// For a run on an async worker: when it must give the worker back.
     pub(crate) budget: Option<Instant>,
     pub(crate) stopped: Option<Stop>,
+    /// `verify-signature` checks made in this run ([`super::secret::MAX_CHECKS`]).
+    pub(crate) signature_checks: usize,
     /// `wasi:http`'s state, for a plugin of an API version that may reach out.
     http: Option<(wasmtime_wasi_http::WasiHttpCtx, NetHooks)>,
 }
@@ -162,6 +164,7 @@ impl PluginState {
             deadline: Instant::now(),
             budget: None,
             stopped: None,
+            signature_checks: 0,
             http: None,
         })
     }

@@ -51,6 +51,18 @@ impl host::Host for PluginState {
     }
 
     fn verify_signature(&mut self, secret: String, message: Vec<u8>, signature: Vec<u8>) -> bool {
+        // A check is an oracle on the key: a handful a decision, not millions.
+        self.signature_checks += 1;
+        if self.signature_checks > super::secret::MAX_CHECKS {
+            self.shared.log(
+                super::LogLevel::Warn,
+                &format!(
+                    "verify-signature: more than {} checks in one decision",
+                    super::secret::MAX_CHECKS
+                ),
+            );
+            return false;
+        }
         match self.shared.spec.secrets.get(&secret) {
             Some(key) => super::secret::verify(key, &message, &signature),
             None => {
@@ -100,13 +112,12 @@ impl Instance {
             cwd: question.cwd(),
             sandbox_mode: question.sandbox_mode(),
         };
-        let mut answer = v0_2::answer(as_0_2(self.bindings.call_decide(&mut *store, request)?));
+        let decision = self.bindings.call_decide(&mut *store, request)?;
         // A secret's value that reached the plugin goes no further: not into the audit as a
-        // reason, not into a standing rule.
+        // reason (scrubbed before the reason is cut, so no part of a value survives the cut),
+        // not into a standing rule.
         let shared = &store.data().shared;
-        if let Some(reason) = &answer.reason {
-            answer.reason = Some(shared.scrub(reason).into_owned());
-        }
+        let mut answer = v0_2::answer(as_0_2(decision, |text| shared.scrub(&text).into_owned()));
         let leaks = |text: &str| shared.scrub(text) != text;
         if answer
             .proposal
@@ -120,8 +131,9 @@ impl Instance {
     }
 }
 
-/// A 0.3 decision as the 0.2 decision it is (the types are the same).
-fn as_0_2(decision: types::Decision) -> v0_2::ApiDecision {
+/// A 0.3 decision as the 0.2 decision it is (the types are the same), its reasons passed
+/// through `scrub`.
+fn as_0_2(decision: types::Decision, scrub: impl Fn(String) -> String) -> v0_2::ApiDecision {
     use v0_2::ApiDecision as D;
     let rule = |rule: types::Rule| v0_2::Rule {
         tool: rule.tool,
@@ -131,11 +143,11 @@ fn as_0_2(decision: types::Decision) -> v0_2::ApiDecision {
             types::Scope::Project => v0_2::Scope::Project,
             types::Scope::User => v0_2::Scope::User,
         },
-        reason: rule.reason,
+        reason: rule.reason.map(&scrub),
     };
     match decision {
         types::Decision::AllowOnce => D::AllowOnce,
-        types::Decision::Reject(reason) => D::Reject(reason),
+        types::Decision::Reject(reason) => D::Reject(reason.map(&scrub)),
         types::Decision::Cancel => D::Cancel,
         types::Decision::Next => D::Next,
         types::Decision::AllowAlways(r) => D::AllowAlways(rule(r)),
