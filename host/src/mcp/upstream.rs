@@ -66,6 +66,8 @@ impl Upstream {
         match self {
             Upstream::Command(command, env) => {
                 let mut cmd = tokio::process::Command::new(&command[0]);
+                // A plugin's secret is not the server's; what the deployment gives it is.
+                crate::plugin::secret::withhold_from(&mut cmd);
                 cmd.args(&command[1..])
                     .envs(env.iter().map(|(k, v)| (k, v)));
                 let child = TokioChildProcess::new(cmd)

@@ -10,6 +10,20 @@ use std::sync::Arc;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+/// The environment variables `env:` secrets were read from: withheld from every process the
+/// host starts (the agent's shell, hooks, MCP servers), since the agent this host guards could
+/// otherwise read a secret with `env`.
+static WITHHELD: std::sync::RwLock<std::collections::BTreeSet<String>> =
+    std::sync::RwLock::new(std::collections::BTreeSet::new());
+
+/// Removes every withheld variable from what `command` will inherit.
+pub fn withhold_from(command: &mut tokio::process::Command) {
+    let names = WITHHELD.read().unwrap_or_else(|p| p.into_inner());
+    for name in names.iter() {
+        command.env_remove(name);
+    }
+}
+
 /// The most `verify-signature` checks one run of a plugin makes; past it every check fails.
 pub const MAX_CHECKS: usize = 16;
 
@@ -37,7 +51,12 @@ impl Secret {
         resolve: impl FnOnce(&str) -> std::path::PathBuf,
     ) -> Result<Secret, String> {
         let value = if let Some(var) = source.strip_prefix("env:") {
-            std::env::var(var).map_err(|_| format!("the environment has no {var}"))?
+            let value = std::env::var(var).map_err(|_| format!("the environment has no {var}"))?;
+            WITHHELD
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(var.to_owned());
+            value
         } else if let Some(path) = source.strip_prefix("file:") {
             let path = resolve(path);
             let mut text =
@@ -194,6 +213,29 @@ mod tests {
             b"v0:1:body",
             &signature
         ));
+    }
+
+    #[test]
+    fn a_variable_a_secret_is_read_from_is_withheld_from_what_the_host_starts() {
+        // SAFETY: a name no other test reads, set before any thread of this test reads it.
+        unsafe { std::env::set_var("APPROVAL_HOST_TEST_WITHHELD", "the-value") };
+        let mut before = tokio::process::Command::new("true");
+        withhold_from(&mut before);
+        assert!(
+            before
+                .as_std()
+                .get_envs()
+                .all(|(k, _)| k != "APPROVAL_HOST_TEST_WITHHELD")
+        );
+        Secret::load("env:APPROVAL_HOST_TEST_WITHHELD", |p: &str| p.into()).unwrap();
+        let mut after = tokio::process::Command::new("true");
+        withhold_from(&mut after);
+        assert!(
+            after
+                .as_std()
+                .get_envs()
+                .any(|(k, v)| k == "APPROVAL_HOST_TEST_WITHHELD" && v.is_none())
+        );
     }
 
     #[test]

@@ -192,6 +192,7 @@ impl BashTool {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
+        crate::plugin::secret::withhold_from(&mut child);
         sandbox::confine(&mut child, mode, &self.workspace.root, &self.workspace.temp)
             .map_err(|e| e.to_string())?;
         // Its own process group, so a timeout or a cancellation kills what it started too.

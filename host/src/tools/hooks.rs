@@ -191,7 +191,9 @@ impl Hooks {
             record.reason = Some(reason.clone());
             Verdict::Deny(Some(reason))
         };
-        let child = tokio::process::Command::new("sh")
+        let mut hook_command = tokio::process::Command::new("sh");
+        crate::plugin::secret::withhold_from(&mut hook_command);
+        let child = hook_command
             .arg("-c")
             .arg(command)
             .current_dir(cwd)
