@@ -610,3 +610,46 @@ impl Drop for Killed {
         let _ = self.0.wait();
     }
 }
+
+#[test]
+fn a_server_s_request_while_the_gateway_still_starts_its_servers_is_refused_and_recorded() {
+    let probe = Setup::new("[mcp]\nserver-requests = [\"roots/list\"]\n");
+    let dir = probe.path("");
+    let signal = dir.join("asked");
+    let servers = format!(
+        r#"
+[[mcp.server]]
+name = "asker"
+command = ["python3", {early:?}]
+env = {{ EARLY_ROLE = "ask", EARLY_SIGNAL = {signal:?} }}
+
+[[mcp.server]]
+name = "slow"
+command = ["python3", {early:?}]
+env = {{ EARLY_ROLE = "wait", EARLY_SIGNAL = {signal:?} }}
+"#,
+        early = script("early_asker.py"),
+        signal = signal.display().to_string(),
+    );
+    let extra = std::fs::read_to_string(probe.path("deploy.toml")).unwrap();
+    std::fs::write(probe.path("deploy.toml"), format!("{extra}\n{servers}")).unwrap();
+    let client = client(&probe);
+    client.quit();
+    // `slow` answered only once `asker` had its answer: the request came before the session
+    // existed, was refused although the deployment passes roots/list, and is on record.
+    assert!(signal.exists());
+    let early: Vec<Value> = crate::mcp_nothing_unasked::mcp_messages(&probe, "s1")
+        .into_iter()
+        .filter(|m| m["from"] == "server")
+        .collect();
+    assert_eq!(
+        early,
+        vec![json!({
+            "from": "server",
+            "method": "roots/list",
+            "handled": "refused",
+            "why": approval_host::mcp::server_request_early("roots/list"),
+            "server": "asker",
+        })]
+    );
+}

@@ -553,7 +553,7 @@ impl Connection {
             .claim(&session)
             .await
             .map_err(|text| McpError::invalid_request(text, None))?;
-        let recorded_as = Arc::new(std::sync::OnceLock::new());
+        let recorded_as = Arc::new(super::relay::Recorder::default());
         let (servers, failed) = self.start(&params, &agent_peer, &recorded_as, inline).await;
         let info = self.answer(&servers, &failed)?;
         let service = &self.shared.service;
@@ -567,7 +567,7 @@ impl Connection {
             .map_err(failed_to)?;
         service.start_turn(&session).await.map_err(failed_to)?;
         claim.keep();
-        let _ = recorded_as.set(agent.clone());
+        recorded_as.start(service, agent.clone()).await;
         if let Some(caller) = &caller {
             let stops = servers
                 .iter()
@@ -606,7 +606,7 @@ impl Connection {
         &self,
         params: &InitializeRequestParams,
         agent_peer: &Peer<RoleServer>,
-        recorded_as: &Arc<std::sync::OnceLock<Agent>>,
+        recorded_as: &Arc<super::relay::Recorder>,
         inline: bool,
     ) -> (Vec<Link>, Vec<(String, String)>) {
         let prefixed = self.prefixed();
@@ -716,7 +716,7 @@ impl Connection {
         // connection they run one at a time.
         let _probing = self.probing.lock().await;
         let (_caller, _slot) = self.admit(context)?;
-        let recorded_as = Arc::new(std::sync::OnceLock::new());
+        let recorded_as = Arc::new(super::relay::Recorder::default());
         let (servers, failed) = self.start(&params, &context.peer, &recorded_as, true).await;
         self.answer(&servers, &failed)
     }

@@ -47,7 +47,9 @@ pub use ask::{INVALID_TOOL_NAME, RESERVED_TOOL_NAME, question_tool, refusal};
 pub use gateway::{Connection, Gateway, NO_SERVERS};
 pub use handler::{DISCOVER_WITHOUT_CLIENT, NO_PAGES};
 pub use many::{GATEWAY_NAME, start_timed_out};
-pub use relay::{input_required_refused, server_request_inline, server_request_refused};
+pub use relay::{
+    input_required_refused, server_request_early, server_request_inline, server_request_refused,
+};
 pub use screen::MAX_MESSAGE;
 pub use upstream::Upstream;
 

@@ -148,9 +148,73 @@ pub(super) struct Relay {
     pub(super) inline: bool,
     /// What the connection shares with the gateway's others (the deployment's `[mcp]`).
     pub(super) shared: SharedRef,
-    /// The connection's agent, once it initialized: what the server's requests are recorded
-    /// under.
-    pub(super) recorded_as: Arc<std::sync::OnceLock<Agent>>,
+    /// Where the server's requests and notifications are recorded: the connection's session
+    /// once it initialized, and until then held for it.
+    pub(super) recorded_as: Arc<Recorder>,
+}
+
+/// The record of what a connection's servers sent it that went no further, or passed: a server
+/// may ask (`roots/list`, say) while it is still being initialized, before the connection's
+/// session exists, and such a message is held and written once the session starts rather than
+/// lost. Waiting for the session instead would stall a server that asks during `initialize`.
+#[derive(Default)]
+pub(super) struct Recorder {
+    state: std::sync::Mutex<(Option<Agent>, Vec<McpMessage>)>,
+}
+
+impl Recorder {
+    /// Whether the connection's session has started.
+    fn started(&self) -> bool {
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .0
+            .is_some()
+    }
+
+    /// Records `message` in the session, or holds it until [`Recorder::start`]; an error when
+    /// the session could not take it.
+    async fn record(
+        &self,
+        service: &crate::service::ApprovalService,
+        message: McpMessage,
+    ) -> Result<(), crate::service::ApprovalError> {
+        let agent = {
+            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            match &state.0 {
+                Some(agent) => agent.clone(),
+                None => {
+                    state.1.push(message);
+                    return Ok(());
+                }
+            }
+        };
+        service.record_mcp_message(&agent, message).await
+    }
+
+    /// The session started as `agent`: what was held is written now, in the order it came.
+    pub(super) async fn start(&self, service: &crate::service::ApprovalService, agent: Agent) {
+        let held = {
+            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            state.0 = Some(agent.clone());
+            std::mem::take(&mut state.1)
+        };
+        for message in held {
+            if let Err(e) = service.record_mcp_message(&agent, message).await {
+                tracing::warn!(error = %e, "could not record what an MCP server sent while it started");
+            }
+        }
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        // A probe (`server/discover`) has no session: what its servers sent is only logged.
+        let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        for message in state.1.drain(..) {
+            tracing::warn!(method = %message.method, server = ?message.server, handled = ?message.handled, "an MCP server's message while it started, with no session to record it in");
+        }
+    }
 }
 
 /// The method of a server's request, as the log records it.
@@ -180,7 +244,10 @@ impl Relay {
         if matches!(request, ServerRequest::PingRequest(_)) {
             return true;
         }
-        let passes = !method.is_empty()
+        // Nothing passes before the session it would be recorded in exists.
+        let started = self.recorded_as.started();
+        let passes = started
+            && !method.is_empty()
             && !self.inline
             && super::methods::SERVER_REQUESTS.contains(&method)
             && self
@@ -190,9 +257,6 @@ impl Relay {
                 .server_requests
                 .iter()
                 .any(|m| m == method);
-        let Some(agent) = self.recorded_as.get() else {
-            return false;
-        };
         let message = McpMessage {
             from: McpFrom::Server,
             method: method.chars().take(super::screen::MAX_METHOD).collect(),
@@ -201,16 +265,30 @@ impl Relay {
             } else {
                 McpHandled::Refused
             },
-            why: (!passes).then(|| self.refusal(method)),
+            why: (!passes).then(|| {
+                if started {
+                    self.refusal(method)
+                } else {
+                    server_request_early(method)
+                }
+            }),
             server: Some(self.server.clone()),
         };
-        if let Err(e) = self.shared.service.record_mcp_message(agent, message).await {
+        if let Err(e) = self.recorded_as.record(&self.shared.service, message).await {
             // Not recorded, not passed.
             tracing::warn!(error = %e, "could not record the MCP server's request");
             return false;
         }
         passes
     }
+}
+
+/// The error a server's request gets when it comes while the server is still being started,
+/// before the connection's session exists to record it in.
+pub fn server_request_early(method: &str) -> String {
+    format!(
+        "the MCP gateway does not pass {method:?} from a server that is still starting (the agent's session does not exist yet)"
+    )
 }
 
 /// The error a server's request gets when its agent speaks the per-request lifecycle (MCP
@@ -241,9 +319,6 @@ impl Relay {
 
     /// Records a notification of the server's that went no further.
     async fn dropped(&self, method: &str) {
-        let Some(agent) = self.recorded_as.get() else {
-            return;
-        };
         let message = McpMessage {
             from: McpFrom::Server,
             method: method.chars().take(super::screen::MAX_METHOD).collect(),
@@ -251,7 +326,7 @@ impl Relay {
             why: Some(super::methods::unknown_method(method)),
             server: Some(self.server.clone()),
         };
-        if let Err(e) = self.shared.service.record_mcp_message(agent, message).await {
+        if let Err(e) = self.recorded_as.record(&self.shared.service, message).await {
             tracing::warn!(error = %e, "could not record the MCP server's notification");
         }
     }
