@@ -10,7 +10,8 @@ use wasmtime::component::Component;
 use wasmtime::{Store, UpdateDeadline};
 
 use super::limits::Stop;
-use super::sandbox::{PluginState, Shared};
+use super::sandbox::PluginState;
+use super::shared::Shared;
 use super::{PluginHost, api, limits, v0_2};
 use crate::answer::Answer;
 use crate::outcome::{Decision, Failure, FailureKind};

@@ -19,6 +19,7 @@ mod api;
 pub mod cache;
 pub mod componentize;
 pub mod engine;
+mod grant;
 pub mod inspect;
 mod instance;
 mod limits;
@@ -27,6 +28,7 @@ pub mod net;
 mod sandbox;
 pub mod secret;
 pub mod shadow;
+mod shared;
 pub mod slot;
 pub mod spec;
 mod v0_1;
@@ -60,7 +62,7 @@ use wasmtime::Engine;
 use wasmtime::component::Component;
 
 use crate::plugin::spec::PluginSpec;
-use sandbox::Shared;
+use shared::Shared;
 
 /// Severity of a plugin's log line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

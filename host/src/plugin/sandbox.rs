@@ -14,45 +14,11 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
+use super::LogLevel;
 use super::limits::{Limits, Stop};
 use super::net::NetHooks;
-use super::{LogLevel, LogSink};
-use crate::plugin::spec::PluginSpec;
+use super::shared::{MAX_LOG_LINE, Shared};
 use crate::waterfall::Question;
-
-/// Longest log line kept from a guest; the rest is cut, so a chatty guest cannot flood the log.
-pub(crate) const MAX_LOG_LINE: usize = 4096;
-
-/// What every store of one plugin shares.
-pub(crate) struct Shared {
-    pub(crate) spec: PluginSpec,
-    pub(crate) sink: Arc<dyn LogSink>,
-    /// Whether the component imports any WASI interface.
-    pub(crate) imports_wasi: bool,
-}
-
-impl Shared {
-    pub(crate) fn log(&self, level: LogLevel, message: &str) {
-        let message = &*self.scrub(message);
-        let cut = if message.len() > MAX_LOG_LINE {
-            let mut end = MAX_LOG_LINE;
-            while !message.is_char_boundary(end) {
-                end -= 1;
-            }
-            &message[..end]
-        } else {
-            message
-        };
-        self.sink.log(&self.spec.name, level, cut);
-    }
-}
-
-impl Shared {
-    /// `text` with the plugin's secrets' values replaced ([`super::secret::scrub`]).
-    pub(crate) fn scrub<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
-        super::secret::scrub(self.spec.secrets.values(), text)
-    }
-}
 
 /// The host side of one plugin store.
 pub(crate) struct PluginState {

@@ -71,7 +71,7 @@ pub struct PluginSpec {
     /// Read-only directory grants: guest path → host directory.
     pub files: Vec<(String, PathBuf)>,
     /// The hosts a plugin of API 0.3 may send HTTP requests to (`allow-hosts`); none by default.
-    pub allow_hosts: Vec<super::net::HostGrant>,
+    pub allow_hosts: Vec<super::grant::HostGrant>,
     /// Secrets by the name the plugin uses (`secrets`): their values never enter the sandbox.
     pub secrets: BTreeMap<String, super::secret::Secret>,
 }
