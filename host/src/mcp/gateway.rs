@@ -788,6 +788,19 @@ impl Connection {
             .await;
     }
 
+    /// Records that the agent's `method` was refused, without a question, for `text`; returns
+    /// `text`.
+    pub(super) async fn refused_agent(&self, method: &str, text: String) -> String {
+        self.record(
+            McpFrom::Agent,
+            method.to_owned(),
+            McpHandled::Refused,
+            Some(text.clone()),
+        )
+        .await;
+        text
+    }
+
     async fn record_in(
         &self,
         linked: &Linked,
@@ -826,14 +839,7 @@ impl Connection {
         // An agent that floods the gateway gets refusals, not a queue of questions.
         let Ok(running) = self.calls.clone().try_acquire_owned() else {
             let text = too_many_calls(self.shared.options.calls_in_flight.max(1));
-            self.record(
-                McpFrom::Agent,
-                method.to_owned(),
-                McpHandled::Refused,
-                Some(text.clone()),
-            )
-            .await;
-            return Err(text);
+            return Err(self.refused_agent(method, text).await);
         };
         let verdict = match ask::ask(
             &self.shared,
@@ -848,14 +854,7 @@ impl Connection {
             Err(e) => {
                 // No decision was recorded: the refusal is, as far as the log still takes it.
                 let text = crate::tools::texts::approval_failed(tool, &e.to_string());
-                self.record(
-                    McpFrom::Agent,
-                    method.to_owned(),
-                    McpHandled::Refused,
-                    Some(text.clone()),
-                )
-                .await;
-                return Err(text);
+                return Err(self.refused_agent(method, text).await);
             }
         };
         match refusal(tool, &verdict) {

@@ -102,27 +102,13 @@ impl Connection {
     /// A request the gateway refuses before any server sees it, recorded; the error carries
     /// `text`.
     async fn unrouted(&self, method: &str, text: String) -> McpError {
-        self.record(
-            McpFrom::Agent,
-            method.to_owned(),
-            McpHandled::Refused,
-            Some(text.clone()),
-        )
-        .await;
-        McpError::invalid_params(text, None)
+        McpError::invalid_params(self.refused_agent(method, text).await, None)
     }
 
     /// A `tools/call` the gateway refuses without a question, recorded: the tool result
     /// carries `text`.
     async fn refuse_call(&self, text: String) -> CallToolResponse {
-        self.record(
-            McpFrom::Agent,
-            methods::CALL_TOOL.to_owned(),
-            McpHandled::Refused,
-            Some(text.clone()),
-        )
-        .await;
-        refused(text)
+        refused(self.refused_agent(methods::CALL_TOOL, text).await)
     }
 
     /// The server of a resource request, or its recorded refusal.
