@@ -545,6 +545,7 @@ async fn metrics_over_tls_answer_only_a_metrics_token_and_a_revoked_one_ends_at_
     assert_eq!(
         open,
         [
+            "approval_connections_open{transport=\"callbacks\"} 0",
             "approval_connections_open{transport=\"console\"} 0",
             "approval_connections_open{transport=\"mcp\"} 0",
             "approval_connections_open{transport=\"metrics\"} 1",

@@ -7,9 +7,10 @@ use toml::Value;
 
 use super::ConfigError;
 use super::read::{Ctx, known_keys, positive, string, string_list, string_table};
+use crate::plugin::pending::{OnTimeout, Wait};
 use crate::plugin::spec::{Isolation, PluginSpec, Role};
 
-const KEYS: [&str; 13] = [
+const KEYS: [&str; 15] = [
     "name",
     "path",
     "role",
@@ -21,6 +22,8 @@ const KEYS: [&str; 13] = [
     "files",
     "allow-hosts",
     "secrets",
+    "wait_ms",
+    "on-timeout",
     "cases",
     "mode",
 ];
@@ -146,6 +149,32 @@ pub(super) fn entry(
                 .map_err(|why| ctx.err(place, format!("secrets.{name}: {why}")))?;
             spec.secrets.insert(name, secret);
         }
+    }
+    let on_timeout = match table.get("on-timeout") {
+        None => None,
+        Some(v) => {
+            let word = string(ctx, place, "on-timeout", v)?;
+            Some(OnTimeout::parse(word).ok_or_else(|| {
+                ctx.err(
+                    place,
+                    format!("on-timeout = {word:?}: must be \"reject\" or \"unavailable\""),
+                )
+            })?)
+        }
+    };
+    match table.get("wait_ms") {
+        Some(v) => {
+            let max = crate::plugin::pending::MAX_WAIT.as_millis() as i64;
+            spec.wait = Some(Wait {
+                wait: Duration::from_millis(positive(ctx, place, "wait_ms", v, max)?),
+                on_timeout: on_timeout.unwrap_or_default(),
+            });
+        }
+        // An `on-timeout` without a wait would say nothing: a typo, most likely.
+        None if on_timeout.is_some() => {
+            return Err(ctx.err(place, "on-timeout goes with wait_ms, which is missing"));
+        }
+        None => {}
     }
     let cases = match table.get("cases") {
         None => None,

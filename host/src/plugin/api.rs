@@ -7,9 +7,9 @@
 use wasmtime::Store;
 use wasmtime::component::{Component, Linker};
 
+use super::pending::{CallbackRequest, Ruling, Settlement};
 use super::sandbox::PluginState;
 use super::{v0_1, v0_2, v0_3};
-use crate::answer::Answer;
 use crate::waterfall::Question;
 
 /// The WIT package every version belongs to.
@@ -69,7 +69,11 @@ impl Api {
                 "validate-config checks the plugin's config at load",
                 "the request carries arguments, cwd, sandbox mode, question id and parent agent",
             ],
-            Api::V0_3 => &["wasi:http requests, sent by the host to the hosts allow-hosts grants"],
+            Api::V0_3 => &[
+                "wasi:http requests, sent by the host to the hosts allow-hosts grants",
+                "secrets used by name in request headers and host.verify-signature, never held",
+                "pending(correlation) waits for the plugin's callback, without a thread",
+            ],
         }
     }
 }
@@ -148,11 +152,26 @@ impl Instance {
         &self,
         store: &mut Store<PluginState>,
         question: &Question,
-    ) -> wasmtime::Result<Answer> {
+    ) -> wasmtime::Result<Ruling> {
         match self {
-            Instance::V0_1(i) => i.decide(store, question),
-            Instance::V0_2(i) => i.decide(store, question),
+            Instance::V0_1(i) => i.decide(store, question).map(Ruling::Answer),
+            Instance::V0_2(i) => i.decide(store, question).map(Ruling::Answer),
             Instance::V0_3(i) => i.decide(store, question),
+        }
+    }
+
+    /// Runs the plugin's `callback` over `request`: `Ok(Err(why))` when the plugin refuses it,
+    /// or when its version has no callbacks (before 0.3).
+    pub(crate) fn callback(
+        &self,
+        store: &mut Store<PluginState>,
+        request: &CallbackRequest,
+    ) -> wasmtime::Result<Result<Settlement, String>> {
+        match self {
+            Instance::V0_1(_) | Instance::V0_2(_) => Ok(Err(
+                "the plugin's API version has no callbacks (0.3 does)".to_owned(),
+            )),
+            Instance::V0_3(i) => i.callback(store, request),
         }
     }
 

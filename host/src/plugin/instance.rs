@@ -10,6 +10,7 @@ use wasmtime::component::Component;
 use wasmtime::{Store, UpdateDeadline};
 
 use super::limits::Stop;
+use super::pending::{CallbackRequest, OnTimeout, Ruling, Settlement};
 use super::sandbox::PluginState;
 use super::shared::Shared;
 use super::{PluginHost, api, limits, v0_2};
@@ -198,7 +199,7 @@ impl Plugin {
         question: &Question,
         deadline: Instant,
         budget: Option<Instant>,
-    ) -> Result<Answer, Run> {
+    ) -> Result<Ruling, Run> {
         let reuse = self.shared.spec.isolation == Isolation::Reuse;
         let idle = if reuse {
             self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop()
@@ -212,18 +213,42 @@ impl Plugin {
         arm(&mut live.store, Some(question), deadline, budget);
         let result = live.instance.decide(&mut live.store, question);
         live.store.data_mut().question = None;
+        self.keep_or_drop(live, reuse, result)
+    }
+
+    /// Keeps `live` for the next run after a good one (when instances are reused); drops it
+    /// after a failure, so a stopped or failed instance is never entered again.
+    fn keep_or_drop<T>(&self, live: Live, reuse: bool, result: wasmtime::Result<T>) -> Result<T, Run> {
         match result {
-            Ok(answer) => {
+            Ok(value) => {
                 if reuse {
                     let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
                     if idle.len() < MAX_IDLE {
                         idle.push(live);
                     }
                 }
-                Ok(answer)
+                Ok(value)
             }
-            // The instance is dropped here: a stopped or failed instance is never entered again.
             Err(e) => Err(failure_or_budget(&live.store, &e)),
+        }
+    }
+
+    /// Runs `f` off the async workers: in place on a multi-threaded runtime (its other tasks
+    /// move to another worker), else on a blocking thread.
+    async fn off_workers<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&Plugin) -> Result<T, Failure> + Send + 'static,
+    ) -> Result<T, Failure> {
+        use tokio::runtime::{Handle, RuntimeFlavor};
+        let multi_thread =
+            Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
+        if multi_thread {
+            return tokio::task::block_in_place(|| f(self));
+        }
+        let plugin = self.clone();
+        match tokio::task::spawn_blocking(move || f(&plugin)).await {
+            Ok(result) => result,
+            Err(e) => Err(Failure::new(FailureKind::Panic, e.to_string())),
         }
     }
 
@@ -245,27 +270,126 @@ impl Plugin {
 
     /// [`Plugin::decide`], with the plugin's reason and proposed rule (API 0.2) alongside.
     pub async fn answer(self: &Arc<Self>, question: Question) -> Result<Answer, Failure> {
-        use tokio::runtime::{Handle, RuntimeFlavor};
+        self.answer_blamed(question).await.map_err(|(failure, _)| failure)
+    }
+
+    /// [`Plugin::answer`]; a failure says whether the plugin is to blame (a trap, a timeout of
+    /// its run) or not (its wait ran out with nobody answering), which quarantine counts.
+    pub(crate) async fn answer_blamed(
+        self: &Arc<Self>,
+        question: Question,
+    ) -> Result<Answer, (Failure, bool)> {
         let deadline = Instant::now() + self.shared.spec.timeout;
         if let Some(answer) = self.decide_in_place(&question) {
-            return answer;
+            return answer.map_err(|f| (f, true));
         }
-        let off = move |plugin: &Plugin, question: &Question| {
-            plugin.run(question, deadline, None).map_err(|r| match r {
-                Run::Failed(f) => f,
-                Run::OverBudget => Failure::error("stopped over a budget it did not have"),
+        let asked = question.clone();
+        let ruling = self
+            .off_workers(move |plugin| {
+                plugin.run(&asked, deadline, None).map_err(|r| match r {
+                    Run::Failed(f) => f,
+                    Run::OverBudget => Failure::error("stopped over a budget it did not have"),
+                })
             })
+            .await
+            .map_err(|f| (f, true))?;
+        match ruling {
+            Ruling::Answer(answer) => Ok(answer),
+            Ruling::Pending(correlation) => self.wait_for(&question, &correlation).await,
+        }
+    }
+
+    /// Parks `question` under `correlation` until the plugin's callback settles it, its wait
+    /// runs out (settled as `on-timeout` says), or it is cancelled. Holds no instance and no
+    /// thread: the asking task awaits a channel and a timer.
+    async fn wait_for(
+        &self,
+        question: &Question,
+        correlation: &str,
+    ) -> Result<Answer, (Failure, bool)> {
+        let name = &self.shared.spec.name;
+        let Some(wait) = self.shared.spec.wait else {
+            return Err((no_wait(), true));
         };
-        let multi_thread =
-            Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
-        if multi_thread {
-            return tokio::task::block_in_place(|| off(self, &question));
+        if !super::pending::valid_correlation(correlation) {
+            return Err((
+                Failure::new(
+                    FailureKind::InvalidResult,
+                    format!(
+                        "answered pending with a correlation that is empty, over {} bytes or holds control characters",
+                        super::pending::MAX_CORRELATION
+                    ),
+                ),
+                true,
+            ));
         }
-        let plugin = self.clone();
-        match tokio::task::spawn_blocking(move || off(&plugin, &question)).await {
-            Ok(result) => result,
-            Err(e) => Err(Failure::new(FailureKind::Panic, e.to_string())),
+        let waits = &self.host.inner.waits;
+        if !waits.receiving() {
+            tracing::warn!(plugin = %name, question = question.id(), "{}", super::pending::NO_CALLBACKS);
+            return settle_unanswered(wait.on_timeout, super::pending::NO_CALLBACKS);
         }
+        let Some(parked) = waits.park(name, correlation) else {
+            return Err((
+                Failure::new(
+                    FailureKind::InvalidResult,
+                    format!("answered pending with correlation {correlation:?}, under which another of its questions waits"),
+                ),
+                true,
+            ));
+        };
+        tracing::info!(plugin = %name, question = question.id(), correlation, wait_s = wait.wait.as_secs_f64(), "question waits for the plugin's callback");
+        tokio::select! {
+            answer = &mut { parked }.answer => answer.map_err(|_| (Failure::error("the wait ended without an answer"), false)),
+            () = tokio::time::sleep(wait.wait) => {
+                tracing::info!(plugin = %name, question = question.id(), correlation, on_timeout = wait.on_timeout.as_str(), "{}", super::pending::WAIT_RAN_OUT);
+                settle_unanswered(wait.on_timeout, super::pending::WAIT_RAN_OUT)
+            }
+            () = question.cancelled() => Err((Failure::error("the question was cancelled while it waited"), false)),
+        }
+    }
+
+    /// Hands `request` (it arrived at `/plugins/<name>/callback`) to the plugin's `callback`
+    /// export and settles the waiting question it names: the correlation settled.
+    pub async fn take_callback(
+        self: &Arc<Self>,
+        request: CallbackRequest,
+    ) -> Result<String, super::pending::CallbackError> {
+        let name = self.shared.spec.name.clone();
+        let settlement = self.callback(request).await.map_err(|why| {
+            super::pending::CallbackError::Refused {
+                plugin: name.clone(),
+                why,
+            }
+        })?;
+        self.host
+            .inner
+            .waits
+            .settle(&name, &settlement.correlation, settlement.answer)?;
+        Ok(settlement.correlation)
+    }
+
+    /// Runs the plugin's `callback` export over `request` in an instance of its own, under the
+    /// plugin's timeout and memory cap, off the async workers: the settlement it reads, or why
+    /// not (its refusal, or how it failed).
+    async fn callback(self: &Arc<Self>, request: CallbackRequest) -> Result<Settlement, String> {
+        let deadline = Instant::now() + self.shared.spec.timeout;
+        let reuse = self.shared.spec.isolation == Isolation::Reuse;
+        self.off_workers(move |plugin| {
+            let idle = if reuse {
+                plugin.idle.lock().unwrap_or_else(|p| p.into_inner()).pop()
+            } else {
+                None
+            };
+            let mut live = match idle {
+                Some(live) => live,
+                None => plugin.fresh(None, deadline, None).map_err(run_failure)?,
+            };
+            arm(&mut live.store, None, deadline, None);
+            let result = live.instance.callback(&mut live.store, &request);
+            plugin.keep_or_drop(live, reuse, result).map_err(run_failure)
+        })
+        .await
+        .map_err(|f| format!("the callback failed ({}): {}", f.kind.as_str(), f.message))?
     }
 
     /// Runs a decision in place within the inline budget, when the plugin is not (or not yet)
@@ -278,13 +402,15 @@ impl Plugin {
         let now = Instant::now();
         let deadline = now + self.shared.spec.timeout;
         match self.run(question, deadline, Some(now + INLINE_BUDGET)) {
+            // Only an entry with a `wait` may wait, and such a plugin never decides in place.
+            Ok(Ruling::Pending(_)) => Some(Err(no_wait())),
             Err(Run::OverBudget) => {
                 self.slow.store(true, Ordering::Relaxed);
                 tracing::debug!(plugin = %self.shared.spec.name, "decision over the inline budget; this plugin now decides off the async workers");
                 None
             }
             Err(Run::Failed(failure)) => Some(Err(failure)),
-            Ok(answer) => Some(Ok(answer)),
+            Ok(Ruling::Answer(answer)) => Some(Ok(answer)),
         }
     }
 
@@ -338,12 +464,35 @@ impl Plugin {
     }
 }
 
+/// The failure of a plugin that answered `pending` though its entry sets no `wait`.
+fn no_wait() -> Failure {
+    Failure::new(
+        FailureKind::InvalidResult,
+        "answered pending, but its [[plugin]] entry sets no wait",
+    )
+}
+
+fn run_failure(run: Run) -> Failure {
+    match run {
+        Run::Failed(f) => f,
+        Run::OverBudget => Failure::error("stopped over a budget it did not have"),
+    }
+}
+
+/// A waiting question nobody answered, settled as `on-timeout` says; never the plugin's fault.
+fn settle_unanswered(on_timeout: OnTimeout, why: &str) -> Result<Answer, (Failure, bool)> {
+    match on_timeout {
+        OnTimeout::Reject => Ok(Answer::reject(why)),
+        OnTimeout::Unavailable => Err((Failure::new(FailureKind::Timeout, why), false)),
+    }
+}
+
 struct PluginListener(Arc<Plugin>);
 
 impl Listener for PluginListener {
-    /// A plugin granted hosts to reach sends the question out: it is durable first.
+    /// A plugin that reaches out or waits sends the question out: it is durable first.
     fn leaves_process(&self) -> bool {
-        !self.0.spec().allow_hosts.is_empty()
+        self.0.spec().leaves_process()
     }
 
     fn decide(&self, question: Question) -> ListenerFuture {

@@ -10,6 +10,7 @@
 //! settles the request `unavailable` and stops the waterfall.
 //!
 //! Modules: [`engine`] (engine and ticker), `instance` (a loaded plugin and one decision run),
+//! [`pending`] (questions parked while a plugin waits for its callback),
 //! `limits` (caps and failure classes), `sandbox` (the WASI a plugin gets), `v0_1` and `v0_2` (the
 //! API bindings, one per served version, behind the `api` dispatch), [`inspect`] (what a component
 //! imports and exports, for `approval-host check`), [`shadow`] (versions tried on live traffic
@@ -25,6 +26,7 @@ mod instance;
 mod limits;
 pub mod mount;
 pub mod net;
+pub mod pending;
 mod sandbox;
 pub mod secret;
 pub mod shadow;
@@ -182,6 +184,8 @@ struct HostInner {
     /// share one copy of machine code, which keeps a deep waterfall's code in the CPU's caches.
     compiled: Mutex<HashMap<String, Weak<Component>>>,
     sink: Arc<dyn LogSink>,
+    /// The questions its plugins park while they wait for a callback.
+    waits: pending::Waits,
     _ticker: engine::Ticker,
 }
 
@@ -242,6 +246,7 @@ impl PluginHost {
                 linkers,
                 compiled: Mutex::default(),
                 sink,
+                waits: pending::Waits::default(),
                 _ticker: ticker,
             }),
         })
@@ -251,6 +256,12 @@ impl PluginHost {
     /// line. Set once; later calls are ignored.
     pub fn observe_compiles(&self, observer: CompileObserver) {
         let _ = self.inner.observer.set(observer);
+    }
+
+    /// The questions this host's plugins park while they wait for a callback, which the
+    /// callback endpoint settles.
+    pub fn waits(&self) -> &pending::Waits {
+        &self.inner.waits
     }
 
     /// The engine plugins are compiled for.
@@ -367,6 +378,16 @@ impl PluginHost {
                 ),
             });
         }
+        if spec.wait.is_some() && !api.reaches_out() {
+            return Err(PluginError::Grant {
+                name: spec.name.clone(),
+                reason: format!(
+                    "wait: the plugin is built against {}@{}, which cannot answer pending (0.3 can)",
+                    api::PACKAGE,
+                    inspection.api_version
+                ),
+            });
+        }
         let template = api::Template::new(api, &self.inner.linkers, &inspection.component)
             .map_err(|e| {
                 component_error(format!("does not implement {}: {e:#}", inspect::WORLD))
@@ -394,7 +415,9 @@ impl PluginHost {
             inspection.api_version,
             template,
             code,
-            !inline,
+            // A plugin that may wait answers off the workers: its answer is not one to give in
+            // place.
+            !inline || spec.wait.is_some(),
         ));
         plugin
             .validate_config()

@@ -239,9 +239,9 @@ impl Listener for SlotListener {
         self.decide_versioned(question).1
     }
 
-    /// A plugin granted hosts to reach sends the question out: it is durable first.
+    /// A plugin that reaches out or waits sends the question out: it is durable first.
     fn leaves_process(&self) -> bool {
-        !self.0.plugin().spec().allow_hosts.is_empty()
+        self.0.plugin().spec().leaves_process()
     }
 
     fn decide_now(&self, question: &Question) -> Option<ImmediateAnswer> {
@@ -276,11 +276,13 @@ impl Listener for SlotListener {
         let question = question.clone();
         let future = async move {
             slot.decisions.fetch_add(1, Ordering::Relaxed);
-            let result = plugin.answer(question.clone()).await;
-            if result.is_err() && !question.is_cancelled() {
-                slot.record_failure();
-            }
-            result
+            let result = plugin.answer_blamed(question.clone()).await;
+            result.map_err(|(failure, blamed)| {
+                if blamed && !question.is_cancelled() {
+                    slot.record_failure();
+                }
+                failure
+            })
         };
         Some((version, Box::pin(future)))
     }

@@ -74,6 +74,9 @@ pub struct PluginSpec {
     pub allow_hosts: Vec<super::grant::HostGrant>,
     /// Secrets by the name the plugin uses (`secrets`): their values never enter the sandbox.
     pub secrets: BTreeMap<String, super::secret::Secret>,
+    /// How long a question may wait for the plugin's callback, and how it settles when none
+    /// comes (`wait`, `on-timeout`); without it, the plugin may not answer `pending`.
+    pub wait: Option<super::pending::Wait>,
 }
 
 impl PluginSpec {
@@ -91,6 +94,13 @@ impl PluginSpec {
             files: Vec::new(),
             allow_hosts: Vec::new(),
             secrets: BTreeMap::new(),
+            wait: None,
         }
+    }
+
+    /// Whether the plugin sends its questions out of the process: it may reach hosts, or wait
+    /// for a callback. Its questions are durable before it runs.
+    pub fn leaves_process(&self) -> bool {
+        !self.allow_hosts.is_empty() || self.wait.is_some()
     }
 }

@@ -1,10 +1,12 @@
 //! Plugin API 0.3 (`approval:plugin@0.3.x`): the bindings, the host functions, and the mapping
 //! between the 0.3 types and the host's. Over 0.2 it adds outbound HTTP (`wasi:http`), sent by
-//! the host to the hosts the plugin's entry grants ([`super::net`]); its types and host
-//! functions are 0.2's, so each maps there.
+//! the host to the hosts the plugin's entry grants ([`super::net`]), answers that wait
+//! (`pending`, settled by the `callback` export: [`super::pending`]) and signature checks; its
+//! other types and host functions are 0.2's, so each maps there.
 
 use wasmtime::Store;
 
+use super::pending::{Ruling, Settlement};
 use super::sandbox::PluginState;
 use super::v0_2;
 use crate::answer::Answer;
@@ -99,7 +101,7 @@ impl Instance {
         &self,
         store: &mut Store<PluginState>,
         question: &Question,
-    ) -> wasmtime::Result<Answer> {
+    ) -> wasmtime::Result<Ruling> {
         let request = types::Request {
             id: question.id(),
             agent: question.agent().id(),
@@ -113,27 +115,79 @@ impl Instance {
             sandbox_mode: question.sandbox_mode(),
         };
         let decision = self.bindings.call_decide(&mut *store, request)?;
-        // A secret's value that reached the plugin goes no further: not into the audit as a
-        // reason (scrubbed before the reason is cut, so no part of a value survives the cut),
-        // not into a standing rule.
         let shared = &store.data().shared;
-        let mut answer = v0_2::answer(as_0_2(decision, |text| shared.scrub(&text).into_owned()));
-        let leaks = |text: &str| shared.scrub(text) != text;
-        if answer
-            .proposal
-            .as_ref()
-            .is_some_and(|p| leaks(&p.tool) || p.pattern.as_deref().is_some_and(leaks))
-        {
-            tracing::warn!(plugin = %shared.spec.name, "a plugin's proposed rule holds a secret; its decision stands for this call only");
-            answer.proposal = None;
-        }
-        Ok(answer)
+        Ok(match as_0_2(decision, |text| shared.scrub(&text).into_owned()) {
+            Err(correlation) => Ruling::Pending(correlation),
+            Ok(decision) => Ruling::Answer(scrubbed_answer(shared, decision)),
+        })
+    }
+
+    /// Runs the plugin's `callback` export over a request that arrived for it: the settlement
+    /// it reads from it, or its refusal (`Ok(Err(why))`, scrubbed of its secrets).
+    pub(crate) fn callback(
+        &self,
+        store: &mut Store<PluginState>,
+        request: &super::pending::CallbackRequest,
+    ) -> wasmtime::Result<Result<Settlement, String>> {
+        let headers: Vec<(&str, &[u8])> = request
+            .headers
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_slice()))
+            .collect();
+        let call = types::CallbackRequest {
+            method: &request.method,
+            query: &request.query,
+            headers: &headers,
+            body: &request.body,
+        };
+        let said = self.bindings.call_callback(&mut *store, call)?;
+        let shared = &store.data().shared;
+        Ok(match said {
+            Err(why) => Err(shared.scrub(&why).into_owned()),
+            Ok(settlement) => {
+                match as_0_2(settlement.decision, |text| shared.scrub(&text).into_owned()) {
+                    Err(_) => Err("a callback cannot answer pending".to_owned()),
+                    Ok(decision) => {
+                        let mut answer = scrubbed_answer(shared, decision);
+                        answer.by = settlement
+                            .by
+                            .as_deref()
+                            .and_then(|by| super::pending::clean_by(&shared.scrub(by)))
+                            .map(|by| format!("{}:{by}", shared.spec.name));
+                        Ok(Settlement {
+                            correlation: settlement.correlation,
+                            answer,
+                        })
+                    }
+                }
+            }
+        })
     }
 }
 
+/// A 0.2 decision as the host's answer. A secret's value that reached the plugin goes no
+/// further: not into the audit as a reason (scrubbed before the reason is cut, so no part of a
+/// value survives the cut), not into a standing rule.
+fn scrubbed_answer(shared: &super::shared::Shared, decision: v0_2::ApiDecision) -> Answer {
+    let mut answer = v0_2::answer(decision);
+    let leaks = |text: &str| shared.scrub(text) != text;
+    if answer
+        .proposal
+        .as_ref()
+        .is_some_and(|p| leaks(&p.tool) || p.pattern.as_deref().is_some_and(leaks))
+    {
+        tracing::warn!(plugin = %shared.spec.name, "a plugin's proposed rule holds a secret; its decision stands for this call only");
+        answer.proposal = None;
+    }
+    answer
+}
+
 /// A 0.3 decision as the 0.2 decision it is (the types are the same), its reasons passed
-/// through `scrub`.
-fn as_0_2(decision: types::Decision, scrub: impl Fn(String) -> String) -> v0_2::ApiDecision {
+/// through `scrub`; `Err(correlation)` for `pending`, which 0.2 cannot say.
+fn as_0_2(
+    decision: types::Decision,
+    scrub: impl Fn(String) -> String,
+) -> Result<v0_2::ApiDecision, String> {
     use v0_2::ApiDecision as D;
     let rule = |rule: types::Rule| v0_2::Rule {
         tool: rule.tool,
@@ -145,12 +199,13 @@ fn as_0_2(decision: types::Decision, scrub: impl Fn(String) -> String) -> v0_2::
         },
         reason: rule.reason.map(&scrub),
     };
-    match decision {
+    Ok(match decision {
         types::Decision::AllowOnce => D::AllowOnce,
         types::Decision::Reject(reason) => D::Reject(reason.map(&scrub)),
         types::Decision::Cancel => D::Cancel,
         types::Decision::Next => D::Next,
         types::Decision::AllowAlways(r) => D::AllowAlways(rule(r)),
         types::Decision::RejectAlways(r) => D::RejectAlways(rule(r)),
-    }
+        types::Decision::Pending(correlation) => return Err(correlation),
+    })
 }

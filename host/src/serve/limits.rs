@@ -99,16 +99,19 @@ pub enum Transport {
     Metrics,
     /// The MCP gateway's HTTP endpoint (`mcp --listen`).
     Mcp,
+    /// Plugins' callbacks (`--callbacks`).
+    Callbacks,
 }
 
 impl Transport {
     /// Every transport, in the order [`Admission::open_by_transport`] reports them.
-    pub const ALL: [Transport; 5] = [
+    pub const ALL: [Transport; 6] = [
         Transport::Unix,
         Transport::Tcp,
         Transport::Console,
         Transport::Metrics,
         Transport::Mcp,
+        Transport::Callbacks,
     ];
 
     /// Its name, as a metric's label.
@@ -119,6 +122,7 @@ impl Transport {
             Transport::Console => "console",
             Transport::Metrics => "metrics",
             Transport::Mcp => "mcp",
+            Transport::Callbacks => "callbacks",
         }
     }
 
@@ -132,7 +136,7 @@ impl Transport {
 struct Open {
     total: usize,
     per_address: HashMap<IpAddr, usize>,
-    by_transport: [usize; 5],
+    by_transport: [usize; 6],
 }
 
 /// Admits connections within the limits, and holds the limits (replaced on reload).
@@ -232,7 +236,7 @@ impl Admission {
     }
 
     /// How many connections are open now over each of [`Transport::ALL`].
-    pub fn open_by_transport(&self) -> [(Transport, usize); 5] {
+    pub fn open_by_transport(&self) -> [(Transport, usize); 6] {
         let open = self.lock_open();
         Transport::ALL.map(|t| (t, open.by_transport[t.index()]))
     }

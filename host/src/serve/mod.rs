@@ -12,10 +12,12 @@
 //! `transport.rs`; one connection (its lines, its authentication, what it owns) `connection.rs`;
 //! the methods `methods.rs` (with `rules.rs` and `hook.rs`); a client as an answerer
 //! `answerer.rs`; tokens and roles `auth.rs`; TLS `tls.rs`; the framing `rpc.rs`; file watching
-//! `watch.rs`; the web console `console/`.
+//! `watch.rs`; the web console `console/`; plugins' callbacks (answers that waited)
+//! `callbacks.rs`.
 
 mod answerer;
 pub mod auth;
+pub mod callbacks;
 mod connection;
 pub mod console;
 mod hook;

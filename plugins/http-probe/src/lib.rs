@@ -134,6 +134,10 @@ impl Guest for Probe {
             Err(why) => Decision::Reject(Some(format!("request failed: {why}"))),
         }
     }
+
+    fn callback(_request: CallbackRequest) -> Result<Settlement, String> {
+        Err("http-probe never waits, so it takes no callbacks".to_owned())
+    }
 }
 
 export!(Probe);

@@ -50,6 +50,12 @@ pub(crate) struct ServeArgs {
     /// for --listen) with a bearer token of the `metrics` role for `/metrics` and `/readyz`.
     #[arg(long, value_name = "ADDR")]
     pub(crate) metrics: Option<String>,
+    /// Receive plugins' callbacks at this address (`POST /plugins/<name>/callback`): the
+    /// answers of plugins that wait (`wait_ms`), such as a person's button in a chat. Only
+    /// callbacks are served there. On loopback over plain HTTP; anywhere else over TLS as for
+    /// --listen. Without it, a plugin that waits settles as its `on-timeout` says, at once.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) callbacks: Option<String>,
     /// The server's certificate chain (PEM) for --listen and --http.
     #[arg(long, value_name = "FILE")]
     pub(crate) tls_cert: Option<PathBuf>,
@@ -78,23 +84,32 @@ pub(crate) fn run(ctx: &Context, args: ServeArgs) -> Result<ExitCode> {
         listen,
         http,
         metrics,
+        callbacks,
         tls_cert,
         tls_key,
         tls_client_ca,
         insecure_plaintext,
         no_watch,
     } = args;
-    let metrics = metrics.map(|addr| metrics_address(&addr)).transpose()?;
+    let metrics = metrics
+        .map(|addr| socket_address("--metrics", &addr))
+        .transpose()?;
     let metrics_off_loopback = metrics.is_some_and(|a| !a.ip().is_loopback());
+    let callbacks = callbacks
+        .map(|addr| socket_address("--callbacks", &addr))
+        .transpose()?;
+    let callbacks_off_loopback = callbacks.is_some_and(|a| !a.ip().is_loopback());
     let flag = if listen.is_some() {
         "--listen"
     } else if http.is_some() {
         "--http"
-    } else {
+    } else if metrics_off_loopback {
         "--metrics"
+    } else {
+        "--callbacks"
     };
     let tls = match (
-        listen.is_some() || http.is_some() || metrics_off_loopback,
+        listen.is_some() || http.is_some() || metrics_off_loopback || callbacks_off_loopback,
         tls_cert,
         tls_key,
         insecure_plaintext,
@@ -102,7 +117,7 @@ pub(crate) fn run(ctx: &Context, args: ServeArgs) -> Result<ExitCode> {
         (false, None, None, false) => None,
         (false, ..) => {
             return Err(UsageError(
-                "--tls-cert, --tls-key and --insecure-plaintext go with --listen, --http or --metrics off loopback"
+                "--tls-cert, --tls-key and --insecure-plaintext go with --listen, --http, or --metrics or --callbacks off loopback"
                     .to_owned(),
             )
             .into());
@@ -133,6 +148,14 @@ pub(crate) fn run(ctx: &Context, args: ServeArgs) -> Result<ExitCode> {
             (addr, tls.clone(), true)
         }
     });
+    let callbacks = callbacks.map(|addr| {
+        let tls = if addr.ip().is_loopback() {
+            None
+        } else {
+            tls.clone()
+        };
+        (addr, tls)
+    });
     let network = listen.map(|addr| (addr, tls.clone()));
     let console = http.map(|addr| (addr, tls));
     let options = ServeOptions {
@@ -147,7 +170,14 @@ pub(crate) fn run(ctx: &Context, args: ServeArgs) -> Result<ExitCode> {
         },
     };
     let runtime = crate::wiring::server_runtime()?;
-    let served = runtime.block_on(serve(options, socket, network, console, metrics, !no_watch));
+    let listeners = Listeners {
+        socket,
+        network,
+        console,
+        metrics,
+        callbacks,
+    };
+    let served = runtime.block_on(serve(options, listeners, !no_watch));
     // The server and its sessions are gone by now (leases released); stdin's reader
     // thread may still block on a client that keeps its end open: do not wait for it.
     runtime.shutdown_timeout(Duration::from_millis(500));
@@ -155,18 +185,28 @@ pub(crate) fn run(ctx: &Context, args: ServeArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn serve(
-    options: ServeOptions,
+/// Where the server listens, each with its TLS when it has one.
+struct Listeners {
     socket: Option<PathBuf>,
     network: Option<(String, Option<tokio_rustls::TlsAcceptor>)>,
     console: Option<(String, Option<tokio_rustls::TlsAcceptor>)>,
+    /// The address, its TLS, and whether scrapes authenticate.
     metrics: Option<(
         std::net::SocketAddr,
         Option<tokio_rustls::TlsAcceptor>,
         bool,
     )>,
-    watch: bool,
-) -> Result<()> {
+    callbacks: Option<(std::net::SocketAddr, Option<tokio_rustls::TlsAcceptor>)>,
+}
+
+async fn serve(options: ServeOptions, listeners: Listeners, watch: bool) -> Result<()> {
+    let Listeners {
+        socket,
+        network,
+        console,
+        metrics,
+        callbacks,
+    } = listeners;
     let server = Server::start(options).await.map_err(|e| match e {
         ServeError::Config(e) => anyhow::Error::new(e),
         other => anyhow::Error::new(UsageError(other.to_string())),
@@ -211,6 +251,18 @@ async fn serve(
                     .map_err(|e| approval_host::serve::ServeError::Io(format!("{addr}: {e}")))?;
                 tracing::info!(%addr, authenticate, "metrics, /healthz and /readyz listening");
                 server.serve_metrics_with(listener, tls, authenticate).await
+            }
+            None => std::future::pending().await,
+        }
+    };
+    let called = async {
+        match callbacks {
+            Some((addr, tls)) => {
+                let listener = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| approval_host::serve::ServeError::Io(format!("{addr}: {e}")))?;
+                tracing::info!(%addr, tls = tls.is_some(), "plugins' callbacks listening");
+                server.serve_callbacks(listener, tls).await
             }
             None => std::future::pending().await,
         }
@@ -262,6 +314,7 @@ async fn serve(
         served = unix => served.map_err(Into::into),
         served = web => served.map_err(Into::into),
         served = scraped => served.map_err(Into::into),
+        served = called => served.map_err(Into::into),
         () = stop => Ok(()),
     };
     server.finish_traces().await;
@@ -271,9 +324,9 @@ async fn serve(
     ended
 }
 
-/// `--metrics ADDR`.
-fn metrics_address(addr: &str) -> Result<std::net::SocketAddr> {
+/// `--metrics ADDR`, `--callbacks ADDR`: an IP address and a port.
+fn socket_address(flag: &str, addr: &str) -> Result<std::net::SocketAddr> {
     Ok(addr
         .parse()
-        .map_err(|e| UsageError(format!("--metrics {addr:?}: {e} (say 127.0.0.1:9464)")))?)
+        .map_err(|e| UsageError(format!("{flag} {addr:?}: {e} (say 127.0.0.1:9464)")))?)
 }
