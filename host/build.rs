@@ -31,7 +31,7 @@ impl Target {
 }
 
 /// Guest crates: (crate name, target, what it is).
-const GUESTS: [(&str, Target, &str); 6] = [
+const GUESTS: [(&str, Target, &str); 8] = [
     (
         "adversary",
         Target::Wasi,
@@ -62,7 +62,20 @@ const GUESTS: [(&str, Target, &str); 6] = [
         Target::Wasi,
         "Test guest: reports what the sandbox let it do.",
     ),
+    (
+        "signed-webhook",
+        Target::Wasi,
+        "Example answerer (API 0.3): asks a service over a webhook; it answers at once or later, signed.",
+    ),
+    (
+        "slack-approval",
+        Target::Wasi,
+        "Example answerer (API 0.3): asks a person in Slack with buttons and waits for the click.",
+    ),
 ];
+
+/// Library crates the guests share (not components themselves).
+const SHARED: [&str; 1] = ["outbound"];
 
 fn main() {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").unwrap());
@@ -81,6 +94,9 @@ fn main() {
         plugins.join("Cargo.lock").display()
     );
     for (name, _, _) in GUESTS {
+        println!("cargo:rerun-if-changed={}", plugins.join(name).display());
+    }
+    for name in SHARED {
         println!("cargo:rerun-if-changed={}", plugins.join(name).display());
     }
 

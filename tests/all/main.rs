@@ -37,6 +37,7 @@ mod operability;
 mod ownership;
 mod plugin_api;
 mod plugin_network;
+mod plugin_waits;
 mod plugins;
 mod policy;
 mod policy_examples;

@@ -148,6 +148,11 @@ impl Plugin {
         &self.api_version
     }
 
+    /// How many of its questions wait for a callback now.
+    pub fn waiting(&self) -> usize {
+        self.host.inner.waits.waiting_for(&self.shared.spec.name)
+    }
+
     /// Idle instances kept for reuse.
     pub fn idle_instances(&self) -> usize {
         self.idle.lock().unwrap_or_else(|p| p.into_inner()).len()
@@ -211,6 +216,8 @@ impl Plugin {
             None => self.fresh(Some(question), deadline, budget)?,
         };
         arm(&mut live.store, Some(question), deadline, budget);
+        live.store.data_mut().can_wait =
+            self.shared.spec.wait.is_some() && self.host.inner.waits.receiving();
         let result = live.instance.decide(&mut live.store, question);
         live.store.data_mut().question = None;
         self.keep_or_drop(live, reuse, result)
@@ -218,7 +225,12 @@ impl Plugin {
 
     /// Keeps `live` for the next run after a good one (when instances are reused); drops it
     /// after a failure, so a stopped or failed instance is never entered again.
-    fn keep_or_drop<T>(&self, live: Live, reuse: bool, result: wasmtime::Result<T>) -> Result<T, Run> {
+    fn keep_or_drop<T>(
+        &self,
+        live: Live,
+        reuse: bool,
+        result: wasmtime::Result<T>,
+    ) -> Result<T, Run> {
         match result {
             Ok(value) => {
                 if reuse {
@@ -233,23 +245,14 @@ impl Plugin {
         }
     }
 
-    /// Runs `f` off the async workers: in place on a multi-threaded runtime (its other tasks
-    /// move to another worker), else on a blocking thread.
+    /// Runs `f` off the async workers, on the host's plugin threads ([`super::runner`]): a
+    /// burst of questions queues there instead of starting a thread each.
     async fn off_workers<T: Send + 'static>(
         self: &Arc<Self>,
         f: impl FnOnce(&Plugin) -> Result<T, Failure> + Send + 'static,
     ) -> Result<T, Failure> {
-        use tokio::runtime::{Handle, RuntimeFlavor};
-        let multi_thread =
-            Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
-        if multi_thread {
-            return tokio::task::block_in_place(|| f(self));
-        }
         let plugin = self.clone();
-        match tokio::task::spawn_blocking(move || f(&plugin)).await {
-            Ok(result) => result,
-            Err(e) => Err(Failure::new(FailureKind::Panic, e.to_string())),
-        }
+        self.host.inner.runner.run(move || f(&plugin)).await
     }
 
     /// Decides `question` without stalling the async workers.
@@ -259,8 +262,7 @@ impl Plugin {
     /// [`INLINE_BUDGET`]: a warm plugin answers in about a microsecond, with no hand-off to another
     /// thread. A run that uses up the budget is stopped (its instance dropped), the plugin is
     /// marked slow, and the decision runs again from the start off the workers, within the same
-    /// deadline: in place on a multi-threaded runtime (its other tasks move to another worker),
-    /// else on a blocking thread. A slow plugin's later decisions go off the workers directly, so
+    /// deadline, on the host's plugin threads. A slow plugin's later decisions go there directly, so
     /// it stalls a worker at most once, for the budget. Cancellation reaches the guest through
     /// the epoch callback either way. (A guest stopped over budget may have logged lines that it
     /// logs again on the second run.)
@@ -270,7 +272,9 @@ impl Plugin {
 
     /// [`Plugin::decide`], with the plugin's reason and proposed rule (API 0.2) alongside.
     pub async fn answer(self: &Arc<Self>, question: Question) -> Result<Answer, Failure> {
-        self.answer_blamed(question).await.map_err(|(failure, _)| failure)
+        self.answer_blamed(question)
+            .await
+            .map_err(|(failure, _)| failure)
     }
 
     /// [`Plugin::answer`]; a failure says whether the plugin is to blame (a trap, a timeout of
@@ -332,7 +336,9 @@ impl Plugin {
             return Err((
                 Failure::new(
                     FailureKind::InvalidResult,
-                    format!("answered pending with correlation {correlation:?}, under which another of its questions waits"),
+                    format!(
+                        "answered pending with correlation {correlation:?}, under which another of its questions waits"
+                    ),
                 ),
                 true,
             ));
@@ -355,12 +361,13 @@ impl Plugin {
         request: CallbackRequest,
     ) -> Result<String, super::pending::CallbackError> {
         let name = self.shared.spec.name.clone();
-        let settlement = self.callback(request).await.map_err(|why| {
-            super::pending::CallbackError::Refused {
-                plugin: name.clone(),
-                why,
-            }
-        })?;
+        let settlement =
+            self.callback(request)
+                .await
+                .map_err(|why| super::pending::CallbackError::Refused {
+                    plugin: name.clone(),
+                    why,
+                })?;
         self.host
             .inner
             .waits
@@ -386,7 +393,9 @@ impl Plugin {
             };
             arm(&mut live.store, None, deadline, None);
             let result = live.instance.callback(&mut live.store, &request);
-            plugin.keep_or_drop(live, reuse, result).map_err(run_failure)
+            plugin
+                .keep_or_drop(live, reuse, result)
+                .map_err(run_failure)
         })
         .await
         .map_err(|f| format!("the callback failed ({}): {}", f.kind.as_str(), f.message))?

@@ -10,7 +10,8 @@
 //! settles the request `unavailable` and stops the waterfall.
 //!
 //! Modules: [`engine`] (engine and ticker), `instance` (a loaded plugin and one decision run),
-//! [`pending`] (questions parked while a plugin waits for its callback),
+//! [`pending`] (questions parked while a plugin waits for its callback), `runner` (the threads
+//! plugins run on off the async workers),
 //! `limits` (caps and failure classes), `sandbox` (the WASI a plugin gets), `v0_1` and `v0_2` (the
 //! API bindings, one per served version, behind the `api` dispatch), [`inspect`] (what a component
 //! imports and exports, for `approval-host check`), [`shadow`] (versions tried on live traffic
@@ -27,6 +28,7 @@ mod limits;
 pub mod mount;
 pub mod net;
 pub mod pending;
+mod runner;
 mod sandbox;
 pub mod secret;
 pub mod shadow;
@@ -186,6 +188,8 @@ struct HostInner {
     sink: Arc<dyn LogSink>,
     /// The questions its plugins park while they wait for a callback.
     waits: pending::Waits,
+    /// The threads plugins run on off the async workers.
+    runner: runner::Runner,
     _ticker: engine::Ticker,
 }
 
@@ -247,6 +251,7 @@ impl PluginHost {
                 compiled: Mutex::default(),
                 sink,
                 waits: pending::Waits::default(),
+                runner: runner::Runner::new(runner::Runner::default_size()),
                 _ticker: ticker,
             }),
         })

@@ -37,6 +37,10 @@ pub struct PluginStatus {
     /// While quarantined: how many seconds are left before it runs again (rounded up).
     #[serde(rename = "quarantinedForS", skip_serializing_if = "Option::is_none")]
     pub quarantined_for_s: Option<u64>,
+    /// For a plugin that may wait (`wait_ms`): how many of its questions wait for a callback
+    /// now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<usize>,
 }
 
 /// What [`Mounted::apply`] did.
@@ -186,6 +190,7 @@ impl Mounted {
                     error,
                     counters,
                     quarantined_for_s,
+                    waiting: spec.wait.map(|_| plugin.waiting()),
                 }
             })
             .collect();
@@ -198,6 +203,7 @@ impl Mounted {
             error: Some(error.clone()),
             counters: Counters::default(),
             quarantined_for_s: None,
+            waiting: None,
         }));
         out
     }

@@ -181,6 +181,11 @@ impl Waits {
         self.lock().len()
     }
 
+    /// How many questions of `plugin` wait now.
+    pub fn waiting_for(&self, plugin: &str) -> usize {
+        self.lock().keys().filter(|(p, _)| p == plugin).count()
+    }
+
     /// Parks a question of `plugin` under `correlation`; `None` when one waits under it already.
     pub(crate) fn park(&self, plugin: &str, correlation: &str) -> Option<Parked<'_>> {
         let key = (plugin.to_owned(), correlation.to_owned());
@@ -241,14 +246,20 @@ mod tests {
     #[test]
     fn a_callback_settles_only_a_question_that_still_waits() {
         let waits = Waits::default();
-        let parked = waits.park("slack", "q1").unwrap();
-        assert!(waits.park("slack", "q1").is_none(), "one question per correlation");
-        assert!(waits.park("other", "q1").is_some(), "correlations are per plugin");
+        let mut parked = waits.park("slack", "q1").unwrap();
+        assert!(
+            waits.park("slack", "q1").is_none(),
+            "one question per correlation"
+        );
+        assert!(
+            waits.park("other", "q1").is_some(),
+            "correlations are per plugin"
+        );
         waits
             .settle("slack", "q1", Answer::from(Decision::AllowOnce))
             .unwrap();
         assert_eq!(
-            parked.answer.blocking_recv().unwrap().decision,
+            parked.answer.try_recv().unwrap().decision,
             Decision::AllowOnce
         );
         let late = waits.settle("slack", "q1", Answer::from(Decision::AllowOnce));

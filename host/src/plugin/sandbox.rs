@@ -33,6 +33,8 @@ pub(crate) struct PluginState {
     pub(crate) stopped: Option<Stop>,
     /// `verify-signature` checks made in this run ([`super::secret::MAX_CHECKS`]).
     pub(crate) signature_checks: usize,
+    /// Whether the question being decided may wait for a callback (API 0.3's `can-wait`).
+    pub(crate) can_wait: bool,
     /// `wasi:http`'s state, for a plugin of an API version that may reach out.
     http: Option<(wasmtime_wasi_http::WasiHttpCtx, NetHooks)>,
 }
@@ -131,6 +133,7 @@ impl PluginState {
             budget: None,
             stopped: None,
             signature_checks: 0,
+            can_wait: false,
             http: None,
         })
     }

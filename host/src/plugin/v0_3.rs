@@ -113,13 +113,16 @@ impl Instance {
             arguments: question.arguments_json(),
             cwd: question.cwd(),
             sandbox_mode: question.sandbox_mode(),
+            can_wait: store.data().can_wait,
         };
         let decision = self.bindings.call_decide(&mut *store, request)?;
         let shared = &store.data().shared;
-        Ok(match as_0_2(decision, |text| shared.scrub(&text).into_owned()) {
-            Err(correlation) => Ruling::Pending(correlation),
-            Ok(decision) => Ruling::Answer(scrubbed_answer(shared, decision)),
-        })
+        Ok(
+            match as_0_2(decision, |text| shared.scrub(&text).into_owned()) {
+                Err(correlation) => Ruling::Pending(correlation),
+                Ok(decision) => Ruling::Answer(scrubbed_answer(shared, decision)),
+            },
+        )
     }
 
     /// Runs the plugin's `callback` export over a request that arrived for it: the settlement

@@ -22,6 +22,12 @@ use crate::plugin::pending::{CallbackError, CallbackRequest, MAX_CALLBACK_BODY};
 pub const SETTLED: &str = "settled";
 
 impl Server {
+    /// Says that callbacks reach this server from now on ([`Server::serve_callbacks`] says so
+    /// too): a plugin's `pending` answer waits for its callback instead of settling at once.
+    pub fn accept_callbacks(&self) {
+        self.inner.host.waits().accept_callbacks();
+    }
+
     /// Serves plugins' callbacks on `listener` until the task is dropped, over TLS when `tls`
     /// is given. From the moment it is called, a plugin's `pending` answer waits for its
     /// callback instead of settling at once as `on-timeout` says.
@@ -30,7 +36,7 @@ impl Server {
         listener: tokio::net::TcpListener,
         tls: Option<tokio_rustls::TlsAcceptor>,
     ) -> Result<(), super::ServeError> {
-        self.inner.host.waits().accept_callbacks();
+        self.accept_callbacks();
         let router = axum::Router::new()
             .route("/plugins/{name}/callback", any(callback))
             .with_state(self.clone());

@@ -269,7 +269,7 @@ mod tests {
         assert_eq!(admission.open_connections(), 2);
         assert_eq!(
             admission.open_by_transport().map(|(_, n)| n),
-            [0, 0, 1, 1, 0]
+            [0, 0, 1, 1, 0, 0]
         );
         let _again = admission.admit(Transport::Tcp, Some(a)).unwrap();
         assert_eq!(

@@ -6,7 +6,9 @@
 //! `header` (`name: value`) is sent with the request, so a test can send `{secret:NAME}`;
 //! `echo = "yes"` logs the response body and rejects with it as the reason; `verify`
 //! (`message|hex signature`) skips the request and answers whether `host.verify-signature` of the
-//! `key` secret holds.
+//! `key` secret holds. `pending` answers `pending` at once, under the question's id (`pending =
+//! "id"`) or under the value itself; its callback takes `?id=<correlation>&decision=allow|reject
+//! [&by=<name>]`, unsigned (a test guest: the examples check signatures).
 
 wit_bindgen::generate!({ path: "../../wit/approval-0.3.wit", world: "answerer" });
 
@@ -121,22 +123,46 @@ fn answer() -> Result<Decision, String> {
 impl Guest for Probe {
     fn validate_config(config: Vec<(String, String)>) -> Result<(), String> {
         for (key, _) in config {
-            if !["url", "follow", "header", "echo", "verify"].contains(&key.as_str()) {
+            if !["url", "follow", "header", "echo", "verify", "pending"].contains(&key.as_str()) {
                 return Err(format!("unknown config key {key:?}"));
             }
         }
         Ok(())
     }
 
-    fn decide(_request: Request) -> Decision {
+    fn decide(request: Request) -> Decision {
+        if let Some(correlation) = host::config("pending") {
+            return Decision::Pending(if correlation == "id" {
+                request.id
+            } else {
+                correlation
+            });
+        }
         match answer() {
             Ok(decision) => decision,
             Err(why) => Decision::Reject(Some(format!("request failed: {why}"))),
         }
     }
 
-    fn callback(_request: CallbackRequest) -> Result<Settlement, String> {
-        Err("http-probe never waits, so it takes no callbacks".to_owned())
+    fn callback(request: CallbackRequest) -> Result<Settlement, String> {
+        let value = |key: &str| {
+            request.query.split('&').find_map(|pair| {
+                let (k, v) = pair.split_once('=')?;
+                (k == key).then(|| v.to_owned())
+            })
+        };
+        let correlation = value("id").ok_or("no id")?;
+        let decision = match value("decision").as_deref() {
+            Some("allow") => Decision::AllowOnce,
+            Some("reject") => Decision::Reject(Some("rejected by callback".to_owned())),
+            Some("pending") => Decision::Pending(correlation.clone()),
+            _ => return Err("decision is allow or reject".to_owned()),
+        };
+        Ok(Settlement {
+            correlation,
+            decision,
+            by: value("by"),
+        })
     }
 }
 

@@ -255,15 +255,21 @@ async fn serve(options: ServeOptions, listeners: Listeners, watch: bool) -> Resu
             None => std::future::pending().await,
         }
     };
+    // Bound before any client is served: a question asked from the first moment may wait.
+    let callbacks = match callbacks {
+        Some((addr, tls)) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("--callbacks {addr}"))?;
+            server.accept_callbacks();
+            tracing::info!(%addr, tls = tls.is_some(), "plugins' callbacks listening");
+            Some((listener, tls))
+        }
+        None => None,
+    };
     let called = async {
         match callbacks {
-            Some((addr, tls)) => {
-                let listener = tokio::net::TcpListener::bind(addr)
-                    .await
-                    .map_err(|e| approval_host::serve::ServeError::Io(format!("{addr}: {e}")))?;
-                tracing::info!(%addr, tls = tls.is_some(), "plugins' callbacks listening");
-                server.serve_callbacks(listener, tls).await
-            }
+            Some((listener, tls)) => server.serve_callbacks(listener, tls).await,
             None => std::future::pending().await,
         }
     };
