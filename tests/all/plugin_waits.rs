@@ -8,7 +8,7 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use approval_host::bundled;
@@ -34,8 +34,15 @@ struct Stand {
     seen: mpsc::Receiver<Seen>,
 }
 
+/// Runs on each request a stand-in gets, before it answers.
+type OnRequest = Arc<dyn Fn(&Value) + Send + Sync>;
+
 impl Stand {
     fn start(path: &'static str, status: u16, reply: Value) -> Stand {
+        Stand::start_with(path, status, reply, Arc::new(|_| {}))
+    }
+
+    fn start_with(path: &'static str, status: u16, reply: Value, on_request: OnRequest) -> Stand {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let port = listener.local_addr().unwrap().port();
@@ -50,14 +57,16 @@ impl Stand {
                 let app = axum::Router::new().route(
                     path,
                     axum::routing::post(move |headers: axum::http::HeaderMap, body: String| {
-                        let (tx, reply) = (tx.clone(), reply.clone());
+                        let (tx, reply, on_request) =
+                            (tx.clone(), reply.clone(), on_request.clone());
                         async move {
                             let auth = headers
                                 .get("authorization")
                                 .and_then(|v| v.to_str().ok())
                                 .map(str::to_owned);
-                            let _ =
-                                tx.send((auth, serde_json::from_str(&body).unwrap_or(Value::Null)));
+                            let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+                            on_request(&body);
+                            let _ = tx.send((auth, body));
                             (
                                 axum::http::StatusCode::from_u16(status).unwrap(),
                                 [("content-type", "application/json")],
@@ -115,6 +124,27 @@ fn deployment(dir: &Path, name: &str, wasm: &[u8], entry: &str, config: &str) ->
 
 /// `POST path` to the callbacks address: the status and body of the answer.
 fn post(port: u16, path: &str, headers: &[(&str, String)], body: &str) -> (u16, String) {
+    post_and_then(port, path, headers, body, || {})
+}
+
+/// [`post`], calling `written` once the whole request is sent; only the status.
+fn post_then(
+    port: u16,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &str,
+    written: impl FnOnce(),
+) -> u16 {
+    post_and_then(port, path, headers, body, written).0
+}
+
+fn post_and_then(
+    port: u16,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &str,
+    written: impl FnOnce(),
+) -> (u16, String) {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
     let mut head = format!(
         "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\nConnection: close\r\n",
@@ -126,6 +156,7 @@ fn post(port: u16, path: &str, headers: &[(&str, String)], body: &str) -> (u16, 
     stream.write_all(head.as_bytes()).unwrap();
     stream.write_all(b"\r\n").unwrap();
     stream.write_all(body.as_bytes()).unwrap();
+    written();
     let mut answer = String::new();
     stream.read_to_string(&mut answer).unwrap();
     let status = answer[9..12].parse().unwrap();
@@ -637,6 +668,56 @@ fn the_signed_webhook_answers_at_once_or_later_by_a_signed_callback() {
     assert_eq!(
         decided(&state, "s1").pop().unwrap()["answerer"],
         "hook:dana"
+    );
+    drop(client);
+
+    // A service that calls back before it has even answered the question's request: the
+    // callback overtakes the decision that asked for it, and still settles the question.
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let port = free_port();
+    let (statuses, status_of_callback) = mpsc::channel();
+    let eager: OnRequest = Arc::new(move |sent: &Value| {
+        let body = json!({"id": sent["id"], "decision": "allow", "by": "auto"}).to_string();
+        let at = now_s();
+        let headers = vec![
+            ("X-Approval-Timestamp", at.to_string()),
+            (
+                "X-Approval-Signature",
+                format!("sha256={}", hmac_hex(SIGNING, &format!("{at}.{body}"))),
+            ),
+        ];
+        let (written, sent_all) = mpsc::channel();
+        let statuses = statuses.clone();
+        std::thread::spawn(move || {
+            let status = post_then(port, "/plugins/hook/callback", &headers, &body, || {
+                let _ = written.send(());
+            });
+            let _ = statuses.send(status);
+        });
+        // The 202 goes back only once the whole callback is on its way to the host.
+        sent_all.recv().unwrap();
+    });
+    let service = Stand::start_with("/approve", 202, json!({}), eager);
+    let config = deployment(
+        dir.path(),
+        "hook",
+        bundled::SIGNED_WEBHOOK,
+        &entry(service.port),
+        &url(service.port),
+    );
+    let mut client = Client::spawn(
+        &state,
+        &config,
+        &["--callbacks", &format!("127.0.0.1:{port}")],
+    );
+    open(&mut client, "s1");
+    let asked = crate::serve::ask(&mut client, "s1", "Bash");
+    assert_eq!(outcome(&mut client, asked), "allowed-once");
+    assert_eq!(status_of_callback.recv().unwrap(), 200);
+    assert_eq!(
+        decided(&state, "s1").pop().unwrap()["answerer"],
+        "hook:auto"
     );
 }
 

@@ -288,6 +288,12 @@ impl Plugin {
             return answer.map_err(|f| (f, true));
         }
         let asked = question.clone();
+        // Held until the question is parked: a callback that overtakes it waits for the park.
+        let running = self
+            .shared
+            .spec
+            .wait
+            .map(|_| self.host.inner.waits.running(&self.shared.spec.name));
         let ruling = self
             .off_workers(move |plugin| {
                 plugin.run(&asked, deadline, None).map_err(|r| match r {
@@ -299,7 +305,7 @@ impl Plugin {
             .map_err(|f| (f, true))?;
         match ruling {
             Ruling::Answer(answer) => Ok(answer),
-            Ruling::Pending(correlation) => self.wait_for(&question, &correlation).await,
+            Ruling::Pending(correlation) => self.wait_for(&question, &correlation, running).await,
         }
     }
 
@@ -310,6 +316,7 @@ impl Plugin {
         &self,
         question: &Question,
         correlation: &str,
+        running: Option<super::pending::Running<'_>>,
     ) -> Result<Answer, (Failure, bool)> {
         let name = &self.shared.spec.name;
         let Some(wait) = self.shared.spec.wait else {
@@ -343,6 +350,8 @@ impl Plugin {
                 true,
             ));
         };
+        // Parked: a callback that came early may settle it now.
+        drop(running);
         tracing::info!(plugin = %name, question = question.id(), correlation, wait_s = wait.wait.as_secs_f64(), "question waits for the plugin's callback");
         tokio::select! {
             answer = &mut { parked }.answer => answer.map_err(|_| (Failure::error("the wait ended without an answer"), false)),
@@ -371,7 +380,13 @@ impl Plugin {
         self.host
             .inner
             .waits
-            .settle(&name, &settlement.correlation, settlement.answer)?;
+            .settle_when_parked(
+                &name,
+                &settlement.correlation,
+                settlement.answer,
+                self.shared.spec.timeout,
+            )
+            .await?;
         Ok(settlement.correlation)
     }
 

@@ -144,6 +144,33 @@ type Key = (String, String);
 pub struct Waits {
     parked: Mutex<HashMap<Key, oneshot::Sender<Answer>>>,
     receiving: AtomicBool,
+    /// Decisions running now, by plugin: a callback may come back before the decision that
+    /// asked for it has parked its question (a service that answers at once).
+    running: Mutex<HashMap<String, usize>>,
+    /// Told whenever a decision of any plugin ends.
+    ended: tokio::sync::Notify,
+}
+
+/// A decision of a plugin that may wait, running: while it lives, a callback for a question the
+/// plugin has not parked yet waits for it.
+pub(crate) struct Running<'a> {
+    waits: &'a Waits,
+    plugin: String,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        {
+            let mut running = self.waits.running.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(n) = running.get_mut(&self.plugin) {
+                *n -= 1;
+                if *n == 0 {
+                    running.remove(&self.plugin);
+                }
+            }
+        }
+        self.waits.ended.notify_waiters();
+    }
 }
 
 /// A parked question: the answer's receiver. Dropping it (the wait ran out, the asker
@@ -200,6 +227,57 @@ impl Waits {
             key,
             answer: rx,
         })
+    }
+
+    /// Marks a decision of `plugin` as running until the guard is dropped (after it parked its
+    /// question, if it did).
+    pub(crate) fn running(&self, plugin: &str) -> Running<'_> {
+        *self
+            .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(plugin.to_owned())
+            .or_default() += 1;
+        Running {
+            waits: self,
+            plugin: plugin.to_owned(),
+        }
+    }
+
+    fn runs(&self, plugin: &str) -> bool {
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(plugin)
+    }
+
+    /// [`Waits::settle`], and when no question waits under `correlation` yet while decisions of
+    /// `plugin` still run (the callback overtook the decision that asked for it), again each time
+    /// one of them ends, until none runs or `patience` (the plugin's timeout, which bounds any
+    /// run that began before the callback) is over.
+    pub async fn settle_when_parked(
+        &self,
+        plugin: &str,
+        correlation: &str,
+        answer: Answer,
+        patience: Duration,
+    ) -> Result<(), Unsettled> {
+        let give_up = tokio::time::Instant::now() + patience;
+        loop {
+            let ended = self.ended.notified();
+            tokio::pin!(ended);
+            // Registered before looking, so an end between the look and the wait is not missed.
+            ended.as_mut().enable();
+            match self.settle(plugin, correlation, answer.clone()) {
+                Ok(()) => return Ok(()),
+                Err(e) if !self.runs(plugin) => return Err(e),
+                Err(e) => {
+                    if tokio::time::timeout_at(give_up, ended).await.is_err() {
+                        return Err(e);
+                    }
+                }
+            }
+        }
     }
 
     /// Settles the question `plugin` parked under `correlation` with `answer`.
@@ -279,6 +357,44 @@ mod tests {
                 .settle("slack", "q1", Answer::from(Decision::AllowOnce))
                 .is_err()
         );
+    }
+
+    #[tokio::test]
+    async fn a_callback_that_overtakes_its_decision_waits_for_the_park() {
+        let waits = std::sync::Arc::new(Waits::default());
+        let running = waits.running("hook");
+        let early = {
+            let waits = waits.clone();
+            tokio::spawn(async move {
+                waits
+                    .settle_when_parked(
+                        "hook",
+                        "q1",
+                        Answer::from(Decision::AllowOnce),
+                        Duration::from_secs(60),
+                    )
+                    .await
+            })
+        };
+        // The callback is in and found nothing parked; the decision parks, then ends.
+        tokio::task::yield_now().await;
+        let mut parked = waits.park("hook", "q1").unwrap();
+        drop(running);
+        early.await.unwrap().unwrap();
+        assert_eq!(
+            parked.answer.try_recv().unwrap().decision,
+            Decision::AllowOnce
+        );
+        // With no decision running, a callback for nothing parked is answered at once.
+        let late = waits
+            .settle_when_parked(
+                "hook",
+                "q2",
+                Answer::from(Decision::AllowOnce),
+                Duration::from_secs(60),
+            )
+            .await;
+        assert!(late.is_err());
     }
 
     #[test]
