@@ -810,3 +810,60 @@ fn a_thousand_questions_wait_on_a_handful_of_threads_and_all_settle_by_callback(
     }
     assert_eq!(decided(&state, "s1").len(), N + 1);
 }
+
+#[test]
+fn the_example_answerers_pass_their_own_cases_with_their_own_deployments() {
+    let examples = [
+        (
+            "slack-approval",
+            "slack",
+            "slack_approval.wasm",
+            bundled::SLACK_APPROVAL,
+            [
+                ("SLACK_BOT_TOKEN", TOKEN),
+                ("SLACK_SIGNING_SECRET", SIGNING),
+            ],
+            5,
+        ),
+        (
+            "signed-webhook",
+            "webhook",
+            "signed_webhook.wasm",
+            bundled::SIGNED_WEBHOOK,
+            [
+                ("APPROVALS_TOKEN", TOKEN),
+                ("APPROVALS_SIGNING_SECRET", SIGNING),
+            ],
+            4,
+        ),
+    ];
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins");
+    for (dir_name, name, wasm_name, wasm, env, count) in examples {
+        let dir = tempfile::tempdir().unwrap();
+        for file in ["deployment.toml", "cases.json"] {
+            std::fs::copy(root.join(dir_name).join(file), dir.path().join(file)).unwrap();
+        }
+        std::fs::write(dir.path().join(wasm_name), wasm).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_approval-host"))
+            .current_dir(dir.path())
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .args(["conform", wasm_name, "--name", name])
+            .args(["--cases", "cases.json", "--config", "deployment.toml"])
+            .envs(env)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{dir_name}: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.contains(&format!("{name}: {count} passed, 0 failed")),
+            "{stdout}"
+        );
+        // The secrets' values are nowhere in what it printed.
+        assert!(!stdout.contains(TOKEN) && !stdout.contains(SIGNING));
+    }
+}

@@ -89,6 +89,8 @@ pub fn run(ctx: &crate::Context, dir: &Path) -> Result<ExitCode> {
     let cases_file = dir.join(CASES);
     let suite = approval_host::conformance::Suite::load(&cases_file)
         .map_err(|e| UsageError(e.to_string()))?;
+    // The deployment's entry gives the plugin its grants (hosts, secrets, wait) for its cases.
+    let base = crate::conform::base_spec(Some(&deployment_file), &name, &wasm)?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let conformed = runtime.block_on(crate::conform::conform(
         ctx,
@@ -96,6 +98,7 @@ pub fn run(ctx: &crate::Context, dir: &Path) -> Result<ExitCode> {
         &suite,
         &name,
         &cases_file,
+        base,
     ))?;
     if conformed != ExitCode::SUCCESS {
         println!("FAIL  conformance: see the cases above");
