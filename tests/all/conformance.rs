@@ -32,7 +32,7 @@ const LANGUAGES: [&str; 4] = ["rust", "python", "js", "c"];
 const GATES: [&str; 2] = ["allow-tools", "deny-commands"];
 
 /// Where `plugins/build-guests` leaves the Python and JavaScript components.
-fn guests_dir() -> PathBuf {
+pub(crate) fn guests_dir() -> PathBuf {
     std::env::var_os("APPROVAL_HOST_GUESTS_DIR").map_or_else(
         || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/guests"),
         PathBuf::from,

@@ -32,6 +32,7 @@ mod mcp_gateway;
 mod mcp_many;
 mod mcp_nothing_unasked;
 mod mcp_pins;
+mod model_judge;
 mod on_postgres;
 mod operability;
 mod ownership;

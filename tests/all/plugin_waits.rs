@@ -22,20 +22,23 @@ use crate::serve::{Client, open, outcome};
 use crate::support::{events_at, log_path};
 
 const SIGNING: &str = "8f742231b10e8888abcd99yyyzzz85a5";
-const TOKEN: &str = "xoxb-17653672481-19874698323-pdFZKVeTuE8sk7oOcBrzbqgy";
+pub(crate) const TOKEN: &str = "xoxb-17653672481-19874698323-pdFZKVeTuE8sk7oOcBrzbqgy";
 
 /// What a stand-in service was sent: the `Authorization` header and the JSON body.
-type Seen = (Option<String>, Value);
+pub(crate) type Seen = (Option<String>, Value);
 
 /// A local HTTP server answering `POST path` with `reply` (status, JSON) and reporting each
 /// request on a channel.
-struct Stand {
-    port: u16,
+pub(crate) struct Stand {
+    pub(crate) port: u16,
     seen: mpsc::Receiver<Seen>,
 }
 
 /// Runs on each request a stand-in gets, before it answers.
 type OnRequest = Arc<dyn Fn(&Value) + Send + Sync>;
+
+/// What a stand-in answers a request: its status and JSON body, made from the request's body.
+pub(crate) type Reply = Arc<dyn Fn(&Value) -> (u16, Value) + Send + Sync>;
 
 impl Stand {
     fn start(path: &'static str, status: u16, reply: Value) -> Stand {
@@ -43,6 +46,17 @@ impl Stand {
     }
 
     fn start_with(path: &'static str, status: u16, reply: Value, on_request: OnRequest) -> Stand {
+        Stand::answering(
+            path,
+            Arc::new(move |body: &Value| {
+                on_request(body);
+                (status, reply.clone())
+            }),
+        )
+    }
+
+    /// A stand-in whose answer to each request `reply` makes.
+    pub(crate) fn answering(path: &'static str, reply: Reply) -> Stand {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let port = listener.local_addr().unwrap().port();
@@ -57,20 +71,19 @@ impl Stand {
                 let app = axum::Router::new().route(
                     path,
                     axum::routing::post(move |headers: axum::http::HeaderMap, body: String| {
-                        let (tx, reply, on_request) =
-                            (tx.clone(), reply.clone(), on_request.clone());
+                        let (tx, reply) = (tx.clone(), reply.clone());
                         async move {
                             let auth = headers
                                 .get("authorization")
                                 .and_then(|v| v.to_str().ok())
                                 .map(str::to_owned);
                             let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-                            on_request(&body);
+                            let (status, answer) = reply(&body);
                             let _ = tx.send((auth, body));
                             (
                                 axum::http::StatusCode::from_u16(status).unwrap(),
                                 [("content-type", "application/json")],
-                                reply.to_string(),
+                                answer.to_string(),
                             )
                         }
                     }),
@@ -82,7 +95,7 @@ impl Stand {
     }
 
     /// The next request it was sent.
-    fn next(&self) -> Seen {
+    pub(crate) fn next(&self) -> Seen {
         self.seen
             .recv_timeout(Duration::from_secs(10))
             .expect("the stand-in was sent nothing")
@@ -93,7 +106,7 @@ impl Stand {
     }
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -104,7 +117,13 @@ fn free_port() -> u16 {
 /// A deployment with one waiting answerer `name` built from `wasm`: `entry` adds to its
 /// `[[plugin]]` entry, `config` is its config table. The secrets `token` and `signing` are in
 /// files beside it.
-fn deployment(dir: &Path, name: &str, wasm: &[u8], entry: &str, config: &str) -> PathBuf {
+pub(crate) fn deployment(
+    dir: &Path,
+    name: &str,
+    wasm: &[u8],
+    entry: &str,
+    config: &str,
+) -> PathBuf {
     std::fs::write(dir.join("plugin.wasm"), wasm).unwrap();
     std::fs::write(dir.join("token"), format!("{TOKEN}\n")).unwrap();
     std::fs::write(dir.join("signing"), SIGNING).unwrap();
@@ -221,7 +240,7 @@ fn slack_click(
     )
 }
 
-fn decided(state: &Path, session: &str) -> Vec<Value> {
+pub(crate) fn decided(state: &Path, session: &str) -> Vec<Value> {
     events_at(&log_path(state, session))
         .into_iter()
         .filter(|(t, _)| t == "approval/decided")

@@ -209,7 +209,26 @@ impl WasiHttpHooks for NetHooks {
         let deadline = self.deadline;
         let shared = self.shared.clone();
         Box::new(async move {
-            let target = admitted?;
+            let target = match admitted {
+                Ok(target) => target,
+                Err(refused) => {
+                    // The body the guest still writes is taken and dropped (within the
+                    // decision's time and the body cap), not cut off: some guests' fetch
+                    // (StarlingMonkey's) cannot take a body stream that closes under them.
+                    let mut body = request.into_body();
+                    let mut taken = 0usize;
+                    let drain = async {
+                        while let Some(Ok(frame)) = body.frame().await {
+                            taken += frame.data_ref().map_or(0, |d| d.len());
+                            if taken > MAX_REQUEST_BYTES {
+                                break;
+                            }
+                        }
+                    };
+                    let _ = tokio::time::timeout_at(by(deadline, None), drain).await;
+                    return Err(refused);
+                }
+            };
             let sent = send(&target, request, options, deadline).await;
             if let Err(e) = &sent {
                 shared.log(

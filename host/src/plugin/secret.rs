@@ -75,8 +75,12 @@ impl Secret {
                     .to_owned(),
             );
         };
-        if value.is_empty() {
-            return Err(format!("{source}: the value is empty"));
+        if value.len() < MIN_VALUE {
+            // Scrubbing a value this short from every log line and reason would mangle them
+            // (a one-letter value takes every such letter), and it guards nothing.
+            return Err(format!(
+                "{source}: the value is shorter than {MIN_VALUE} bytes, too short to be a secret"
+            ));
         }
         if value.chars().any(|c| c.is_control()) {
             return Err(format!(
@@ -95,6 +99,9 @@ impl Secret {
         &self.0
     }
 }
+
+/// The shortest value a secret may have, in bytes.
+pub const MIN_VALUE: usize = 8;
 
 /// Whether `name` can name a secret: ASCII letters, digits, `-` and `_`.
 pub fn valid_name(name: &str) -> bool {
@@ -256,6 +263,11 @@ mod tests {
         assert_eq!(loaded.value(), "from-a-file");
         std::fs::write(dir.path().join("bad"), "a\u{7}b").unwrap();
         assert!(Secret::load("file:bad", |p| dir.path().join(p)).is_err());
+        std::fs::write(dir.path().join("short"), "k\n").unwrap();
+        assert_eq!(
+            Secret::load("file:short", |p| dir.path().join(p)).unwrap_err(),
+            "file:short: the value is shorter than 8 bytes, too short to be a secret"
+        );
         assert!(valid_name("slack_token-2"));
         assert!(!valid_name("a b") && !valid_name("") && !valid_name("a:b"));
     }
