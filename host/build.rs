@@ -31,7 +31,7 @@ impl Target {
 }
 
 /// Guest crates: (crate name, target, what it is).
-const GUESTS: [(&str, Target, &str); 8] = [
+const GUESTS: [(&str, Target, &str); 9] = [
     (
         "adversary",
         Target::Wasi,
@@ -51,6 +51,11 @@ const GUESTS: [(&str, Target, &str); 8] = [
         "http-probe",
         Target::Wasi,
         "Test guest (API 0.3): answers from one GET of its `url` config, sent through wasi:http.",
+    ),
+    (
+        "net-adversary",
+        Target::Wasi,
+        "Test guest (API 0.3): the zoo's network section, each hostile act picked by the tool name.",
     ),
     (
         "reject-all",

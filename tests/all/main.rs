@@ -21,6 +21,7 @@ mod fleet;
 mod hook_fails_closed;
 mod hooks;
 mod hostile_clients;
+mod hostile_network_plugins;
 mod init;
 mod init_mcp;
 mod layering;
