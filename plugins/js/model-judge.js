@@ -63,7 +63,8 @@ function call(request) {
     reason: request.reason ?? null,
     cwd: request.cwd ?? null,
   });
-  return text.length > MAX_CALL ? text.slice(0, MAX_CALL) + '…' : text;
+  // A call too long to show whole is not judged: what the model does not see, it cannot clear.
+  return text.length > MAX_CALL ? undefined : text;
 }
 
 function verdict(content) {
@@ -81,13 +82,18 @@ function verdict(content) {
 }
 
 export async function decide(request) {
+  const shown = call(request);
+  if (shown === undefined) {
+    log('info', 'the call is too long to show the model whole: the question goes on');
+    return { tag: 'next' };
+  }
   const body = {
     model: config('model'),
     temperature: 0,
     response_format: { type: 'json_object' },
     messages: [
       { role: 'system', content: config('prompt') ?? PROMPT },
-      { role: 'user', content: call(request) },
+      { role: 'user', content: shown },
     ],
   };
   let content;

@@ -205,5 +205,13 @@ pub(super) fn entry(
             "cases apply to a deciding version; a shadow is tried on live traffic instead",
         ));
     }
+    if shadow && spec.leaves_process() {
+        // A shadow sees questions already settled: what it sends out would ask people, or
+        // tell services, about decisions that are not theirs to make.
+        return Err(ctx.err(
+            place,
+            "a shadow may not reach out or wait (allow-hosts, wait_ms): it is tried on questions already settled",
+        ));
+    }
     Ok((spec, cases, shadow))
 }

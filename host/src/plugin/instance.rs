@@ -249,10 +249,15 @@ impl Plugin {
     /// burst of questions queues there instead of starting a thread each.
     async fn off_workers<T: Send + 'static>(
         self: &Arc<Self>,
-        f: impl FnOnce(&Plugin) -> Result<T, Failure> + Send + 'static,
+        f: impl FnOnce(&Plugin, Instant) -> Result<T, Failure> + Send + 'static,
     ) -> Result<T, Failure> {
         let plugin = self.clone();
-        self.host.inner.runner.run(move || f(&plugin)).await
+        let timeout = self.shared.spec.timeout;
+        self.host
+            .inner
+            .runner
+            .run(timeout, move |deadline| f(&plugin, deadline))
+            .await
     }
 
     /// Decides `question` without stalling the async workers.
@@ -283,7 +288,6 @@ impl Plugin {
         self: &Arc<Self>,
         question: Question,
     ) -> Result<Answer, (Failure, bool)> {
-        let deadline = Instant::now() + self.shared.spec.timeout;
         if let Some(answer) = self.decide_in_place(&question) {
             return answer.map_err(|f| (f, true));
         }
@@ -295,7 +299,7 @@ impl Plugin {
             .wait
             .map(|_| self.host.inner.waits.running(&self.shared.spec.name));
         let ruling = self
-            .off_workers(move |plugin| {
+            .off_workers(move |plugin, deadline| {
                 plugin.run(&asked, deadline, None).map_err(|r| match r {
                     Run::Failed(f) => f,
                     Run::OverBudget => Failure::error("stopped over a budget it did not have"),
@@ -353,7 +357,9 @@ impl Plugin {
         // Parked: a callback that came early may settle it now.
         drop(running);
         tracing::info!(plugin = %name, question = question.id(), correlation, wait_s = wait.wait.as_secs_f64(), "question waits for the plugin's callback");
+        // An answer that came in as the wait ran out wins: its caller was told it settled.
         tokio::select! {
+            biased;
             answer = &mut { parked }.answer => answer.map_err(|_| (Failure::error("the wait ended without an answer"), false)),
             () = tokio::time::sleep(wait.wait) => {
                 tracing::info!(plugin = %name, question = question.id(), correlation, on_timeout = wait.on_timeout.as_str(), "{}", super::pending::WAIT_RAN_OUT);
@@ -370,13 +376,17 @@ impl Plugin {
         request: CallbackRequest,
     ) -> Result<String, super::pending::CallbackError> {
         let name = self.shared.spec.name.clone();
-        let settlement =
-            self.callback(request)
-                .await
-                .map_err(|why| super::pending::CallbackError::Refused {
-                    plugin: name.clone(),
-                    why,
-                })?;
+        let refused = |why: String| super::pending::CallbackError::Refused {
+            plugin: name.clone(),
+            why: crate::answer::clean_reason(&why).unwrap_or_default(),
+        };
+        let settlement = self.callback(request).await.map_err(refused)?;
+        if !super::pending::valid_correlation(&settlement.correlation) {
+            return Err(refused(
+                "the plugin named a correlation that is empty, too long or holds control characters"
+                    .to_owned(),
+            ));
+        }
         self.host
             .inner
             .waits
@@ -394,9 +404,8 @@ impl Plugin {
     /// plugin's timeout and memory cap, off the async workers: the settlement it reads, or why
     /// not (its refusal, or how it failed).
     async fn callback(self: &Arc<Self>, request: CallbackRequest) -> Result<Settlement, String> {
-        let deadline = Instant::now() + self.shared.spec.timeout;
         let reuse = self.shared.spec.isolation == Isolation::Reuse;
-        self.off_workers(move |plugin| {
+        self.off_workers(move |plugin, deadline| {
             let idle = if reuse {
                 plugin.idle.lock().unwrap_or_else(|p| p.into_inner()).pop()
             } else {

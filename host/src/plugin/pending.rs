@@ -142,7 +142,10 @@ type Key = (String, String);
 /// callback to this host.
 #[derive(Debug, Default)]
 pub struct Waits {
-    parked: Mutex<HashMap<Key, oneshot::Sender<Answer>>>,
+    /// Each parked question's generation (so a stale `Parked` never removes a newer question's
+    /// entry) and its answer's sender.
+    parked: Mutex<HashMap<Key, (u64, oneshot::Sender<Answer>)>>,
+    generation: std::sync::atomic::AtomicU64,
     receiving: AtomicBool,
     /// Decisions running now, by plugin: a callback may come back before the decision that
     /// asked for it has parked its question (a service that answers at once).
@@ -178,17 +181,24 @@ impl Drop for Running<'_> {
 pub(crate) struct Parked<'a> {
     waits: &'a Waits,
     key: Key,
+    generation: u64,
     pub(crate) answer: oneshot::Receiver<Answer>,
 }
 
 impl Drop for Parked<'_> {
     fn drop(&mut self) {
-        self.waits.lock().remove(&self.key);
+        let mut parked = self.waits.lock();
+        if parked
+            .get(&self.key)
+            .is_some_and(|(g, _)| *g == self.generation)
+        {
+            parked.remove(&self.key);
+        }
     }
 }
 
 impl Waits {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, oneshot::Sender<Answer>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, (u64, oneshot::Sender<Answer>)>> {
         self.parked.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -217,14 +227,16 @@ impl Waits {
     pub(crate) fn park(&self, plugin: &str, correlation: &str) -> Option<Parked<'_>> {
         let key = (plugin.to_owned(), correlation.to_owned());
         let mut parked = self.lock();
-        if parked.get(&key).is_some_and(|tx| !tx.is_closed()) {
+        if parked.get(&key).is_some_and(|(_, tx)| !tx.is_closed()) {
             return None;
         }
         let (tx, rx) = oneshot::channel();
-        parked.insert(key.clone(), tx);
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed);
+        parked.insert(key.clone(), (generation, tx));
         Some(Parked {
             waits: self,
             key,
+            generation,
             answer: rx,
         })
     }
@@ -289,7 +301,7 @@ impl Waits {
             plugin: plugin.to_owned(),
             correlation: correlation.to_owned(),
         };
-        sender.ok_or_else(none)?.send(answer).map_err(|_| none())
+        sender.ok_or_else(none)?.1.send(answer).map_err(|_| none())
     }
 }
 

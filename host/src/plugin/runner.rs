@@ -6,10 +6,18 @@
 //! thousand at once, each run a millisecond) leaves dozens of threads behind. Here a burst
 //! queues; the asking tasks wait without a thread, and the threads are as many as the machine
 //! has cores, twice over (a run that waits on the network holds its thread meanwhile).
+//!
+//! A run's deadline starts when a thread takes it, so time spent queued is nobody's fault. The
+//! epoch interrupt cannot stop a guest blocked inside a host call (a WASI sleep, say); the
+//! asking task stops waiting for such a run at its deadline and a grace, settles it as a
+//! timeout, and the pool gets a thread in place of the stuck one (up to four times its size),
+//! so a few stuck runs cannot stall every plugin.
 
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
@@ -19,12 +27,22 @@ use crate::outcome::{Failure, FailureKind, panic_message};
 /// [`super::engine::MAX_WASM_STACK`]) and the host calls it makes, with a wide margin.
 const STACK: usize = 8 << 20;
 
+/// How long past its deadline a run may take before its asker stops waiting for it.
+const GRACE: Duration = Duration::from_millis(500);
+
+/// How long a run may wait in the queue for a thread.
+const QUEUE_PATIENCE: Duration = Duration::from_secs(30);
+
 type Job = Box<dyn FnOnce() + Send>;
+
+type Queue = (Mutex<Sender<Job>>, Arc<Mutex<Receiver<Job>>>);
 
 /// The pool: its queue, and its threads once started.
 pub(crate) struct Runner {
     size: usize,
-    queue: OnceLock<Mutex<Sender<Job>>>,
+    queue: OnceLock<Queue>,
+    /// Threads started, the ones set aside as stuck included.
+    threads: AtomicUsize,
 }
 
 impl std::fmt::Debug for Runner {
@@ -39,6 +57,7 @@ impl Runner {
         Runner {
             size: size.max(1),
             queue: OnceLock::new(),
+            threads: AtomicUsize::new(0),
         }
     }
 
@@ -50,47 +69,112 @@ impl Runner {
             .max(4)
     }
 
-    fn queue(&self) -> Result<Sender<Job>, Failure> {
+    fn queue(&self) -> Result<&Queue, Failure> {
         if let Some(queue) = self.queue.get() {
-            return Ok(queue.lock().unwrap_or_else(|p| p.into_inner()).clone());
+            return Ok(queue);
         }
         let (tx, rx) = channel::<Job>();
-        let rx = Arc::new(Mutex::new(rx));
-        for i in 0..self.size {
-            let rx = rx.clone();
-            std::thread::Builder::new()
-                .name("plugin-run".to_owned())
-                .stack_size(STACK)
-                .spawn(move || work(&rx))
-                .map_err(|e| Failure::error(format!("starting plugin thread {i}: {e}")))?;
+        let queue = self
+            .queue
+            .get_or_init(|| (Mutex::new(tx), Arc::new(Mutex::new(rx))));
+        // Only the caller whose queue won starts the threads.
+        if self
+            .threads
+            .compare_exchange(0, self.size, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            for _ in 0..self.size {
+                start(&queue.1)?;
+            }
         }
-        // Another caller may have started a pool meanwhile: its queue wins, these threads end
-        // with their sender.
-        let queue = self.queue.get_or_init(|| Mutex::new(tx));
-        Ok(queue.lock().unwrap_or_else(|p| p.into_inner()).clone())
+        Ok(queue)
+    }
+
+    /// Starts a thread in place of one stuck in a run, up to four times the pool's size.
+    fn replace_stuck(&self) {
+        let Some(queue) = self.queue.get() else {
+            return;
+        };
+        let cap = self.size * 4;
+        let added = self
+            .threads
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < cap).then_some(n + 1)
+            });
+        if added.is_ok() && start(&queue.1).is_err() {
+            self.threads.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Threads started so far, the ones set aside as stuck included.
+    #[cfg(test)]
+    fn threads(&self) -> usize {
+        self.threads.load(Ordering::Acquire)
     }
 
     /// Runs `f` on one of the pool's threads, inside the calling task's runtime (so WASI calls
-    /// that wait on I/O can), and returns what it returned; a panic is a [`FailureKind::Panic`].
+    /// that wait on I/O can), with its deadline `timeout` after a thread takes it, and returns
+    /// what it returned. A panic is a [`FailureKind::Panic`]; a run still going a grace after
+    /// its deadline, or never taken within the queue's patience, a [`FailureKind::Timeout`].
     pub(crate) async fn run<T: Send + 'static>(
         &self,
-        f: impl FnOnce() -> Result<T, Failure> + Send + 'static,
+        timeout: Duration,
+        f: impl FnOnce(Instant) -> Result<T, Failure> + Send + 'static,
     ) -> Result<T, Failure> {
         let runtime = tokio::runtime::Handle::try_current().ok();
+        let (started_tx, started) = oneshot::channel();
         let (tx, rx) = oneshot::channel();
         let job: Job = Box::new(move || {
             let _entered = runtime.as_ref().map(tokio::runtime::Handle::enter);
-            let result = std::panic::catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|panic| {
-                Err(Failure::new(FailureKind::Panic, panic_message(&*panic)))
-            });
+            let deadline = Instant::now() + timeout;
+            let _ = started_tx.send(deadline);
+            let result = std::panic::catch_unwind(AssertUnwindSafe(|| f(deadline))).unwrap_or_else(
+                |panic| Err(Failure::new(FailureKind::Panic, panic_message(&*panic))),
+            );
             let _ = tx.send(result);
         });
         self.queue()?
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
             .send(job)
             .map_err(|_| Failure::error("the plugin threads are gone"))?;
-        rx.await
-            .unwrap_or_else(|_| Err(Failure::error("the plugin thread ended without an answer")))
+        let gone = || Failure::error("the plugin thread ended without an answer");
+        let deadline = match tokio::time::timeout(QUEUE_PATIENCE.max(timeout), started).await {
+            Ok(Ok(deadline)) => deadline,
+            Ok(Err(_)) => return Err(gone()),
+            Err(_) => {
+                return Err(Failure::new(
+                    FailureKind::Timeout,
+                    format!(
+                        "no plugin thread was free within {} s",
+                        QUEUE_PATIENCE.max(timeout).as_secs()
+                    ),
+                ));
+            }
+        };
+        let give_up = tokio::time::Instant::from_std(deadline + GRACE);
+        match tokio::time::timeout_at(give_up, rx).await {
+            Ok(result) => result.unwrap_or_else(|_| Err(gone())),
+            Err(_) => {
+                self.replace_stuck();
+                Err(Failure::new(
+                    FailureKind::Timeout,
+                    "ran past its deadline inside a host call the deadline cannot interrupt; its thread is set aside",
+                ))
+            }
+        }
     }
+}
+
+fn start(queue: &Arc<Mutex<Receiver<Job>>>) -> Result<(), Failure> {
+    let queue = queue.clone();
+    std::thread::Builder::new()
+        .name("plugin-run".to_owned())
+        .stack_size(STACK)
+        .spawn(move || work(&queue))
+        .map(drop)
+        .map_err(|e| Failure::error(format!("starting a plugin thread: {e}")))
 }
 
 fn work(queue: &Mutex<Receiver<Job>>) {
@@ -101,5 +185,67 @@ fn work(queue: &Mutex<Receiver<Job>>) {
             Err(_) => return,
         };
         job();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_run_stuck_past_its_deadline_is_given_up_and_its_thread_replaced() {
+        let runner = Runner::new(1);
+        let (release, stuck) = std::sync::mpsc::channel::<()>();
+        // Blocked as a guest in a host call would be, well past its 50 ms.
+        let first = runner.run(Duration::from_millis(50), move |_| {
+            let _ = stuck.recv();
+            Ok(1)
+        });
+        let failure = first.await.unwrap_err();
+        assert_eq!(failure.kind, FailureKind::Timeout);
+        assert_eq!(runner.threads(), 2);
+        // The next run is not stuck behind it.
+        let second = runner.run(Duration::from_secs(5), |_| Ok(2)).await;
+        assert_eq!(second.unwrap(), 2);
+        release.send(()).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_run_s_deadline_starts_when_a_thread_takes_it() {
+        let runner = Runner::new(1);
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let busy = runner.run(Duration::from_secs(5), move |_| {
+            let _ = held.recv();
+            Ok(Instant::now())
+        });
+        let queued = runner.run(Duration::from_secs(5), |deadline| Ok(deadline));
+        let (busy, queued) = tokio::join!(busy, async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            release.send(()).unwrap();
+            queued.await
+        });
+        let released = busy.unwrap();
+        // Queued behind the first for 100 ms, its 5 s began only once it was taken.
+        assert!(queued.unwrap() >= released + Duration::from_secs(5) - Duration::from_millis(50));
+    }
+
+    #[tokio::test]
+    async fn a_panic_is_a_failure_and_the_thread_serves_on() {
+        let runner = Runner::new(1);
+        let failure = runner
+            .run(Duration::from_secs(5), |_| -> Result<(), Failure> {
+                panic!("guest")
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (failure.kind, failure.message.as_str()),
+            (FailureKind::Panic, "guest")
+        );
+        assert_eq!(
+            runner.run(Duration::from_secs(5), |_| Ok(3)).await.unwrap(),
+            3
+        );
+        assert_eq!(runner.threads(), 1);
     }
 }

@@ -49,6 +49,14 @@ impl host::Host for PluginState {
     }
 
     fn call_arguments(&mut self, call_id: String) -> Option<String> {
+        // What a plugin that reaches out or waits can send on, `[audit] redact` has had its say.
+        if self.shared.spec.leaves_process() {
+            return self
+                .question
+                .as_ref()?
+                .call_arguments_shown(&call_id)
+                .map(|v| v.to_string());
+        }
         v0_2::Host::call_arguments(self, call_id)
     }
 
@@ -102,6 +110,18 @@ impl Instance {
         store: &mut Store<PluginState>,
         question: &Question,
     ) -> wasmtime::Result<Ruling> {
+        // A plugin that reaches out or waits sends what it reads elsewhere: the values
+        // `[audit] redact` names never reach it, as they never reach the console.
+        let shown = store
+            .data()
+            .shared
+            .spec
+            .leaves_process()
+            .then(|| question.arguments_shown().map(|v| v.to_string()));
+        let arguments = match &shown {
+            Some(shown) => shown.as_deref(),
+            None => question.arguments_json(),
+        };
         let request = types::Request {
             id: question.id(),
             agent: question.agent().id(),
@@ -110,7 +130,7 @@ impl Instance {
             tool_name: question.tool_name(),
             call_id: question.call_id(),
             reason: question.reason(),
-            arguments: question.arguments_json(),
+            arguments,
             cwd: question.cwd(),
             sandbox_mode: question.sandbox_mode(),
             can_wait: store.data().can_wait,

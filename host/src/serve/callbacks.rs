@@ -5,9 +5,9 @@
 //! network a chat service or webhook calls from without exposing the console.
 //!
 //! Every callback that settles nothing is answered with why and logged: an unknown plugin or
-//! one without `wait_ms` (404), a body over 64 KiB (413), a request the plugin refuses, such as
-//! a forged signature (403), and one for a question that no longer waits, such as after its
-//! timeout (410).
+//! one without `wait_ms` (404), a body over 64 KiB (413) or slower than the console's body
+//! timeout (408), a request the plugin refuses, such as a forged signature (403), and one for a
+//! question that no longer waits, such as after its timeout (410).
 
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
@@ -72,15 +72,24 @@ async fn callback(
         );
     };
     let (parts, body) = request.into_parts();
-    let body = match axum::body::to_bytes(body, MAX_CALLBACK_BODY).await {
-        Ok(body) => body,
-        Err(_) => {
-            return refuse(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("the body is over {MAX_CALLBACK_BODY} bytes, or broke off"),
-            );
-        }
-    };
+    // A body sent a byte a minute would hold its connection's slot: it has the console's time.
+    let within = server.inner.admission.limits().console_body_timeout;
+    let body =
+        match tokio::time::timeout(within, axum::body::to_bytes(body, MAX_CALLBACK_BODY)).await {
+            Ok(Ok(body)) => body,
+            Ok(Err(_)) => {
+                return refuse(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("the body is over {MAX_CALLBACK_BODY} bytes, or broke off"),
+                );
+            }
+            Err(_) => {
+                return refuse(
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!("the body did not arrive within {} s", within.as_secs()),
+                );
+            }
+        };
     let asked = CallbackRequest {
         method: parts.method.as_str().to_owned(),
         query: parts.uri.query().unwrap_or_default().to_owned(),

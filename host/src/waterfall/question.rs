@@ -167,6 +167,13 @@ impl Question {
         Some(self.inner.agent.session().log.redacted(arguments))
     }
 
+    /// [`Question::call_arguments`] with the values `[audit] redact` names replaced: what may
+    /// leave the process.
+    pub fn call_arguments_shown(&self, call_id: &str) -> Option<serde_json::Value> {
+        let arguments = self.call_arguments(call_id)?;
+        Some(self.inner.agent.session().log.redacted(arguments))
+    }
+
     /// [`Question::arguments`] as JSON text, serialized on first use and shared by every listener
     /// that asks.
     pub fn arguments_json(&self) -> Option<&str> {

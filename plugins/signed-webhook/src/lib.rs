@@ -12,7 +12,9 @@
 //! replayed later.
 //!
 //! What the service is sent: `{"id", "agent", "session", "tool", "callId", "arguments"
-//! (the call's JSON, or null), "reason", "cwd", "canWait"}`.
+//! (the call's JSON, or null), "reason", "cwd", "canWait"}`. A service that cannot be asked
+//! (unreachable, not granted, an error status, a call too big to send) means a rejection with
+//! `the approval service could not be asked`: the agent cannot route around it.
 
 wit_bindgen::generate!({ path: "../../wit/approval-0.3.wit", world: "answerer" });
 
@@ -141,9 +143,11 @@ impl Guest for Webhook {
     fn decide(request: Request) -> Decision {
         match ask(&request) {
             Ok(decision) => decision,
+            // Not `next`: an agent that can make the request fail (a call too big to send)
+            // must not route around the service that should say yes first.
             Err(why) => {
                 host::log(host::Level::Warn, &format!("asking the service: {why}"));
-                Decision::Next
+                Decision::Reject(Some("the approval service could not be asked".to_owned()))
             }
         }
     }

@@ -10,9 +10,12 @@
 //! `host.verify-signature` checks each callback's `X-Slack-Signature` with).
 //!
 //! The question's text comes from the agent: it is escaped for Slack (`&`, `<`, `>`), so it
-//! cannot mention a channel, link elsewhere or close the code block's formatting into a
-//! mention; it is cut to fit a message. Where no callback can reach the host (`can-wait` is
-//! false) nothing is posted: the plugin says `next`.
+//! cannot mention a channel or link elsewhere, and its backticks are replaced, so it cannot
+//! close the code block and write a message of its own. Escaped first, then cut to fit; a call
+//! too long to show whole is offered only the Reject button, so nobody allows what they did not
+//! see. A post that fails (Slack down, a message Slack refuses) rejects: the agent cannot route
+//! around the person by making the post fail. Where no callback can reach the host (`can-wait`
+//! is false) nothing is posted: the plugin says `next`.
 
 wit_bindgen::generate!({ path: "../../wit/approval-0.3.wit", world: "answerer" });
 
@@ -40,62 +43,84 @@ fn max_age() -> i64 {
         .unwrap_or(300)
 }
 
-/// `text` made inert for Slack's mrkdwn: no mentions, links or entities of the agent's making.
+/// `text` made inert for Slack's mrkdwn: no mentions, links or entities of the agent's making,
+/// no backtick to end a code span or block with, no line break to start a block quote with.
 fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
-        .replace("```", "`\u{200b}``")
+        .replace('`', "\u{2035}")
+        .replace(['\n', '\r'], " ")
 }
 
-fn cut(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
+/// `text` escaped, then cut to at most `max` bytes: whether it was cut, and what is left.
+fn shown(text: &str, max: usize) -> (bool, String) {
+    let escaped = escape(text);
+    if escaped.len() <= max {
+        return (false, escaped);
     }
     let mut end = max;
-    while !text.is_char_boundary(end) {
+    while !escaped.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{}…", &text[..end])
+    // Not in the middle of an entity such as `&lt;`.
+    if let Some(amp) = escaped[..end].rfind('&')
+        && !escaped[amp..end].contains(';')
+    {
+        end = amp;
+    }
+    (true, format!("{}…", &escaped[..end]))
 }
 
-fn message(request: &Request) -> String {
-    let mut text = format!(
-        "*Approval needed*: agent `{}` wants to run *{}*",
-        escape(&cut(&request.agent, 100)),
-        escape(&cut(&request.tool_name, 100))
-    );
+/// The message's text, and whether any of the call had to be cut.
+fn message(request: &Request) -> (String, bool) {
+    let (cut_agent, agent) = shown(&request.agent, 100);
+    let (cut_tool, tool) = shown(&request.tool_name, 100);
+    let mut cut = cut_agent || cut_tool;
+    let mut text = format!("*Approval needed*: agent `{agent}` wants to run *{tool}*");
     if let Some(reason) = &request.reason {
-        text.push_str(&format!("\n> {}", escape(&cut(reason, 300))));
+        let (was_cut, reason) = shown(reason, 300);
+        cut |= was_cut;
+        text.push_str(&format!("\n> {reason}"));
     }
     if let Some(arguments) = &request.arguments {
-        text.push_str(&format!(
-            "\n```{}```",
-            escape(&cut(arguments, MAX_SHOWN))
-        ));
+        let (was_cut, arguments) = shown(arguments, MAX_SHOWN);
+        cut |= was_cut;
+        text.push_str(&format!("\n```{arguments}```"));
     }
     if let Some(cwd) = &request.cwd {
-        text.push_str(&format!("\nin `{}`", escape(&cut(cwd, 200))));
+        let (was_cut, cwd) = shown(cwd, 200);
+        cut |= was_cut;
+        text.push_str(&format!("\nin `{cwd}`"));
     }
-    text
+    if cut {
+        text.push_str("\n_Too long to show whole here: it can only be rejected._");
+    }
+    (text, cut)
 }
 
 fn post(request: &Request) -> Result<(), String> {
     let url = config("post-url")?;
-    let text = message(request);
+    let (text, cut) = message(request);
     let button = |label: &str, id: &str, style: &str| {
         json!({"type": "button", "text": {"type": "plain_text", "text": label},
                "action_id": id, "value": request.id, "style": style})
+    };
+    // Nobody allows what they were not shown whole.
+    let buttons = if cut {
+        json!([button("Reject", REJECT, "danger")])
+    } else {
+        json!([
+            button("Allow once", ALLOW, "primary"),
+            button("Reject", REJECT, "danger")
+        ])
     };
     let body = json!({
         "channel": config("channel")?,
         "text": text,
         "blocks": [
             {"type": "section", "text": {"type": "mrkdwn", "text": text}},
-            {"type": "actions", "elements": [
-                button("Allow once", ALLOW, "primary"),
-                button("Reject", REJECT, "danger"),
-            ]},
+            {"type": "actions", "elements": buttons},
         ],
     });
     let response = outbound::send(
@@ -157,10 +182,18 @@ fn settle(request: &CallbackRequest) -> Result<Settlement, String> {
         .and_then(Value::as_str)
         .ok_or("the action has no value")?;
     let user = payload.get("user").ok_or("no user")?;
-    let who = ["username", "name", "id"]
+    // The id is stable; a name can be changed to look like someone else's.
+    let id = user
+        .get("id")
+        .and_then(Value::as_str)
+        .ok_or("the user has no id")?;
+    let who = match ["username", "name"]
         .iter()
         .find_map(|k| user.get(*k).and_then(Value::as_str))
-        .ok_or("the user has no name")?;
+    {
+        Some(name) => format!("{name} ({id})"),
+        None => id.to_owned(),
+    };
     let decision = match action.get("action_id").and_then(Value::as_str) {
         Some(ALLOW) => Decision::AllowOnce,
         Some(REJECT) => Decision::Reject(Some(format!("rejected in Slack by {who}"))),
@@ -169,7 +202,7 @@ fn settle(request: &CallbackRequest) -> Result<Settlement, String> {
     Ok(Settlement {
         correlation: correlation.to_owned(),
         decision,
-        by: Some(who.to_owned()),
+        by: Some(who),
     })
 }
 
@@ -208,7 +241,7 @@ impl Guest for Slack {
             Ok(()) => Decision::Pending(request.id),
             Err(why) => {
                 host::log(host::Level::Warn, &format!("posting the question: {why}"));
-                Decision::Next
+                Decision::Reject(Some("the question could not be put to a person in Slack".to_owned()))
             }
         }
     }
