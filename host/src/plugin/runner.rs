@@ -218,7 +218,7 @@ mod tests {
             let _ = held.recv();
             Ok(Instant::now())
         });
-        let queued = runner.run(Duration::from_secs(5), |deadline| Ok(deadline));
+        let queued = runner.run(Duration::from_secs(5), Ok);
         let (busy, queued) = tokio::join!(busy, async {
             tokio::time::sleep(Duration::from_millis(100)).await;
             release.send(()).unwrap();

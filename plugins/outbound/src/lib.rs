@@ -106,7 +106,7 @@ fn describe(e: ErrorCode) -> String {
 /// Bytes from lowercase or uppercase hex; `None` for anything else.
 pub fn unhex(text: &str) -> Option<Vec<u8>> {
     // `from_str_radix` would take a sign: only digits are hex here.
-    if text.len() % 2 != 0 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !text.len().is_multiple_of(2) || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     (0..text.len())
