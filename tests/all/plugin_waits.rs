@@ -1016,3 +1016,55 @@ fn what_leaves_the_process_is_redacted_and_a_shadow_may_not_reach_out() {
         );
     }
 }
+
+#[test]
+fn the_mcp_gateway_holds_a_tool_call_until_the_answerer_s_callback_arrives() {
+    use crate::mcp_gateway::{Client as McpClient, Setup, ok};
+    let setup = Setup::new(
+        "[[plugin]]\nname = \"probe\"\npath = \"probe.wasm\"\nrole = \"answerer\"\nwait_ms = 60000\n\
+         [plugin.config]\npending = \"id\"\n",
+    );
+    std::fs::write(setup.path("probe.wasm"), bundled::HTTP_PROBE).unwrap();
+    let port = free_port();
+    let mut args = vec!["stdio".to_owned()];
+    args.extend(setup.stdio_gateway());
+    let at = args.iter().position(|a| a == "--").unwrap();
+    args.splice(
+        at..at,
+        ["--callbacks".to_owned(), format!("127.0.0.1:{port}")],
+    );
+    let mut client = McpClient::start(&args, &setup.path("events.jsonl"));
+    // A person answers once the question is on record (the call waits meanwhile).
+    let state = setup.state();
+    let answered = std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let question = loop {
+            let asked = events_at(&log_path(&state, "s1"))
+                .into_iter()
+                .find(|(t, d)| t == "approval/asked" && d["toolName"] == "mcp__notes__write_note");
+            if let Some((_, data)) = asked {
+                break data["id"].as_str().unwrap().to_owned();
+            }
+            assert!(Instant::now() < deadline, "the question never came");
+            std::thread::yield_now();
+        };
+        post(
+            port,
+            &format!("/plugins/probe/callback?id={question}&decision=allow&by=carol"),
+            &[],
+            "",
+        )
+    });
+    assert_eq!(
+        client.call("write_note", json!({"name": "a", "text": "b"})),
+        ok("wrote a")
+    );
+    assert_eq!(answered.join().unwrap(), (200, SETTLED.to_owned()));
+    client.quit();
+    let record = decided(&setup.state(), "s1").pop().unwrap();
+    assert_eq!(record["answerer"], "probe:carol");
+    assert_eq!(
+        setup.server_events(),
+        vec![json!({"event": "write_note", "name": "a", "text": "b"})]
+    );
+}

@@ -49,6 +49,10 @@ pub(crate) struct McpArgs {
     /// pending questions answered from a browser (needs `[[answerer]] kind = "web"`).
     #[arg(long, value_name = "ADDR")]
     console: Option<String>,
+    /// Receive plugins' callbacks at this address, as `serve --callbacks` does: the answers of
+    /// plugins that wait (`wait_ms`). Off loopback over TLS (or --insecure-plaintext).
+    #[arg(long, value_name = "ADDR")]
+    callbacks: Option<String>,
     /// The certificate chain (PEM) the console and a TCP --listen serve TLS with.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
@@ -110,6 +114,24 @@ pub(crate) fn run(ctx: &Context, args: McpArgs) -> Result<ExitCode> {
         ),
         _ => None,
     };
+    let callbacks = args
+        .callbacks
+        .as_deref()
+        .map(|addr| {
+            addr.parse::<std::net::SocketAddr>()
+                .map_err(|e| UsageError(format!("--callbacks {addr:?}: {e} (say 127.0.0.1:8443)")))
+        })
+        .transpose()?;
+    if let Some(addr) = callbacks
+        && !addr.ip().is_loopback()
+        && tls.is_none()
+        && !args.insecure_plaintext
+    {
+        return Err(UsageError(format!(
+            "--callbacks {addr}: off loopback callbacks need --tls-cert and --tls-key (or, on a network you trust, --insecure-plaintext)"
+        ))
+        .into());
+    }
     if args.console.is_some() && tls.is_none() && !args.insecure_plaintext {
         return Err(UsageError(
             "--console needs --tls-cert and --tls-key (or, on a network you trust, --insecure-plaintext)"
@@ -160,15 +182,13 @@ pub(crate) fn run(ctx: &Context, args: McpArgs) -> Result<ExitCode> {
         quarantine: QuarantinePolicy::default(),
     };
     let runtime = crate::wiring::server_runtime()?;
-    let served = runtime.block_on(gateway(
-        serve,
-        options,
-        servers,
+    let doors = Doors {
         listen,
         tls,
-        args.console,
-        !args.no_watch,
-    ));
+        console: args.console,
+        callbacks,
+    };
+    let served = runtime.block_on(gateway(serve, options, servers, doors, !args.no_watch));
     runtime.shutdown_timeout(Duration::from_millis(500));
     served?;
     Ok(ExitCode::SUCCESS)
@@ -245,15 +265,27 @@ fn listen_at(addr: &str) -> Result<Listen> {
     Ok(Listen::Tcp(parsed))
 }
 
+/// Where the gateway listens besides stdio, and its TLS.
+struct Doors {
+    listen: Option<Listen>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    console: Option<String>,
+    callbacks: Option<std::net::SocketAddr>,
+}
+
 async fn gateway(
     serve: ServeOptions,
     options: GatewayOptions,
     servers: Servers,
-    listen: Option<Listen>,
-    tls: Option<tokio_rustls::TlsAcceptor>,
-    console: Option<String>,
+    doors: Doors,
     watch: bool,
 ) -> Result<()> {
+    let Doors {
+        listen,
+        tls,
+        console,
+        callbacks,
+    } = doors;
     let server = Server::start(serve).await.map_err(|e| match e {
         ServeError::Config(e) => anyhow::Error::new(e),
         other => anyhow::Error::new(UsageError(other.to_string())),
@@ -262,6 +294,31 @@ async fn gateway(
         Some(server.watch(Duration::from_millis(200)).await?)
     } else {
         None
+    };
+    // Bound before any agent is served: a question asked from the first moment may wait.
+    let callbacks = match callbacks {
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("--callbacks {addr}"))?;
+            server.accept_callbacks();
+            let tls = if addr.ip().is_loopback() {
+                None
+            } else {
+                tls.clone()
+            };
+            Some((listener, tls))
+        }
+        None => None,
+    };
+    let called = async {
+        match callbacks {
+            Some((listener, tls)) => server
+                .serve_callbacks(listener, tls)
+                .await
+                .map_err(anyhow::Error::new),
+            None => std::future::pending().await,
+        }
     };
     let service = server.service().clone();
     let gateway = match servers {
@@ -331,6 +388,7 @@ async fn gateway(
     let ended = tokio::select! {
         served = agents => served,
         served = web => served,
+        served = called => served,
         _ = tokio::signal::ctrl_c() => Ok(()),
         _ = terminate.recv() => Ok(()),
     };
