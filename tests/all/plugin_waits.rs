@@ -106,6 +106,18 @@ impl Stand {
     }
 }
 
+/// `approval-host serve` on `config`, receiving callbacks on a free loopback port: the client,
+/// and the port.
+fn serve_with_callbacks(state: &Path, config: &Path) -> (Client, u16) {
+    let port = free_port();
+    let client = Client::spawn(
+        state,
+        config,
+        &["--callbacks", &format!("127.0.0.1:{port}")],
+    );
+    (client, port)
+}
+
 pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -282,12 +294,7 @@ fn a_slack_question_waits_for_a_person_s_click_and_the_log_names_them() {
         json!({"ok": true, "ts": "1.2"}),
     );
     let config = slack_deployment(dir.path(), &slack, 60_000, "reject");
-    let port = free_port();
-    let mut client = Client::spawn(
-        &state,
-        &config,
-        &["--callbacks", &format!("127.0.0.1:{port}")],
-    );
+    let (mut client, port) = serve_with_callbacks(&state, &config);
     open(&mut client, "s1");
     client.call(
         "tool/call",
@@ -410,12 +417,7 @@ fn a_question_nobody_answers_settles_as_on_timeout_says_and_a_late_click_settles
         let state = dir.path().join("state");
         let slack = Stand::start("/api/chat.postMessage", 200, json!({"ok": true}));
         let config = slack_deployment(dir.path(), &slack, 300, on_timeout);
-        let port = free_port();
-        let mut client = Client::spawn(
-            &state,
-            &config,
-            &["--callbacks", &format!("127.0.0.1:{port}")],
-        );
+        let (mut client, port) = serve_with_callbacks(&state, &config);
         open(&mut client, "s1");
         let asked = crate::serve::ask(&mut client, "s1", "Bash");
         let (_, posted) = slack.next();
@@ -498,12 +500,7 @@ fn a_plugin_may_wait_only_as_its_entry_allows() {
         "",
         "pending = \"id\"\n",
     );
-    let port = free_port();
-    let mut client = Client::spawn(
-        &state,
-        &config,
-        &["--callbacks", &format!("127.0.0.1:{port}")],
-    );
+    let (mut client, port) = serve_with_callbacks(&state, &config);
     open(&mut client, "s1");
     let asked = crate::serve::ask(&mut client, "s1", "Bash");
     assert_eq!(outcome(&mut client, asked), "unavailable");
@@ -529,12 +526,7 @@ fn a_plugin_may_wait_only_as_its_entry_allows() {
         "wait_ms = 60000\n",
         "pending = \"same\"\n",
     );
-    let port = free_port();
-    let mut client = Client::spawn(
-        &state,
-        &config,
-        &["--callbacks", &format!("127.0.0.1:{port}")],
-    );
+    let (mut client, port) = serve_with_callbacks(&state, &config);
     open(&mut client, "s1");
     let first = crate::serve::ask(&mut client, "s1", "Bash");
     wait_until(&mut client, "probe", 1);
@@ -612,12 +604,7 @@ fn the_signed_webhook_answers_at_once_or_later_by_a_signed_callback() {
         &entry(service.port),
         &url(service.port),
     );
-    let port = free_port();
-    let mut client = Client::spawn(
-        &state,
-        &config,
-        &["--callbacks", &format!("127.0.0.1:{port}")],
-    );
+    let (mut client, _) = serve_with_callbacks(&state, &config);
     open(&mut client, "s1");
     client.call(
         "tool/call",
@@ -648,12 +635,7 @@ fn the_signed_webhook_answers_at_once_or_later_by_a_signed_callback() {
         &entry(service.port),
         &url(service.port),
     );
-    let port = free_port();
-    let mut client = Client::spawn(
-        &state,
-        &config,
-        &["--callbacks", &format!("127.0.0.1:{port}")],
-    );
+    let (mut client, port) = serve_with_callbacks(&state, &config);
     open(&mut client, "s1");
     let asked = crate::serve::ask(&mut client, "s1", "Bash");
     let (_, sent) = service.next();
@@ -769,12 +751,7 @@ fn a_thousand_questions_wait_on_a_handful_of_threads_and_all_settle_by_callback(
         "wait_ms = 600000\n",
         "pending = \"id\"\n",
     );
-    let port = free_port();
-    let mut client = Client::spawn(
-        &state,
-        &config,
-        &["--callbacks", &format!("127.0.0.1:{port}")],
-    );
+    let (mut client, port) = serve_with_callbacks(&state, &config);
     let pid = client.child.id();
     open(&mut client, "s1");
     // One question settled first, so what the measure sees is the waiting, not the start-up.
@@ -896,12 +873,7 @@ fn a_call_too_long_to_show_whole_can_only_be_rejected_and_a_failed_post_rejects(
     let state = dir.path().join("state");
     let slack = Stand::start("/api/chat.postMessage", 200, json!({"ok": true}));
     let config = slack_deployment(dir.path(), &slack, 60_000, "reject");
-    let port = free_port();
-    let mut client = Client::spawn(
-        &state,
-        &config,
-        &["--callbacks", &format!("127.0.0.1:{port}")],
-    );
+    let (mut client, _) = serve_with_callbacks(&state, &config);
     open(&mut client, "s1");
     // Filler, then what matters: the person would see only the filler.
     let script = format!(
@@ -940,12 +912,7 @@ fn a_call_too_long_to_show_whole_can_only_be_rejected_and_a_failed_post_rejects(
         json!({"ok": false, "error": "channel_not_found"}),
     );
     let config = slack_deployment(dir.path(), &slack, 60_000, "reject");
-    let port = free_port();
-    let mut client = Client::spawn(
-        &state,
-        &config,
-        &["--callbacks", &format!("127.0.0.1:{port}")],
-    );
+    let (mut client, _) = serve_with_callbacks(&state, &config);
     open(&mut client, "s1");
     let asked = crate::serve::ask(&mut client, "s1", "Deploy");
     assert_eq!(outcome(&mut client, asked), "rejected");
