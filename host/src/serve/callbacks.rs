@@ -28,6 +28,18 @@ impl Server {
         self.inner.host.waits().accept_callbacks();
     }
 
+    /// Binds the callbacks' address and accepts callbacks from now on, before any client is
+    /// served: a question asked from the first moment may wait.
+    pub async fn bind_callbacks(
+        &self,
+        addr: std::net::SocketAddr,
+    ) -> std::io::Result<tokio::net::TcpListener> {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        self.accept_callbacks();
+        tracing::info!(%addr, "plugins' callbacks listening");
+        Ok(listener)
+    }
+
     /// Serves plugins' callbacks on `listener` until the task is dropped, over TLS when `tls`
     /// is given. From the moment it is called, a plugin's `pending` answer waits for its
     /// callback instead of settling at once as `on-timeout` says.

@@ -295,13 +295,12 @@ async fn gateway(
     } else {
         None
     };
-    // Bound before any agent is served: a question asked from the first moment may wait.
     let callbacks = match callbacks {
         Some(addr) => {
-            let listener = tokio::net::TcpListener::bind(addr)
+            let listener = server
+                .bind_callbacks(addr)
                 .await
                 .with_context(|| format!("--callbacks {addr}"))?;
-            server.accept_callbacks();
             let tls = if addr.ip().is_loopback() {
                 None
             } else {

@@ -255,16 +255,14 @@ async fn serve(options: ServeOptions, listeners: Listeners, watch: bool) -> Resu
             None => std::future::pending().await,
         }
     };
-    // Bound before any client is served: a question asked from the first moment may wait.
     let callbacks = match callbacks {
-        Some((addr, tls)) => {
-            let listener = tokio::net::TcpListener::bind(addr)
+        Some((addr, tls)) => Some((
+            server
+                .bind_callbacks(addr)
                 .await
-                .with_context(|| format!("--callbacks {addr}"))?;
-            server.accept_callbacks();
-            tracing::info!(%addr, tls = tls.is_some(), "plugins' callbacks listening");
-            Some((listener, tls))
-        }
+                .with_context(|| format!("--callbacks {addr}"))?,
+            tls,
+        )),
         None => None,
     };
     let called = async {
