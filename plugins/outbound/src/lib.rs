@@ -1,6 +1,7 @@
 //! What the example answerers that reach out share (plugin API 0.3): one HTTP request sent
-//! through `wasi:http` (the host sends it, to a granted host only), and the small codecs a
-//! callback needs: hex, `application/x-www-form-urlencoded`, a header by name.
+//! through `wasi:http` (the host sends it, to a granted host only), the check of a signed
+//! callback, and the small codecs a callback needs: hex, `application/x-www-form-urlencoded`, a
+//! header by name.
 
 use wasi::http::outgoing_handler;
 use wasi::http::types::{ErrorCode, Fields, Method, OutgoingBody, OutgoingRequest, Scheme};
@@ -162,6 +163,56 @@ pub fn percent_decode(text: &str) -> Option<String> {
         i += 1;
     }
     String::from_utf8(out).ok()
+}
+
+/// How a service signs its callbacks: an HMAC-SHA256 over `<timestamp><separator><body>`, its
+/// timestamp and signature in two headers (names as written, e.g. `X-Slack-Signature`).
+pub struct Signing<'a> {
+    /// The timestamp's header (Unix seconds).
+    pub timestamp: &'a str,
+    /// The signature's header.
+    pub signature: &'a str,
+    /// What the hex signature follows in its header: `v0=`, `sha256=`.
+    pub prefix: &'a str,
+    /// What the signed text starts with before the timestamp: `v0:`, or nothing.
+    pub version: &'a str,
+    /// What separates the timestamp from the body in the signed text: `:`, `.`.
+    pub separator: &'a str,
+}
+
+impl Signing<'_> {
+    /// Whether a callback with `headers` and `body` is signed as this says, at most `max_age`
+    /// seconds from now (so a captured one cannot be replayed later); `verify` checks the HMAC
+    /// (the host's `verify-signature`, so the key never enters the plugin). Each header must
+    /// come once.
+    pub fn check(
+        &self,
+        headers: &[(String, Vec<u8>)],
+        body: &[u8],
+        max_age: i64,
+        verify: impl FnOnce(&[u8], &[u8]) -> bool,
+    ) -> Result<(), String> {
+        let timestamp = header(headers, &self.timestamp.to_ascii_lowercase())
+            .ok_or_else(|| format!("no (single) {}", self.timestamp))?;
+        let signature = header(headers, &self.signature.to_ascii_lowercase())
+            .ok_or_else(|| format!("no (single) {}", self.signature))?;
+        let at: i64 = timestamp
+            .parse()
+            .map_err(|_| "the timestamp is not a number")?;
+        if (now_s() - at).abs() > max_age {
+            return Err("the timestamp is too old or in the future".to_owned());
+        }
+        let signature = signature
+            .strip_prefix(self.prefix)
+            .and_then(unhex)
+            .ok_or_else(|| format!("the signature is not {}<hex>", self.prefix))?;
+        let mut signed = format!("{}{timestamp}{}", self.version, self.separator).into_bytes();
+        signed.extend_from_slice(body);
+        if !verify(&signed, &signature) {
+            return Err("the signature does not match".to_owned());
+        }
+        Ok(())
+    }
 }
 
 /// Seconds since the Unix epoch, by the wall clock the host lends.

@@ -33,10 +33,13 @@ fn max_age() -> i64 {
 
 /// A decision the service spelled: `allow`, `reject` (with its reason) or `next`.
 fn decision(said: &Value, who: Option<&str>) -> Result<Decision, String> {
-    let reason = said.get("reason").and_then(Value::as_str).map(|r| match who {
-        Some(who) => format!("{r} ({who})"),
-        None => r.to_owned(),
-    });
+    let reason = said
+        .get("reason")
+        .and_then(Value::as_str)
+        .map(|r| match who {
+            Some(who) => format!("{r} ({who})"),
+            None => r.to_owned(),
+        });
     match said.get("decision").and_then(Value::as_str) {
         Some("allow") => Ok(Decision::AllowOnce),
         Some("reject") => Ok(Decision::Reject(reason)),
@@ -85,23 +88,19 @@ fn ask(request: &Request) -> Result<Decision, String> {
 }
 
 fn settle(request: &CallbackRequest) -> Result<Settlement, String> {
-    let timestamp = outbound::header(&request.headers, "x-approval-timestamp")
-        .ok_or("no (single) X-Approval-Timestamp")?;
-    let signature = outbound::header(&request.headers, "x-approval-signature")
-        .ok_or("no (single) X-Approval-Signature")?;
-    let at: i64 = timestamp.parse().map_err(|_| "the timestamp is not a number")?;
-    if (outbound::now_s() - at).abs() > max_age() {
-        return Err("the timestamp is too old or in the future".to_owned());
-    }
-    let signature = signature
-        .strip_prefix("sha256=")
-        .and_then(outbound::unhex)
-        .ok_or("the signature is not sha256=<hex>")?;
-    let mut signed = format!("{timestamp}.").into_bytes();
-    signed.extend_from_slice(&request.body);
-    if !host::verify_signature("signing", &signed, &signature) {
-        return Err("the signature does not match".to_owned());
-    }
+    let signing = outbound::Signing {
+        timestamp: "X-Approval-Timestamp",
+        signature: "X-Approval-Signature",
+        prefix: "sha256=",
+        version: "",
+        separator: ".",
+    };
+    signing.check(
+        &request.headers,
+        &request.body,
+        max_age(),
+        |signed, signature| host::verify_signature("signing", signed, signature),
+    )?;
     let said: Value =
         serde_json::from_slice(&request.body).map_err(|e| format!("the body is not JSON: {e}"))?;
     let correlation = said

@@ -146,24 +146,20 @@ fn post(request: &Request) -> Result<(), String> {
 /// Reads an interaction callback: checks its timestamp and signature, then which button whose
 /// person pressed for which question.
 fn settle(request: &CallbackRequest) -> Result<Settlement, String> {
-    let timestamp = outbound::header(&request.headers, "x-slack-request-timestamp")
-        .ok_or("no (single) X-Slack-Request-Timestamp")?;
-    let signature = outbound::header(&request.headers, "x-slack-signature")
-        .ok_or("no (single) X-Slack-Signature")?;
-    let at: i64 = timestamp.parse().map_err(|_| "the timestamp is not a number")?;
+    let signing = outbound::Signing {
+        timestamp: "X-Slack-Request-Timestamp",
+        signature: "X-Slack-Signature",
+        prefix: "v0=",
+        version: "v0:",
+        separator: ":",
+    };
     // A signed callback replayed later is refused.
-    if (outbound::now_s() - at).abs() > max_age() {
-        return Err("the timestamp is too old or in the future".to_owned());
-    }
-    let signature = signature
-        .strip_prefix("v0=")
-        .and_then(outbound::unhex)
-        .ok_or("the signature is not v0=<hex>")?;
-    let mut signed = format!("v0:{timestamp}:").into_bytes();
-    signed.extend_from_slice(&request.body);
-    if !host::verify_signature("signing", &signed, &signature) {
-        return Err("the signature does not match".to_owned());
-    }
+    signing.check(
+        &request.headers,
+        &request.body,
+        max_age(),
+        |signed, signature| host::verify_signature("signing", signed, signature),
+    )?;
     let body = std::str::from_utf8(&request.body).map_err(|_| "the body is not UTF-8")?;
     let payload = outbound::form_value(body, "payload").ok_or("no (single) payload")?;
     let payload: Value = serde_json::from_str(&payload).map_err(|e| format!("payload: {e}"))?;
@@ -241,7 +237,9 @@ impl Guest for Slack {
             Ok(()) => Decision::Pending(request.id),
             Err(why) => {
                 host::log(host::Level::Warn, &format!("posting the question: {why}"));
-                Decision::Reject(Some("the question could not be put to a person in Slack".to_owned()))
+                Decision::Reject(Some(
+                    "the question could not be put to a person in Slack".to_owned(),
+                ))
             }
         }
     }
