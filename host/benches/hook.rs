@@ -1,48 +1,146 @@
-//! The Claude Code hook as Claude Code pays for it: one whole process per tool call, from spawn
-//! to exit, with two Python gates in the deployment (`allow-tools` and `deny-commands` from
-//! `plugins/build-guests`; the Rust builds when the Python ones are missing, said in the output).
-//! In process (the hook loads the deployment from the compiled cache every call) against through
-//! a warm `serve --socket`, in the same run.
+//! Each agent CLI's hook as the CLI pays for it: one whole process per tool call, from spawn to
+//! exit, on the deployment `approval-host init <cli>` writes (its two example gates). For each
+//! CLI: the first call after `init` (in a fresh project, several times), a warm call in process
+//! (the hook loads the deployment from the compiled cache every call) and a call through a warm
+//! `serve --socket`; beside them, in the same run, a bare `true` process and the deployment's
+//! own plugin time (in this process: an engine, the two gates loaded from the warm cache, one
+//! question answered).
+//!
+//! Goals (issue 41): the first call after `init` at most 1.5× a warm one; a warm call in process
+//! at most 3× `true` plus the plugin time.
 //!
 //! Run: `RUST_BACKTRACE=0 RUST_LIB_BACKTRACE=0 cargo bench -p approval-host --bench hook`
-//! (`BENCH_SAMPLES`, default 60 per mode).
+//! (`BENCH_SAMPLES`, default 40 warm calls per mode; `BENCH_FIRSTS`, default 5 fresh projects
+//! per CLI).
+
+mod common;
 
 use std::io::Write as _;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use approval_host::bundled;
-use serde_json::json;
-
-fn guests_dir() -> PathBuf {
-    std::env::var_os("APPROVAL_HOST_GUESTS_DIR").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/guests"),
-        PathBuf::from,
-    )
-}
+use approval_host::plugin::cache::{CacheKey, CompiledCache};
+use approval_host::{ApprovalRequest, ApprovalService, Deployment, Outcome, PluginHost, Policy};
+use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_approval-host");
 
-fn hook(state: &Path, args: &[&str], call: usize) -> Duration {
-    let input = json!({"session_id": "bench-session", "transcript_path": "/tmp/t.jsonl",
-        "cwd": "/w", "permission_mode": "default", "hook_event_name": "PreToolUse",
-        "tool_name": "Read", "tool_input": {"file_path": "/w/a"},
-        "tool_use_id": format!("toolu_{call}")})
-    .to_string();
-    let start = Instant::now();
-    let mut child = Command::new(BIN)
-        .arg("--state-dir")
-        .arg(state)
-        .args(["hook", "claude-code"])
-        .args(args)
+/// An agent CLI's hook: its name, the tool call it sends (`rm -rf /`, which the example gates
+/// reject), and whether what it printed says so.
+struct Cli {
+    name: &'static str,
+    call: fn(usize) -> Value,
+    denied: fn(&Value) -> bool,
+}
+
+const CLIS: [Cli; 4] = [
+    Cli {
+        name: "claude-code",
+        call: |n| {
+            json!({"session_id": "bench", "transcript_path": "/tmp/t.jsonl", "cwd": "/w",
+                "permission_mode": "default", "hook_event_name": "PreToolUse", "tool_name": "Bash",
+                "tool_input": {"command": "rm -rf /"}, "tool_use_id": format!("toolu_{n}")})
+        },
+        denied: |v| v["hookSpecificOutput"]["permissionDecision"] == "deny",
+    },
+    Cli {
+        name: "codex",
+        call: |n| {
+            json!({"session_id": "bench", "turn_id": "1", "transcript_path": null, "cwd": "/w",
+                "hook_event_name": "PreToolUse", "model": "gpt-5-codex",
+                "permission_mode": "default", "tool_name": "Bash",
+                "tool_input": {"command": "rm -rf /"}, "tool_use_id": format!("c{n}")})
+        },
+        denied: |v| v["hookSpecificOutput"]["permissionDecision"] == "deny",
+    },
+    Cli {
+        name: "gemini",
+        call: |_| {
+            json!({"session_id": "bench", "transcript_path": "/t", "cwd": "/w",
+                "hook_event_name": "BeforeTool", "timestamp": "2026-12-05T10:00:00Z",
+                "tool_name": "run_shell_command", "tool_input": {"command": "rm -rf /"}})
+        },
+        denied: |v| v["decision"] == "deny",
+    },
+    Cli {
+        name: "copilot",
+        call: |n| {
+            json!({"sessionId": "bench", "timestamp": n, "cwd": "/w", "toolName": "bash",
+                "toolArgs": {"command": "rm -rf /"}})
+        },
+        denied: |v| v["permissionDecision"] == "deny",
+    },
+];
+
+/// A project `init` set up for one CLI, with a home and a state directory of its own.
+struct Project {
+    _dir: tempfile::TempDir,
+    home: PathBuf,
+    state: PathBuf,
+    deployment: PathBuf,
+}
+
+fn command(program: &str, home: &Path) -> Command {
+    let mut c = Command::new(program);
+    c.env("HOME", home)
         .env("RUST_LOG", "error")
+        .env_remove("XDG_STATE_HOME")
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("APPROVAL_HOST_CACHE_KEY")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
+        .stderr(Stdio::piped());
+    c
+}
+
+fn init(cli: &Cli) -> Project {
+    let dir = tempfile::tempdir().unwrap();
+    let (project, home, state) = (
+        dir.path().join("project"),
+        dir.path().join("home"),
+        dir.path().join("state"),
+    );
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    let out = command(BIN, &home)
+        .args(["init", cli.name, "--project"])
+        .arg(&project)
+        .arg("--state-dir")
+        .arg(&state)
+        .stdin(Stdio::null())
+        .output()
         .unwrap();
+    assert!(
+        out.status.success(),
+        "init {}: {}",
+        cli.name,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Project {
+        deployment: project
+            .join(".approval-host")
+            .join(format!("{}.toml", cli.name)),
+        _dir: dir,
+        home,
+        state,
+    }
+}
+
+/// One hook call, spawn to exit.
+fn hook(cli: &Cli, project: &Project, socket: Option<&Path>, n: usize) -> Duration {
+    let input = (cli.call)(n).to_string();
+    let mut c = command(BIN, &project.home);
+    c.arg("--state-dir")
+        .arg(&project.state)
+        .args(["hook", cli.name, "--config"])
+        .arg(&project.deployment);
+    if let Some(socket) = socket {
+        c.arg("--socket").arg(socket);
+    }
+    let start = Instant::now();
+    let mut child = c.spawn().unwrap();
     child
         .stdin
         .take()
@@ -51,8 +149,92 @@ fn hook(state: &Path, args: &[&str], call: usize) -> Duration {
         .unwrap();
     let out = child.wait_with_output().unwrap();
     let took = start.elapsed();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("\"allow\""), "{text}");
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
+        panic!(
+            "{}: {} / {}",
+            cli.name,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert!((cli.denied)(&printed), "{}: {printed}", cli.name);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !said.contains(approval_host::plugin::cache::COLD_CACHE),
+        "{}: {said}",
+        cli.name
+    );
+    took
+}
+
+fn serve(project: &Project) -> (Child, PathBuf) {
+    let socket = project.state.join("serve.sock");
+    let mut c = command(BIN, &project.home);
+    c.arg("--state-dir")
+        .arg(&project.state)
+        .args(["serve", "--no-watch", "--config"])
+        .arg(&project.deployment)
+        .arg("--socket")
+        .arg(&socket)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let server = c.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while UnixStream::connect(&socket).is_err() {
+        assert!(Instant::now() < deadline, "serve did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (server, socket)
+}
+
+/// A bare process: `true`, spawn to exit, with the same pipes as a hook.
+fn bare(home: &Path) -> Duration {
+    let start = Instant::now();
+    let out = command("true", home).output().unwrap();
+    let took = start.elapsed();
+    assert!(out.status.success());
+    took
+}
+
+/// The deployment's own plugin time, as a hook process pays it: an engine, its gates loaded from
+/// the warm compiled cache, one question answered (the log discarded).
+fn plugin_time(project: &Project) -> Duration {
+    let key =
+        CacheKey::load_or_create(&project.home.join(".config/approval-host/cache.key")).unwrap();
+    let deployment = Deployment::load(&project.deployment).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    let host = PluginHost::with_cache(
+        std::sync::Arc::new(approval_host::plugin::TracingSink),
+        CompiledCache::with_key(project.state.join("cache"), key),
+    )
+    .unwrap();
+    let service = ApprovalService::new(common::NullStore, Policy::Ask);
+    let _mounted = approval_host::assemble::mount(
+        &service,
+        &host,
+        &deployment,
+        approval_host::plugin::QuarantinePolicy::default(),
+    )
+    .unwrap();
+    let outcome = runtime.block_on(async {
+        let agent = service.agent("p", "a").await.unwrap();
+        service.start_turn("p").await.unwrap();
+        service
+            .record_tool_call(&agent, "c1", "Bash", json!({"command": "rm -rf /"}))
+            .await
+            .unwrap();
+        service
+            .request(ApprovalRequest::new(&agent, "Bash").call_id("c1"))
+            .await
+            .unwrap()
+    });
+    let took = start.elapsed();
+    assert_eq!(outcome, Outcome::Rejected);
     took
 }
 
@@ -60,89 +242,94 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
+fn p50(mut took: Vec<Duration>) -> Duration {
+    took.sort();
+    took[took.len() / 2]
+}
+
 fn main() {
     let samples: usize = std::env::var("BENCH_SAMPLES")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(60);
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path();
-    let python = guests_dir().join("python");
-    let (allow, deny, language) = if python.join("allow-tools.wasm").exists() {
-        (
-            python.join("allow-tools.wasm"),
-            python.join("deny-commands.wasm"),
-            "Python",
-        )
-    } else {
-        (
-            PathBuf::from(bundled::ALLOW_TOOLS_PATH),
-            PathBuf::from(bundled::DENY_COMMANDS_PATH),
-            "Rust (no Python builds found: run plugins/build-guests)",
-        )
-    };
-    let config = state.join("deploy.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[[plugin]]\nname = \"allow-tools\"\npath = {allow:?}\nrole = \"gate\"\n[plugin.config]\ntools = \"Read\"\n\n\
-             [[plugin]]\nname = \"deny-commands\"\npath = {deny:?}\nrole = \"gate\"\n[plugin.config]\npatterns = \"rm -rf\"\n"
-        ),
-    )
-    .unwrap();
-    let config = config.to_str().unwrap().to_owned();
-    let socket = state.join("serve.sock");
-    let mut server = Command::new(BIN)
-        .arg("--state-dir")
-        .arg(state)
-        .args(["serve", "--no-watch", "--config", &config, "--socket"])
-        .arg(&socket)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while UnixStream::connect(&socket).is_err() {
-        assert!(Instant::now() < deadline, "serve did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let socket = socket.to_str().unwrap().to_owned();
-    let modes: [(&str, Vec<&str>); 2] = [
-        ("in process (--config)", vec!["--config", &config]),
-        ("through serve (--socket)", vec!["--socket", &socket]),
-    ];
-    // Warm both paths (the in-process hook's compiled cache is the server's).
-    for (_, args) in &modes {
-        for i in 0..3 {
-            hook(state, args, 1_000_000 + i);
-        }
-    }
+        .unwrap_or(40);
+    let firsts: usize = std::env::var("BENCH_FIRSTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
     println!(
-        "Claude Code hook, a whole process per call, two {language} gates, {samples} calls each, RUST_BACKTRACE={:?}",
+        "each agent CLI's hook, a whole process per call, on `init`'s deployment (two Rust gates); {} build, RUST_BACKTRACE={:?}",
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
         std::env::var("RUST_BACKTRACE").unwrap_or_default()
     );
+    println!("p50 of {firsts} fresh projects (first call) and {samples} calls (the others)");
     println!(
-        "{:<28} {:>9} {:>9} {:>9}",
-        "mode", "p50 ms", "p99 ms", "max ms"
+        "{:<12} {:>16} {:>14} {:>16} {:>12}",
+        "hook", "first after init", "warm in process", "through --socket", "first/warm"
     );
-    let mut call = 0;
-    for (label, args) in &modes {
-        let mut took: Vec<Duration> = (0..samples)
+    let mut n = 0;
+    let mut warm_all = Vec::new();
+    let mut plugin_all = Vec::new();
+    let mut true_all = Vec::new();
+    for cli in &CLIS {
+        let mut first = Vec::new();
+        let mut project = None;
+        for _ in 0..firsts {
+            let p = init(cli);
+            n += 1;
+            first.push(hook(cli, &p, None, n));
+            project = Some(p);
+        }
+        let project = project.expect("at least one fresh project");
+        let warm: Vec<Duration> = (0..samples)
             .map(|_| {
-                call += 1;
-                hook(state, args, call)
+                n += 1;
+                hook(cli, &project, None, n)
             })
             .collect();
-        took.sort();
-        let p = |q: f64| ms(took[((took.len() - 1) as f64 * q).round() as usize]);
+        let (mut server, socket) = serve(&project);
+        for _ in 0..3 {
+            n += 1;
+            hook(cli, &project, Some(&socket), n);
+        }
+        let through: Vec<Duration> = (0..samples)
+            .map(|_| {
+                n += 1;
+                hook(cli, &project, Some(&socket), n)
+            })
+            .collect();
+        let _ = server.kill();
+        let _ = server.wait();
+        true_all.extend((0..samples).map(|_| bare(&project.home)));
+        plugin_all.extend((0..samples.min(20)).map(|_| plugin_time(&project)));
+        let (first, warm_p50) = (p50(first), p50(warm.clone()));
+        warm_all.push(warm_p50);
         println!(
-            "{label:<28} {:>9.1} {:>9.1} {:>9.1}",
-            p(0.5),
-            p(0.99),
-            p(1.0)
+            "{:<12} {:>13.1} ms {:>11.1} ms {:>13.1} ms {:>11.2}×",
+            cli.name,
+            ms(first),
+            ms(warm_p50),
+            ms(p50(through)),
+            first.as_secs_f64() / warm_p50.as_secs_f64()
         );
     }
-    let _ = server.kill();
-    let _ = server.wait();
+    let (bare, plugins) = (p50(true_all), p50(plugin_all));
+    println!();
+    println!("a bare `true` process: {:.2} ms", ms(bare));
+    println!(
+        "the deployment's plugin time (engine, two gates from the warm cache, one question): {:.2} ms",
+        ms(plugins)
+    );
+    let budget = 3.0 * ms(bare) + ms(plugins);
+    for (cli, warm) in CLIS.iter().zip(&warm_all) {
+        println!(
+            "{:<12} warm in process {:.1} ms against 3 × true + plugins = {budget:.1} ms: {:.2}×",
+            cli.name,
+            ms(*warm),
+            ms(*warm) / budget
+        );
+    }
 }

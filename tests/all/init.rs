@@ -64,7 +64,7 @@ fn init_merges_the_hook_into_existing_settings_and_the_hook_works() {
     assert_eq!(std::fs::read_to_string(&settings).unwrap(), EXISTING);
     assert!(!p.join(".approval-host").exists());
 
-    let out = ok(&init(p, p, &["--project", "."]));
+    let out = ok(&init(p, home.path(), &["--project", "."]));
     assert!(
         out.contains("created    ./.approval-host/claude-code.toml"),
         "{out}"
@@ -108,12 +108,33 @@ fn init_merges_the_hook_into_existing_settings_and_the_hook_works() {
 
     // Twice changes nothing, byte for byte.
     let merged_bytes = std::fs::read(&settings).unwrap();
-    let out = ok(&init(p, p, &["--project", "."]));
+    let out = ok(&init(p, home.path(), &["--project", "."]));
     assert!(out.contains("nothing to do: already set up\n"), "{out}");
     assert_eq!(std::fs::read(&settings).unwrap(), merged_bytes);
 
+    // `init` compiled the plugins into the hook's cache, in the user's state directory.
+    let projects = home.path().join(".local/state/approval-host/projects");
+    let compiled_into = format!(
+        "{} {}",
+        approval_host::plugin::cache::COMPILED_AHEAD,
+        projects.display()
+    );
+    assert!(out.contains(&compiled_into), "{out}");
+
     // The installed hook answers: read-only tools proceed, a dangerous command is rejected with
-    // its reason, anything else goes to Claude Code's prompt; all on the project's log.
+    // its reason, anything else goes to Claude Code's prompt; all on the project's log. The
+    // first call after `init` finds its plugins compiled: no cold cache is said.
+    let input = json!({"session_id": "cc-first", "transcript_path": "/tmp/t.jsonl",
+        "cwd": p, "permission_mode": "default", "hook_event_name": "PreToolUse",
+        "tool_name": "Read", "tool_input": {"file_path": "a"}, "tool_use_id": "t-first"});
+    let first = run_command(p, home.path(), &command, &input);
+    let said = String::from_utf8_lossy(&first.stderr);
+    assert!(first.status.success(), "{said}");
+    assert!(
+        !said.contains(approval_host::plugin::cache::COLD_CACHE),
+        "{said}"
+    );
+    assert!(!said.contains("compiling"), "{said}");
     let decide = |tool: &str, args: Value| {
         run_installed(p, home.path(), &command, tool, args)["hookSpecificOutput"]["permissionDecision"]
             .clone()
@@ -126,7 +147,7 @@ fn init_merges_the_hook_into_existing_settings_and_the_hook_works() {
     assert_eq!(decide("Bash", json!({"command": "cargo build"})), "ask");
     // State lives outside the project, in the user's state directory for it.
     assert!(!p.join(".approval-host/sessions").exists());
-    let projects = home.path().join(".local/state/approval-host/projects");
+    assert!(!p.join(".local").exists());
     let state: Vec<_> = std::fs::read_dir(&projects).unwrap().collect();
     assert_eq!(state.len(), 1, "{projects:?}");
     let state = state[0].as_ref().unwrap().path();
@@ -483,4 +504,83 @@ fn inside_a_project_rules_log_and_verify_use_the_deployment_and_state_its_hooks_
         ],
     ));
     assert!(out.contains("Bash(rm:*)"), "{out}");
+}
+
+#[test]
+fn a_hook_that_finds_its_compiled_cache_cold_says_so_once_per_state_directory() {
+    let project = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let (p, h) = (project.path(), home.path());
+    let state = h.join("state");
+    let state_flag = state.to_str().unwrap();
+    let out = ok(&init(p, h, &["--project", ".", "--state-dir", state_flag]));
+    let cache = state.join("cache");
+    assert!(
+        out.contains(&format!(
+            "{} {}",
+            approval_host::plugin::cache::COMPILED_AHEAD,
+            cache.display()
+        )),
+        "{out}"
+    );
+    let entries = |dir: &Path| -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(dir)
+            .map(|d| {
+                d.map(|e| e.unwrap().path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "cwasm"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(entries(&cache).len(), 2, "both example plugins compiled");
+    let settings: Value =
+        serde_json::from_str(&std::fs::read_to_string(p.join(".claude/settings.json")).unwrap())
+            .unwrap();
+    let command = settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let call = |id: &str| {
+        let input = json!({"session_id": "cold", "transcript_path": "/tmp/t.jsonl",
+            "cwd": p, "permission_mode": "default", "hook_event_name": "PreToolUse",
+            "tool_name": "Bash", "tool_input": {"command": "rm -rf /"}, "tool_use_id": id});
+        let out = run_command(p, h, &command, &input);
+        let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            printed["hookSpecificOutput"]["permissionDecision"], "deny",
+            "{printed}"
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // The cache emptied (a deployment changed by hand, a cleaned state directory): the first call
+    // compiles on the asking path and says so, once, naming the cache.
+    for entry in entries(&cache) {
+        std::fs::remove_file(entry).unwrap();
+    }
+    let said = call("t-1");
+    assert_eq!(
+        said.matches(approval_host::plugin::cache::COLD_CACHE)
+            .count(),
+        1,
+        "{said}"
+    );
+    assert!(said.contains(&cache.display().to_string()), "{said}");
+    assert!(said.contains("`approval-host init`"), "{said}");
+    // It left the cache warm: the next call compiles nothing and says nothing.
+    assert_eq!(entries(&cache).len(), 2);
+    let said = call("t-2");
+    assert!(
+        !said.contains(approval_host::plugin::cache::COLD_CACHE),
+        "{said}"
+    );
+    // Cold again, it is not said again for this state directory: one line, not one per call.
+    for entry in entries(&cache) {
+        std::fs::remove_file(entry).unwrap();
+    }
+    let said = call("t-3");
+    assert!(
+        !said.contains(approval_host::plugin::cache::COLD_CACHE),
+        "{said}"
+    );
+    assert_eq!(entries(&cache).len(), 2);
 }

@@ -21,6 +21,13 @@ use wasmtime::component::Component;
 /// Overrides where the cache key lives.
 pub const KEY_ENV: &str = "APPROVAL_HOST_CACHE_KEY";
 
+/// What `init` says once a deployment's plugins are compiled into a cache, before its path.
+pub const COMPILED_AHEAD: &str = "plugins compiled ahead of the first tool call into";
+
+/// How a hook's line on a cold cache begins (once per state directory, on stderr): the plugin it
+/// had to compile on the asking path, how long that took and what compiles ahead follow.
+pub const COLD_CACHE: &str = "approval-host: the compiled cache held no";
+
 /// What the MAC of an entry covers besides its bytes (a version, then the component digest).
 const MAC_CONTEXT: &[u8] = b"approval-host compiled cache v2\0";
 

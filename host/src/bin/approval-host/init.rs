@@ -87,12 +87,27 @@ struct Plan {
     command: String,
     /// Where the hook keeps its state, as a person types it to read the logs.
     state_flag: String,
+    /// Where the hook keeps its state when it is not the project's (see [`Plan::state_dir`]).
+    named_state: Option<PathBuf>,
+}
+
+impl Plan {
+    /// The hook's state directory, as the hook will resolve it (after the project exists).
+    fn state_dir(&self, target: &Target) -> Result<PathBuf> {
+        match (&self.named_state, target) {
+            (Some(dir), _) => Ok(dir.clone()),
+            (None, Target::Project(dir)) => crate::project_state::for_project(dir),
+            (None, Target::User(home)) => Ok(home.join(".approval-host")),
+        }
+    }
 }
 
 fn plan(harness: Harness, target: &Target, state_dir: Option<&Path>, binary: &str) -> Result<Plan> {
-    let named = state_dir
+    let named_state = state_dir
         .map(|d| std::path::absolute(d).with_context(|| format!("--state-dir {}", d.display())))
-        .transpose()?
+        .transpose()?;
+    let named = named_state
+        .as_ref()
         .map(|d| format!("--state-dir {}", shell_quote(&d.display().to_string())));
     let file = harness.deployment_file();
     let name = harness.name();
@@ -110,6 +125,7 @@ fn plan(harness: Harness, target: &Target, state_dir: Option<&Path>, binary: &st
                     "\"$CLAUDE_PROJECT_DIR\"",
                     &shell_quote(&dir.display().to_string()),
                 ),
+                named_state,
             }
         }
         Target::Project(dir) => {
@@ -126,6 +142,7 @@ fn plan(harness: Harness, target: &Target, state_dir: Option<&Path>, binary: &st
                 settings: harness.settings(&dir, false)?,
                 deployment,
                 state_flag: state,
+                named_state,
             }
         }
         Target::User(home) => {
@@ -141,6 +158,7 @@ fn plan(harness: Harness, target: &Target, state_dir: Option<&Path>, binary: &st
                 state_flag: state,
                 deployment: dir.join(&file),
                 settings: harness.settings(home, true)?,
+                named_state,
             }
         }
     })
@@ -441,6 +459,7 @@ pub fn run(
     if dry_run {
         return Ok(());
     }
+    compile_ahead(&plan.deployment, &plan.state_dir(target)?)?;
     // Where the CLI runs: the project, or (for the user's hooks) wherever the person is now.
     let project = match target {
         Target::Project(dir) => std::path::absolute(dir)?,
@@ -468,6 +487,25 @@ pub fn run(
             project.display()
         );
     }
+    Ok(())
+}
+
+/// Compiles the deployment's plugins into the hook's compiled cache now, so the first tool call
+/// loads them instead of compiling them while the agent waits. A deployment whose plugins do not
+/// load is an error here rather than a refusal at every tool call.
+fn compile_ahead(deployment: &Path, state_dir: &Path) -> Result<()> {
+    let loaded = approval_host::Deployment::load(deployment)?;
+    if loaded.plugins.is_empty() && loaded.shadows.is_empty() {
+        return Ok(());
+    }
+    let host = crate::wiring::cached_host(state_dir, true)?;
+    approval_host::assemble::compile(&host, &loaded).map_err(crate::wiring::assemble_error)?;
+    let cache = state_dir.join("cache");
+    println!(
+        "{} {}",
+        approval_host::plugin::cache::COMPILED_AHEAD,
+        cache.display()
+    );
     Ok(())
 }
 
