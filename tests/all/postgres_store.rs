@@ -357,3 +357,102 @@ async fn over_tcp_a_url_without_sslmode_is_tls_with_the_certificate_checked() {
         assert!(err.to_string().contains("certificate"), "{url}: {err}");
     }
 }
+
+#[tokio::test]
+async fn a_url_naming_the_servers_unix_socket_connects_as_libpq_reads_it_without_tls() {
+    let keywords = fresh_schema();
+    let field = |key: &str| {
+        keywords
+            .split(' ')
+            .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
+            .unwrap()
+            .to_owned()
+    };
+    let (dir, port) = (field("host"), field("port"));
+    let schema = field("options").replace("-csearch_path=", "");
+    // libpq's documented form: the `host` query parameter (a socket directory) replaces the host
+    // before the path; the port stays, naming the socket file.
+    let url = format!(
+        "postgres://postgres@localhost:{port}/approval_test?host={dir}&options=-csearch_path%3D{schema}&application_name={schema}"
+    );
+    assert_eq!(
+        approval_host::postgres::transport(&url).unwrap(),
+        approval_host::postgres::Transport::Local,
+        "{url}"
+    );
+    let mut options = PgOptions::new(&url);
+    options.migrate = true;
+    let store = PgStore::connect(options).unwrap();
+    let log = SessionLog::open(&store, "s1").unwrap();
+    log.append(Event::TurnStart).await.unwrap();
+    drop(log);
+    assert_eq!(store.log_len("s1").unwrap(), Some(1));
+    // Written into the fresh schema (the query's options were read too), over no TLS.
+    sql(
+        &keywords,
+        "DO $$ BEGIN
+             IF (SELECT count(*) FROM approval_records) <> 1
+                OR NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = current_schema()) THEN
+                 RAISE EXCEPTION 'the record is not in the schema';
+             END IF;
+             IF (SELECT bool_or(ssl) FROM pg_stat_ssl JOIN pg_stat_activity USING (pid)
+                 WHERE application_name = current_schema()) THEN
+                 RAISE EXCEPTION 'a store connection uses TLS';
+             END IF;
+         END $$;",
+    );
+    // A URL that names no host in its query keeps its own hosts (TCP, so TLS by default).
+    assert_eq!(
+        approval_host::postgres::transport(&format!(
+            "postgres://postgres@localhost:{port}/approval_test"
+        ))
+        .unwrap(),
+        approval_host::postgres::Transport::Verified
+    );
+}
+
+#[tokio::test]
+async fn syncs_of_many_sessions_share_commits_and_a_lost_lease_refuses_only_its_own_rows() {
+    let url = fresh_schema();
+    let a = store(&url, "host-a", LEASE);
+    let b = store(&url, "host-b", LEASE);
+    let logs: Vec<SessionLog> = (0..16)
+        .map(|i| SessionLog::open(&a, &format!("s{i}")).unwrap())
+        .collect();
+    for log in &logs {
+        log.append(Event::TurnStart).await.unwrap();
+    }
+    // s3's lease runs out and host B takes the session over.
+    sql(
+        &url,
+        "UPDATE approval_leases SET expires_at = now() - INTERVAL '1 second' WHERE session = 's3'",
+    );
+    let taken = SessionLog::open(&b, "s3").unwrap();
+    // Every session of A syncs at once (their rows committed in shared batches): all but s3
+    // commit; s3 is refused, naming its new owner, and none of its rows is stored.
+    let ends = logs.iter().map(|log| log.append(Event::TurnEnd));
+    let results = futures_util::future::join_all(ends).await;
+    for (i, result) in results.into_iter().enumerate() {
+        if i == 3 {
+            let text = result.unwrap_err().to_string();
+            assert!(
+                text.contains("the session's lease was taken over by host-b #"),
+                "{text}"
+            );
+        } else {
+            result.unwrap();
+            assert_eq!(a.log_len(&format!("s{i}")).unwrap(), Some(2), "s{i}");
+        }
+    }
+    assert_eq!(a.log_len("s3").unwrap(), Some(1));
+    taken.append(Event::TurnEnd).await.unwrap();
+    assert_eq!(b.log_len("s3").unwrap(), Some(2));
+    sql(
+        &url,
+        "DO $$ BEGIN
+             IF (SELECT count(*) FROM approval_records WHERE session = 's3' AND written_by = 'host-a') <> 1 THEN
+                 RAISE EXCEPTION 'host-a wrote s3 after losing it';
+             END IF;
+         END $$;",
+    );
+}

@@ -168,6 +168,37 @@ fn a_store_url_over_tcp_without_sslmode_means_verified_tls() {
             "postgresql://%2Frun%2Fpostgresql/approvals",
             Transport::Local,
         ),
+        // libpq's form: the query's socket directory replaces the host before the path.
+        (
+            "postgres://postgres@localhost:5432/approvals?host=/run/postgresql",
+            Transport::Local,
+        ),
+        (
+            "postgres://localhost/approvals?sslmode=require&host=%2Frun%2Fpostgresql",
+            Transport::Local,
+        ),
+        (
+            "postgres://[::1]:5433/approvals?host=/run/postgresql",
+            Transport::Local,
+        ),
+        // A `hostaddr` is TCP, whatever `host` says: never taken for a socket.
+        (
+            "host=/run/postgresql hostaddr=203.0.113.5 dbname=approvals",
+            Transport::Verified,
+        ),
+        (
+            "postgres://app@/approvals?hostaddr=203.0.113.5",
+            Transport::Verified,
+        ),
+        (
+            "postgres://app@db/approvals?host=/run/postgresql&hostaddr=203.0.113.5",
+            Transport::Verified,
+        ),
+        // A query host over TCP is TCP: the default stays verified TLS.
+        (
+            "postgres:///approvals?host=db.internal",
+            Transport::Verified,
+        ),
     ] {
         assert_eq!(transport(url).unwrap(), want, "{url}");
     }

@@ -35,9 +35,16 @@ pub(super) async fn renew_leases(inner: Weak<Inner>, every: Duration) {
                 let rows = client(&inner.pool)
                     .await?
                     .query(
-                        "UPDATE approval_leases
+                        // Locked in session order, as a batch commit locks them: the two
+                        // never wait on each other in a circle.
+                        "WITH locked AS (
+                             SELECT session FROM approval_leases WHERE owner = ANY($1)
+                             ORDER BY session FOR UPDATE
+                         )
+                         UPDATE approval_leases AS l
                          SET expires_at = now() + $2::FLOAT8 * INTERVAL '1 millisecond'
-                         WHERE owner = ANY($1) RETURNING owner",
+                         FROM locked AS k
+                         WHERE l.session = k.session AND l.owner = ANY($1) RETURNING l.owner",
                         &[&owners, &inner.lease_ms],
                     )
                     .await?;

@@ -5,7 +5,8 @@
 //! file store's:
 //!
 //! - an append returns once its transaction has committed; the log's group commit hands a whole
-//!   batch to one transaction (one multi-row insert, one round trip). As with the file store's
+//!   batch to one transaction (one multi-row insert, one round trip), which the syncs of other
+//!   sessions at the same moment share. As with the file store's
 //!   split write and sync, a question decided in process is committed together with its decision,
 //!   and one about to leave the process is committed first;
 //! - `seq` has no gaps and no duplicates: it is part of the primary key, and a batch either
@@ -24,10 +25,12 @@
 //! CockroachDB and YugabyteDB) are retried.
 //!
 //! The files: `options.rs` (how to reach the database, and [`DbError`]), `lease.rs` (taking,
-//! renewing and releasing a session's lease), `journal.rs` (a session's writer), `logs.rs` (the
+//! renewing and releasing a session's lease), `journal.rs` (a session's writer), `batch.rs`
+//! (commits across sessions: one statement for every log that syncs at once), `logs.rs` (the
 //! [`Store`] itself), `schema.rs` (the migrations); this file holds the store's runtime, its
 //! connection and the retry of a failed transaction.
 
+mod batch;
 mod journal;
 mod lease;
 mod logs;
@@ -69,6 +72,8 @@ enum Failure {
     },
     /// The runtime stopped (the store is being dropped).
     Stopped,
+    /// The batch this session's rows were in failed as a whole, for this reason.
+    Batch(String),
 }
 
 impl std::fmt::Display for Failure {
@@ -84,6 +89,7 @@ impl std::fmt::Display for Failure {
             }
             Failure::LeaseLost { owner: None } => write!(f, "the session's lease was lost"),
             Failure::Stopped => write!(f, "the store is shutting down"),
+            Failure::Batch(why) => f.write_str(why),
         }
     }
 }
@@ -100,6 +106,17 @@ impl Failure {
             Failure::Pg(e) => e.code().is_some_and(|c| {
                 *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED
             }),
+            _ => false,
+        }
+    }
+
+    /// Whether the database refused the rows themselves (SQLSTATE class 22, data, or 23,
+    /// integrity) rather than failing as a whole.
+    fn about_the_rows(&self) -> bool {
+        match self {
+            Failure::Pg(e) => e
+                .code()
+                .is_some_and(|c| c.code().starts_with("22") || c.code().starts_with("23")),
             _ => false,
         }
     }
@@ -137,6 +154,8 @@ struct Inner {
     retries: AtomicU64,
     /// Whether the last lease renewal round failed (the database did not answer).
     renewal_failing: std::sync::atomic::AtomicBool,
+    /// Where open logs' syncs queue their rows for the next batch (`batch.rs`).
+    batches: batch::Queue,
     /// Last: dropped after everything that runs on it.
     _runtime: OwnedRuntime,
 }
@@ -253,8 +272,10 @@ impl PgStore {
                     reason: e.to_string(),
                 })?
         };
+        let (batches, queued) = tokio::sync::mpsc::unbounded_channel();
         let inner = Arc::new(Inner {
             handle,
+            batches,
             pool,
             host_label: options.host_label.clone(),
             lease_ms: options.lease.as_secs_f64() * 1000.0,
@@ -264,6 +285,7 @@ impl PgStore {
             retries: AtomicU64::new(0),
             _runtime: runtime,
         });
+        batch::start(&inner, queued);
         let store = PgStore { inner };
         let found = store.schema_version()?;
         if found > schema::CURRENT_VERSION {

@@ -186,13 +186,19 @@ pub(super) fn parse_url(url: &str) -> Result<(tokio_postgres::Config, Transport)
         }
         _ => url.to_owned(),
     };
+    let spelled = query_host_overrides(&spelled);
     let mut config =
         tokio_postgres::Config::from_str(&spelled).map_err(|e| DbError::Url(e.to_string()))?;
-    let over_tcp = config
-        .get_hosts()
-        .iter()
-        .any(|h| matches!(h, tokio_postgres::config::Host::Tcp(_)));
+    // A `hostaddr` is an IP address reached over TCP, whatever `host` says.
+    let over_tcp = !config.get_hostaddrs().is_empty()
+        || config
+            .get_hosts()
+            .iter()
+            .any(|h| matches!(h, tokio_postgres::config::Host::Tcp(_)));
     let transport = if !over_tcp {
+        // libpq never uses TLS on a Unix socket, whatever `sslmode` says; neither do we (no
+        // `SSLRequest` round trip the server can only refuse).
+        config.ssl_mode(tokio_postgres::config::SslMode::Disable);
         Transport::Local
     } else {
         match written {
@@ -205,6 +211,62 @@ pub(super) fn parse_url(url: &str) -> Result<(tokio_postgres::Config, Transport)
         }
     };
     Ok((config, transport))
+}
+
+/// A URL's `host` query parameter replaces the hosts before the path, as libpq reads it
+/// (`postgres://u@localhost:5432/db?host=/run/postgresql` is the socket in `/run/postgresql`):
+/// tokio-postgres would add it to them instead, and try TCP to `localhost` first. The ports written
+/// before the path stay, by position, as in libpq, unless the query names its own. The URL is cut
+/// where tokio-postgres cuts it (the user at the first `@`, the hosts up to the next `/` or `?`);
+/// any URL this does not apply to, or whose ports are not numbers, is returned as it is.
+fn query_host_overrides(url: &str) -> std::borrow::Cow<'_, str> {
+    use std::borrow::Cow;
+    let Some(rest) = ["postgres://", "postgresql://"]
+        .iter()
+        .find_map(|p| url.strip_prefix(p))
+    else {
+        return Cow::Borrowed(url);
+    };
+    let (credentials, after) = match rest.find('@') {
+        Some(at) => rest.split_at(at + 1),
+        None => ("", rest),
+    };
+    let end = after.find(['/', '?']).unwrap_or(after.len());
+    let (hosts, path_and_query) = after.split_at(end);
+    let Some((_, query)) = path_and_query.split_once('?') else {
+        return Cow::Borrowed(url);
+    };
+    let names = |key: &str| {
+        query.split('&').any(|pair| {
+            pair.split_once('=').is_some_and(|(k, _)| {
+                percent_encoding::percent_decode_str(k).decode_utf8_lossy() == key
+            })
+        })
+    };
+    if !names("host") {
+        return Cow::Borrowed(url);
+    }
+    let ports: Vec<&str> = hosts
+        .split(',')
+        .map(|chunk| {
+            let port = match chunk.strip_prefix('[') {
+                Some(v6) => v6.split_once("]:").map(|(_, port)| port),
+                None => chunk.split_once(':').map(|(_, port)| port),
+            };
+            port.filter(|p| !p.is_empty()).unwrap_or("5432")
+        })
+        .collect();
+    if !ports.iter().all(|p| p.bytes().all(|b| b.is_ascii_digit())) {
+        return Cow::Borrowed(url);
+    }
+    let written = hosts.contains(':');
+    let scheme = &url[..url.len() - rest.len()];
+    let mut spelled = format!("{scheme}{credentials}{path_and_query}");
+    if written && !names("port") {
+        spelled.push_str("&port=");
+        spelled.push_str(&ports.join(","));
+    }
+    Cow::Owned(spelled)
 }
 
 /// How connections to the database at `url` are protected (see [`Transport`]).
