@@ -1,9 +1,11 @@
-//! Open sessions at scale: threads and resident memory with 10,000 sessions open in one process,
-//! and decisions per second with 64 askers spread over 64 and over 1,000 sessions, on a log that
-//! discards its bytes and on the file store.
+//! Open sessions at scale: threads, descriptors and resident memory with 1,000, 10,000 and
+//! 100,000 sessions open in one process on the file store (its open files bounded by `[limits]
+//! open_logs`), and decisions per second with 64 askers spread over 64 and over 1,000 sessions,
+//! on a log that discards its bytes and on the file store.
 //!
-//! Run: `RUST_BACKTRACE=0 cargo bench -p approval-host --bench sessions` (`BENCH_SESSIONS`,
-//! default 10000; `BENCH_SECONDS` per throughput row, default 2).
+//! Run: `RUST_BACKTRACE=0 RUST_LIB_BACKTRACE=0 cargo bench -p approval-host --bench sessions`
+//! (`BENCH_SESSIONS`, the largest count, default 100000; `BENCH_SECONDS` per throughput row,
+//! default 2).
 
 mod common;
 
@@ -15,6 +17,10 @@ use approval_host::{
 };
 
 use common::NullStore;
+
+fn descriptors() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
 
 fn threads() -> usize {
     std::fs::read_dir("/proc/self/task").unwrap().count()
@@ -28,11 +34,25 @@ fn rss() -> usize {
 }
 
 async fn open(service: &ApprovalService, prefix: &str, n: usize) -> Vec<Agent> {
+    // 64 at a time, as many clients would: each open creates a file and syncs it and its turn.
     let mut agents = Vec::with_capacity(n);
-    for i in 0..n {
-        let session = format!("{prefix}{i}");
-        agents.push(service.agent(&session, "a").await.unwrap());
-        service.start_turn(&session).await.unwrap();
+    let mut started = 0;
+    while started < n {
+        let batch: Vec<_> = (started..n.min(started + 64))
+            .map(|i| {
+                let service = service.clone();
+                let session = format!("{prefix}{i}");
+                tokio::spawn(async move {
+                    let agent = service.agent(&session, "a").await.unwrap();
+                    service.start_turn(&session).await.unwrap();
+                    agent
+                })
+            })
+            .collect();
+        started += batch.len();
+        for task in batch {
+            agents.push(task.await.unwrap());
+        }
     }
     agents
 }
@@ -76,41 +96,81 @@ fn allow(service: &ApprovalService) -> approval_host::Registration {
     )
 }
 
+/// Set for the child that measures one count of open sessions.
+const ONE_COUNT: &str = "BENCH_SESSIONS_ONE_COUNT";
+
+/// Opens `n` sessions on the file store in a fresh process and prints their row.
+async fn one_count(n: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let service = ApprovalService::open_dir(dir.path(), Policy::Ask);
+    // One session first, so allocator and runtime start-up are not counted per session.
+    let _first = open(&service, "warm-", 1).await;
+    let (rss_before, fds_before) = (rss(), descriptors());
+    let start = Instant::now();
+    let agents = open(&service, "s", n).await;
+    let took = start.elapsed();
+    let rss_after = rss();
+    println!(
+        "{n:>9} {:>9} {:>13} {:>12.2} KiB {:>9.1} s",
+        threads(),
+        format!("{fds_before} → {}", descriptors()),
+        rss_after.saturating_sub(rss_before) as f64 / 1024.0 / n as f64,
+        took.as_secs_f64()
+    );
+    drop(agents);
+}
+
 fn main() {
-    let sessions: usize = std::env::var("BENCH_SESSIONS")
+    if let Some(n) = std::env::var(ONE_COUNT).ok().and_then(|n| n.parse().ok()) {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(one_count(n));
+        return;
+    }
+    let largest: usize = std::env::var("BENCH_SESSIONS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(10_000);
+        .unwrap_or(100_000);
     let seconds: f64 = std::env::var("BENCH_SECONDS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(2.0);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
+        println!(
+            "open sessions on the file store, each with an open turn (open_logs bound {})",
+            approval_host::audit::descriptors::default_open_logs()
+        );
+        println!(
+            "{:>9} {:>9} {:>13} {:>16} {:>11}",
+            "sessions", "threads", "descriptors", "memory/session", "opened in"
+        );
+        // Each count in a process of its own, so none reuses memory another freed.
+        for n in [1_000usize, 10_000, 100_000] {
+            if n > largest {
+                break;
+            }
+            let out = std::process::Command::new(std::env::current_exe().unwrap())
+                .env(ONE_COUNT, n.to_string())
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            print!("{}", String::from_utf8_lossy(&out.stdout));
+        }
         let service = ApprovalService::new(NullStore, Policy::Ask);
         let _allow = allow(&service);
-        // One session first, so allocator and runtime start-up are not counted per session.
-        let _first = open(&service, "warm-", 1).await;
-        let (threads_before, rss_before) = (threads(), rss());
-        let start = Instant::now();
-        let agents = open(&service, "s", sessions).await;
-        let took = start.elapsed();
-        let (threads_after, rss_after) = (threads(), rss());
-        println!("{sessions} open sessions (log discarded), each with an open turn");
-        println!(
-            "  threads: {threads_before} before, {threads_after} after; opened in {:.0} ms",
-            took.as_secs_f64() * 1e3
-        );
-        println!(
-            "  resident memory: {:.1} MiB more, {:.2} KiB per open session (fold, log, session, agent)",
-            (rss_after.saturating_sub(rss_before)) as f64 / (1 << 20) as f64,
-            (rss_after.saturating_sub(rss_before)) as f64 / 1024.0 / sessions as f64
-        );
+        let agents = open(&service, "s", 1000).await;
         println!();
         println!("{:<44} {:>12}", "64 askers", "decisions/s");
         for spread in [64usize, 1000] {
             let rate = throughput(&service, &agents[..spread.min(agents.len())], seconds).await;
-            println!("{:<44} {rate:>12.0}", format!("over {spread} sessions, log discarded"));
+            println!(
+                "{:<44} {rate:>12.0}",
+                format!("over {spread} sessions, log discarded")
+            );
         }
         drop(agents);
 

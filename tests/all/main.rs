@@ -35,6 +35,7 @@ mod mcp_nothing_unasked;
 mod mcp_pins;
 mod model_judge;
 mod on_postgres;
+mod open_logs;
 mod operability;
 mod ownership;
 mod plugin_api;

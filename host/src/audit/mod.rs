@@ -8,7 +8,8 @@
 //! - [`log`]: one session's log as the host writes it (validation, chaining, group commit), and
 //!   `commit`: the shared threads that sync every open log.
 //! - [`store`]: where logs live (the directory store is the embedded default); [`postgres`]: the
-//!   store several hosts share, with a lease per session; [`scratch`]: the store of a dry run.
+//!   store several hosts share, with a lease per session; [`scratch`]: the store of a dry run;
+//!   [`descriptors`]: the directory store's open files, bounded.
 //! - [`subscribe`]: subscribers to durable events; [`redact`]: argument values kept out of logs;
 //!   [`stats`]: what the commit threads have done.
 //! - [`check`]: reading a log back for `approval-host log`; [`verify`]: checking chains, seq
@@ -19,6 +20,7 @@ pub mod chain;
 pub mod check;
 pub mod checkpoint;
 pub(crate) mod commit;
+pub mod descriptors;
 pub mod error;
 pub mod event;
 pub mod evidence;

@@ -10,6 +10,7 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::audit::descriptors::{Descriptors, Handle, lock_patiently};
 use crate::audit::error::LogError;
 use crate::audit::event::Record;
 
@@ -186,18 +187,33 @@ pub fn validate_session_id(id: &str) -> Result<(), LogError> {
     }
 }
 
-/// The embedded default store: `<state-dir>/sessions/<session-id>.jsonl`.
+/// The embedded default store: `<state-dir>/sessions/<session-id>.jsonl`, its open logs' files
+/// kept to a bounded set ([`Descriptors`]).
 #[derive(Debug, Clone)]
 pub struct DirStore {
     state_dir: PathBuf,
+    descriptors: Arc<Descriptors>,
 }
 
 impl DirStore {
-    /// A store rooted at `state_dir` (created on first open).
+    /// A store rooted at `state_dir` (created on first open), keeping the default number of
+    /// files open ([`default_open_logs`](crate::audit::descriptors::default_open_logs)).
     pub fn new(state_dir: impl Into<PathBuf>) -> Self {
+        Self::with_open_logs(state_dir, crate::audit::descriptors::default_open_logs())
+    }
+
+    /// A store rooted at `state_dir` keeping at most `open_logs` session files open at once
+    /// (`[limits] open_logs`); the others are reopened when next written.
+    pub fn with_open_logs(state_dir: impl Into<PathBuf>, open_logs: usize) -> Self {
         DirStore {
             state_dir: state_dir.into(),
+            descriptors: Descriptors::new(open_logs),
         }
+    }
+
+    /// The files of its logs it may keep open, and keeps open now.
+    pub fn descriptors(&self) -> &Descriptors {
+        &self.descriptors
     }
 
     /// The directory holding the session files.
@@ -297,38 +313,13 @@ impl Store for DirStore {
             records,
             tail,
             journal: Box::new(FileJournal {
-                file,
+                handle: self.descriptors.admit(file).map_err(|e| io_err(&path, e))?,
+                descriptors: self.descriptors.clone(),
+                path,
                 len: complete as u64,
             }),
             taken_over: None,
         })
-    }
-}
-
-/// How long opening a log waits for another holder's lock to go before saying [`LogError::Locked`].
-///
-/// A lock belongs to the open file, and a child process forked by any thread of this process
-/// (a hook, a tool, a database server in tests) holds a copy of every descriptor until it execs:
-/// for that moment a log that was just closed still looks held. Another process that really holds
-/// the log is still reported, this much later.
-const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_millis(200);
-
-fn lock_patiently(file: &File, path: &Path) -> Result<(), LogError> {
-    let give_up = std::time::Instant::now() + LOCK_PATIENCE;
-    loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(()),
-            Err(fs::TryLockError::WouldBlock) if std::time::Instant::now() < give_up => {
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
-            Err(fs::TryLockError::WouldBlock) => {
-                return Err(LogError::Locked {
-                    log: path.display().to_string(),
-                    holder: None,
-                });
-            }
-            Err(fs::TryLockError::Error(e)) => return Err(io_err(path, e)),
-        }
     }
 }
 
@@ -376,18 +367,19 @@ pub fn parse_lines(name: &str, bytes: &[u8]) -> Result<Vec<Record>, LogError> {
     Ok(records)
 }
 
-/// The file store's journal: appends, then `fdatasync`.
+/// The file store's journal: appends, then `fdatasync`, through its place in the store's
+/// bounded set of open files.
 struct FileJournal {
-    file: File,
-    /// Length of the durable, complete part of the file.
+    handle: Arc<Handle>,
+    descriptors: Arc<Descriptors>,
+    path: PathBuf,
+    /// Length of the complete part of the file (durable once synced).
     len: u64,
 }
 
-impl FileJournal {
-    /// Puts the file back to its last complete length after a failed write, so the next open
-    /// finds no partial batch (best effort: the write already failed).
-    fn undo_partial(&mut self) {
-        let _ = self.file.set_len(self.len);
+impl Drop for FileJournal {
+    fn drop(&mut self) {
+        self.descriptors.release(&self.handle);
     }
 }
 
@@ -402,22 +394,33 @@ impl Journal for FileJournal {
     }
 
     fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
-        match self.file.write_all(bytes) {
+        let mut open = self
+            .descriptors
+            .use_file(&self.handle, &self.path, self.len)?;
+        match open.file().write_all(bytes) {
             Ok(()) => {
+                open.set_dirty(true);
                 self.len += bytes.len() as u64;
                 Ok(())
             }
             Err(e) => {
-                self.undo_partial();
+                // Back to the last complete length, so the next open finds no partial batch
+                // (best effort: the write already failed).
+                let _ = open.file().set_len(self.len);
                 Err(e)
             }
         }
     }
 
     fn sync(&mut self) -> io::Result<()> {
+        let mut open = self
+            .descriptors
+            .use_file(&self.handle, &self.path, self.len)?;
         // A failed fdatasync leaves what was written in doubt; the log stops accepting events
         // after it and the next open reads back what really reached the disk.
-        self.file.sync_data()
+        open.file().sync_data()?;
+        open.set_dirty(false);
+        Ok(())
     }
 }
 

@@ -14,6 +14,7 @@
 //! console_body_bytes = 65536      # the console: the largest request body
 //! console_streams_per_login = 8   # the console: live pages (event streams) open at once per login
 //! failed_login_addresses = 4096   # addresses whose failed logins are remembered at once
+//! open_logs = 1024                # session files the directory store keeps open (default: 1024, or a quarter of the descriptor limit when lower)
 //! ```
 
 use std::time::Duration;
@@ -23,7 +24,7 @@ use toml::Value;
 use super::read::{Ctx, positive, table, unknown_key};
 use super::{ConfigError, Deployment};
 
-const KEYS: [&str; 11] = [
+const KEYS: [&str; 12] = [
     "connections",
     "connections_per_address",
     "authenticate_within_s",
@@ -35,6 +36,7 @@ const KEYS: [&str; 11] = [
     "console_body_bytes",
     "console_streams_per_login",
     "failed_login_addresses",
+    "open_logs",
 ];
 
 /// What one client may hold of a server.
@@ -63,6 +65,9 @@ pub struct Limits {
     pub console_streams_per_login: usize,
     /// Addresses whose failed logins are remembered at once (the oldest is forgotten first).
     pub failed_login_addresses: usize,
+    /// Session files the directory store keeps open at once; `None`: its default
+    /// ([`default_open_logs`](crate::audit::descriptors::default_open_logs)).
+    pub open_logs: Option<usize>,
 }
 
 impl Default for Limits {
@@ -79,6 +84,7 @@ impl Default for Limits {
             console_body_bytes: 64 << 10,
             console_streams_per_login: 8,
             failed_login_addresses: 4096,
+            open_logs: None,
         }
     }
 }
@@ -102,6 +108,7 @@ pub(super) fn parse(ctx: &Ctx, value: &Value, d: &mut Deployment) -> Result<(), 
             "console_body_bytes" => l.console_body_bytes = count(1 << 30)?,
             "console_streams_per_login" => l.console_streams_per_login = count(1 << 16)?,
             "failed_login_addresses" => l.failed_login_addresses = count(1 << 24)?,
+            "open_logs" => l.open_logs = Some(count(1 << 24)?),
             other => return Err(unknown_key(ctx, PLACE, other, &KEYS)),
         }
     }
