@@ -27,8 +27,8 @@ use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_approval-host");
 
-/// An agent CLI's hook: its name, the tool call it sends (`rm -rf /`, which the example gates
-/// reject), and whether what it printed says so.
+/// An agent CLI's hook: its name, the tool call it sends (`git push --force`, which the example
+/// gates reject), and whether what it printed says so.
 struct Cli {
     name: &'static str,
     call: fn(usize) -> Value,
@@ -41,7 +41,7 @@ const CLIS: [Cli; 4] = [
         call: |n| {
             json!({"session_id": "bench", "transcript_path": "/tmp/t.jsonl", "cwd": "/w",
                 "permission_mode": "default", "hook_event_name": "PreToolUse", "tool_name": "Bash",
-                "tool_input": {"command": "rm -rf /"}, "tool_use_id": format!("toolu_{n}")})
+                "tool_input": {"command": "git push --force origin main"}, "tool_use_id": format!("toolu_{n}")})
         },
         denied: |v| v["hookSpecificOutput"]["permissionDecision"] == "deny",
     },
@@ -51,7 +51,7 @@ const CLIS: [Cli; 4] = [
             json!({"session_id": "bench", "turn_id": "1", "transcript_path": null, "cwd": "/w",
                 "hook_event_name": "PreToolUse", "model": "gpt-5-codex",
                 "permission_mode": "default", "tool_name": "Bash",
-                "tool_input": {"command": "rm -rf /"}, "tool_use_id": format!("c{n}")})
+                "tool_input": {"command": "git push --force origin main"}, "tool_use_id": format!("c{n}")})
         },
         denied: |v| v["hookSpecificOutput"]["permissionDecision"] == "deny",
     },
@@ -60,7 +60,7 @@ const CLIS: [Cli; 4] = [
         call: |_| {
             json!({"session_id": "bench", "transcript_path": "/t", "cwd": "/w",
                 "hook_event_name": "BeforeTool", "timestamp": "2026-12-05T10:00:00Z",
-                "tool_name": "run_shell_command", "tool_input": {"command": "rm -rf /"}})
+                "tool_name": "run_shell_command", "tool_input": {"command": "git push --force origin main"}})
         },
         denied: |v| v["decision"] == "deny",
     },
@@ -68,7 +68,7 @@ const CLIS: [Cli; 4] = [
         name: "copilot",
         call: |n| {
             json!({"sessionId": "bench", "timestamp": n, "cwd": "/w", "toolName": "bash",
-                "toolArgs": {"command": "rm -rf /"}})
+                "toolArgs": {"command": "git push --force origin main"}})
         },
         denied: |v| v["permissionDecision"] == "deny",
     },
@@ -208,7 +208,7 @@ fn plugin_time(project: &Project) -> Duration {
         .build()
         .unwrap();
     let start = Instant::now();
-    let host = PluginHost::with_cache(
+    let host = PluginHost::for_one_question(
         std::sync::Arc::new(approval_host::plugin::TracingSink),
         CompiledCache::with_key(project.state.join("cache"), key),
     )
@@ -225,7 +225,12 @@ fn plugin_time(project: &Project) -> Duration {
         let agent = service.agent("p", "a").await.unwrap();
         service.start_turn("p").await.unwrap();
         service
-            .record_tool_call(&agent, "c1", "Bash", json!({"command": "rm -rf /"}))
+            .record_tool_call(
+                &agent,
+                "c1",
+                "Bash",
+                json!({"command": "git push --force origin main"}),
+            )
             .await
             .unwrap();
         service

@@ -122,15 +122,25 @@ fn request_lines() -> (String, String) {
 
 /// The database alone: `clients` connections, each inserting a request's two records in one
 /// `INSERT` and committing it, over and over; requests per second.
-async fn baseline(url: &str, clients: usize, seconds: f64, lines: &(String, String)) -> f64 {
+fn baseline(
+    runtime: &tokio::runtime::Runtime,
+    url: &str,
+    clients: usize,
+    seconds: f64,
+    lines: &(String, String),
+) -> f64 {
     let url = fresh_schema(url);
     sql(
         &url,
         "CREATE TABLE baseline_records (session TEXT NOT NULL, seq BIGINT NOT NULL, line TEXT NOT NULL, PRIMARY KEY (session, seq))",
     );
+    runtime.block_on(insert_rate(&url, clients, seconds, lines))
+}
+
+async fn insert_rate(url: &str, clients: usize, seconds: f64, lines: &(String, String)) -> f64 {
     let mut connections = Vec::new();
     for _ in 0..clients {
-        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
             .await
             .unwrap();
         tokio::spawn(connection);
@@ -230,7 +240,7 @@ fn main() {
         "scenario", "per second", "× file", "× INSERT"
     );
     for (askers, logs) in [(1, 1), (64, 1), (64, 64)] {
-        let insert = runtime.block_on(baseline(&base, askers, seconds, &lines));
+        let insert = baseline(&runtime, &base, askers, seconds, &lines);
         let dir = tempfile::tempdir().unwrap();
         let file = runtime.block_on(rate(
             &[ApprovalService::open_dir(dir.path(), Policy::Ask)],

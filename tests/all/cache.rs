@@ -135,3 +135,28 @@ async fn plugins_loaded_from_the_same_bytes_share_compiled_code_and_keep_their_o
     let _again = gate("again", "read");
     assert_eq!(host.compiled_components(), 1);
 }
+
+#[test]
+fn a_host_for_one_question_reads_the_entries_a_server_sized_host_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = approval_host::plugin::cache::CacheKey::from_bytes([7; 32]);
+    let cache = CompiledCache::with_key(dir.path(), key.clone());
+    let server = PluginHost::with_cache(Arc::new(TracingSink), cache.clone()).unwrap();
+    let d = digest(bundled::ALLOW_TOOLS);
+    let (_, first) = cache
+        .load(server.engine(), &d, bundled::ALLOW_TOOLS)
+        .unwrap();
+    assert_eq!(first, Source::Compiled);
+    // A hook's host has a small instance pool; what it runs is compiled the same way.
+    let hook = PluginHost::for_one_question(
+        Arc::new(TracingSink),
+        CompiledCache::with_key(dir.path(), key),
+    )
+    .unwrap();
+    assert_eq!(
+        cache.entry(hook.engine(), &d),
+        cache.entry(server.engine(), &d)
+    );
+    let (_, second) = cache.load(hook.engine(), &d, bundled::ALLOW_TOOLS).unwrap();
+    assert_eq!(second, Source::Cache);
+}

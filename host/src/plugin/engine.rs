@@ -22,6 +22,10 @@ pub const MAX_WASM_STACK: usize = 512 << 10;
 /// its decision `unavailable`.
 pub const MAX_INSTANCES: u32 = 1000;
 
+/// Most instances alive at once in a process that answers one question and exits (a hook): its
+/// pool is reserved at start, and reserving the server's costs a hook more than its plugins do.
+pub const ONE_QUESTION_INSTANCES: u32 = 32;
+
 /// Most table elements a guest may have (CPython's function table is large).
 pub(crate) const MAX_TABLE_ELEMENTS: usize = 100_000;
 
@@ -37,7 +41,10 @@ const KEEP_RESIDENT_SCANNED: usize = 4 << 20;
 /// component's data, and a slot is reset instead of unmapped, so a fresh instance per decision
 /// costs neither an `mmap` nor the cross-core TLB flush of an `munmap`. The reservations are
 /// virtual address space, committed only as guests touch it.
-pub(crate) fn config() -> Config {
+///
+/// The pool has room for `instances` instances at once ([`MAX_INSTANCES`] in a server). Its size
+/// is not part of what a component is compiled for: every size reads the same compiled cache.
+pub(crate) fn config(instances: u32) -> Config {
     let mut config = Config::new();
     config.wasm_component_model(true);
     config.epoch_interruption(true);
@@ -51,11 +58,14 @@ pub(crate) fn config() -> Config {
     config.signals_based_traps(false);
     config.memory_guard_size(0);
     let mut pool = PoolingAllocationConfig::default();
-    pool.total_component_instances(MAX_INSTANCES)
+    pool.total_component_instances(instances)
+        // A running call's fiber stack, each with its guard page (an `mprotect` apiece when the
+        // pool is made): as many as instances, not wasmtime's default thousand.
+        .total_stacks(instances)
         // A Python or JavaScript component holds about ten core instances and a few memories.
-        .total_core_instances(MAX_INSTANCES * 10)
-        .total_memories(MAX_INSTANCES * 2)
-        .total_tables(MAX_INSTANCES * 4)
+        .total_core_instances(instances * 10)
+        .total_memories(instances * 2)
+        .total_tables(instances * 4)
         .table_elements(MAX_TABLE_ELEMENTS)
         .table_keep_resident(16 << 10);
     if PoolingAllocationConfig::is_pagemap_scan_available() {

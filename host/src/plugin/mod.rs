@@ -221,7 +221,7 @@ impl PluginHost {
 
     /// A host whose plugins log to `sink`.
     pub fn with_log_sink(sink: Arc<dyn LogSink>) -> Result<Self, PluginError> {
-        Self::build(sink, None)
+        Self::build(sink, None, engine::MAX_INSTANCES)
     }
 
     /// A host that keeps compiled components in `cache` and logs to `sink`.
@@ -229,15 +229,27 @@ impl PluginHost {
         sink: Arc<dyn LogSink>,
         cache: cache::CompiledCache,
     ) -> Result<Self, PluginError> {
-        Self::build(sink, Some(cache))
+        Self::build(sink, Some(cache), engine::MAX_INSTANCES)
+    }
+
+    /// [`PluginHost::with_cache`] for a process that answers one question and exits (a hook):
+    /// room for [`engine::ONE_QUESTION_INSTANCES`] instances at once rather than a server's
+    /// thousand, whose reservation costs such a process more than its plugins do. It reads the
+    /// same compiled cache.
+    pub fn for_one_question(
+        sink: Arc<dyn LogSink>,
+        cache: cache::CompiledCache,
+    ) -> Result<Self, PluginError> {
+        Self::build(sink, Some(cache), engine::ONE_QUESTION_INSTANCES)
     }
 
     fn build(
         sink: Arc<dyn LogSink>,
         cache: Option<cache::CompiledCache>,
+        instances: u32,
     ) -> Result<Self, PluginError> {
-        let engine =
-            Engine::new(&engine::config()).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        let engine = Engine::new(&engine::config(instances))
+            .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
         let linkers =
             api::Linkers::new(&engine).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
         let ticker = engine::Ticker::start(engine.clone())

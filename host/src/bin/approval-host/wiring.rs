@@ -51,19 +51,11 @@ pub(crate) fn db_error(e: DbError) -> anyhow::Error {
 /// call (`ask`, the Claude Code hook) would otherwise compile a Python or JavaScript plugin, which
 /// takes seconds, every time.
 pub(crate) fn cached_host(state_dir: &Path, quiet: bool) -> Result<PluginHost> {
-    host_observed(state_dir, progress::observer(quiet))
-}
-
-/// [`cached_host`] saying its compiles through `observer`.
-fn host_observed(
-    state_dir: &Path,
-    observer: approval_host::plugin::CompileObserver,
-) -> Result<PluginHost> {
     let host = PluginHost::with_cache(
         Arc::new(approval_host::plugin::TracingSink),
         approval_host::plugin::cache::CompiledCache::new(state_dir.join("cache")),
     )?;
-    host.observe_compiles(observer);
+    host.observe_compiles(progress::observer(quiet));
     Ok(host)
 }
 
@@ -116,8 +108,13 @@ pub(crate) fn mount_deciding(
     if deployment.plugins.is_empty() {
         return Ok(None);
     }
+    // One question, then the process exits: a small instance pool.
+    let host = PluginHost::for_one_question(
+        Arc::new(approval_host::plugin::TracingSink),
+        approval_host::plugin::cache::CompiledCache::new(state_dir.join("cache")),
+    )?;
     // A hook compiles only when nothing compiled ahead (`init`): said once, not as progress.
-    let host = host_observed(state_dir, progress::cold_cache_observer(state_dir, quiet))?;
+    host.observe_compiles(progress::cold_cache_observer(state_dir, quiet));
     let mounted = assemble::mount(service, &host, deployment, QuarantinePolicy::default())
         .map_err(assemble_error)?;
     // The host with them: its engine (and the deadlines' ticker) lives as long as they do.
