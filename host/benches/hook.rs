@@ -211,6 +211,7 @@ fn plugin_time(project: &Project) -> Duration {
     let host = PluginHost::for_one_question(
         std::sync::Arc::new(approval_host::plugin::TracingSink),
         CompiledCache::with_key(project.state.join("cache"), key),
+        deployment.plugins.len(),
     )
     .unwrap();
     let service = ApprovalService::new(common::NullStore, Policy::Ask);

@@ -4,7 +4,7 @@
 //! configures: the store ([`open_store`]), the checkpointer ([`checkpointer`]), the rule book and
 //! its static rules ([`rule_book`], [`statics`]), the built-in protections
 //! ([`Deployment::protected`]), the mounted plugins ([`mount`], [`reload_plugins`]) and shadows
-//! ([`shadows`]) and their compiled cache ([`compile`]), and the
+//! ([`shadows`]), and the
 //! Claude Code hook's and the ACP agent's options ([`hook_options`], [`agent_options`]). The
 //! features themselves never see the deployment file; each takes the part of it that is its own.
 //! Errors name the deployment file ([`AssembleError`]).
@@ -230,22 +230,6 @@ pub fn prepare(
         let book = rule_book(service.store(), deployment, rules::system_clock())
             .map_err(|source| AssembleError::Rules { file, source })?;
         service.set_rules(Some(book));
-    }
-    Ok(())
-}
-
-/// Loads every plugin and shadow the deployment names on `host` without mounting them, so a host
-/// with a compiled cache ([`PluginHost::with_cache`]) holds each one compiled before the first
-/// question: `init` runs this, and a hook that starts later only loads what is ready.
-///
-/// # Errors
-/// The first plugin that does not load, named with the deployment file.
-pub fn compile(host: &PluginHost, deployment: &Deployment) -> Result<(), AssembleError> {
-    for spec in deployment.plugins.iter().chain(&deployment.shadows) {
-        host.load(spec).map_err(|source| AssembleError::Plugin {
-            file: file_of(deployment),
-            source,
-        })?;
     }
     Ok(())
 }

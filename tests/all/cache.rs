@@ -151,6 +151,7 @@ fn a_host_for_one_question_reads_the_entries_a_server_sized_host_wrote() {
     let hook = PluginHost::for_one_question(
         Arc::new(TracingSink),
         CompiledCache::with_key(dir.path(), key),
+        1,
     )
     .unwrap();
     assert_eq!(

@@ -189,6 +189,27 @@ fn init_keeps_an_edited_deployment_and_refuses_broken_settings_without_writing()
         std::fs::read_to_string(&deployment).unwrap(),
         "[approval]\npolicy = \"never\"\n"
     );
+    // A kept deployment whose plugins cannot be compiled here (a secret only the agent CLI's
+    // environment has): the hook is set up all the same, and `init` says why it compiled nothing.
+    std::fs::write(
+        &deployment,
+        "[[plugin]]\nname = \"needs-secret\"\npath = \"plugins/allow-tools.wasm\"\nrole = \"gate\"\nsecrets = { token = \"env:APPROVAL_HOST_TEST_UNSET_SECRET\" }\n",
+    )
+    .unwrap();
+    let out = ok(&init(h, h, &["--user"]));
+    assert!(
+        out.contains(approval_host::plugin::cache::NOT_COMPILED_AHEAD),
+        "{out}"
+    );
+    assert!(
+        out.contains("needs-secret") || out.contains("APPROVAL_HOST_TEST_UNSET_SECRET"),
+        "{out}"
+    );
+    assert!(
+        !out.contains(approval_host::plugin::cache::COMPILED_AHEAD),
+        "{out}"
+    );
+    std::fs::write(&deployment, "[approval]\npolicy = \"never\"\n").unwrap();
 
     let project = tempfile::tempdir().unwrap();
     let p = project.path();

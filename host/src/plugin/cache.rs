@@ -24,6 +24,11 @@ pub const KEY_ENV: &str = "APPROVAL_HOST_CACHE_KEY";
 /// What `init` says once a deployment's plugins are compiled into a cache, before its path.
 pub const COMPILED_AHEAD: &str = "plugins compiled ahead of the first tool call into";
 
+/// What `init` says when it could not compile a deployment's plugins ahead (why follows); the
+/// hook is set up all the same and its first call compiles them.
+pub const NOT_COMPILED_AHEAD: &str =
+    "plugins not compiled ahead (the first tool call will compile them)";
+
 /// How a hook's line on a cold cache begins (once per state directory, on stderr): the plugin it
 /// had to compile on the asking path, how long that took and what compiles ahead follow.
 pub const COLD_CACHE: &str = "approval-host: the compiled cache held no";

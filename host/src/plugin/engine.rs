@@ -22,9 +22,18 @@ pub const MAX_WASM_STACK: usize = 512 << 10;
 /// its decision `unavailable`.
 pub const MAX_INSTANCES: u32 = 1000;
 
-/// Most instances alive at once in a process that answers one question and exits (a hook): its
-/// pool is reserved at start, and reserving the server's costs a hook more than its plugins do.
+/// Fewest instances room is made for in a process that answers one question and exits (a hook):
+/// its pool is reserved at start, and reserving the server's costs a hook more than its plugins
+/// do.
 pub const ONE_QUESTION_INSTANCES: u32 = 32;
+
+/// The instances a process answering one question with `plugins` plugins makes room for: each
+/// plugin may hold an idle instance and run a fresh one, with room to spare, and never fewer
+/// than [`ONE_QUESTION_INSTANCES`] nor more than a server's [`MAX_INSTANCES`].
+pub fn one_question_instances(plugins: usize) -> u32 {
+    let wanted = u32::try_from(plugins.saturating_mul(4).saturating_add(8)).unwrap_or(u32::MAX);
+    wanted.clamp(ONE_QUESTION_INSTANCES, MAX_INSTANCES)
+}
 
 /// Most table elements a guest may have (CPython's function table is large).
 pub(crate) const MAX_TABLE_ELEMENTS: usize = 100_000;
@@ -116,5 +125,18 @@ impl Drop for Ticker {
             thread.thread().unpark();
             let _ = thread.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_one_question_pool_grows_with_the_plugins_between_its_floor_and_a_servers() {
+        assert_eq!(one_question_instances(0), ONE_QUESTION_INSTANCES);
+        assert_eq!(one_question_instances(2), ONE_QUESTION_INSTANCES);
+        assert_eq!(one_question_instances(40), 168);
+        assert_eq!(one_question_instances(usize::MAX), MAX_INSTANCES);
     }
 }

@@ -232,15 +232,16 @@ impl PluginHost {
         Self::build(sink, Some(cache), engine::MAX_INSTANCES)
     }
 
-    /// [`PluginHost::with_cache`] for a process that answers one question and exits (a hook):
-    /// room for [`engine::ONE_QUESTION_INSTANCES`] instances at once rather than a server's
-    /// thousand, whose reservation costs such a process more than its plugins do. It reads the
-    /// same compiled cache.
+    /// [`PluginHost::with_cache`] for a process that answers one question with `plugins` plugins
+    /// and exits (a hook): room for [`engine::one_question_instances`] instances at once rather
+    /// than a server's thousand, whose reservation costs such a process more than its plugins
+    /// do. It reads the same compiled cache.
     pub fn for_one_question(
         sink: Arc<dyn LogSink>,
         cache: cache::CompiledCache,
+        plugins: usize,
     ) -> Result<Self, PluginError> {
-        Self::build(sink, Some(cache), engine::ONE_QUESTION_INSTANCES)
+        Self::build(sink, Some(cache), engine::one_question_instances(plugins))
     }
 
     fn build(

@@ -459,7 +459,7 @@ pub fn run(
     if dry_run {
         return Ok(());
     }
-    compile_ahead(&plan.deployment, &plan.state_dir(target)?)?;
+    compile_ahead(&plan.deployment, &plan.state_dir(target)?);
     // Where the CLI runs: the project, or (for the user's hooks) wherever the person is now.
     let project = match target {
         Target::Project(dir) => std::path::absolute(dir)?,
@@ -491,22 +491,58 @@ pub fn run(
 }
 
 /// Compiles the deployment's plugins into the hook's compiled cache now, so the first tool call
-/// loads them instead of compiling them while the agent waits. A deployment whose plugins do not
-/// load is an error here rather than a refusal at every tool call.
-fn compile_ahead(deployment: &Path, state_dir: &Path) -> Result<()> {
-    let loaded = approval_host::Deployment::load(deployment)?;
-    if loaded.plugins.is_empty() && loaded.shadows.is_empty() {
-        return Ok(());
-    }
-    let host = crate::wiring::cached_host(state_dir, true)?;
-    approval_host::assemble::compile(&host, &loaded).map_err(crate::wiring::assemble_error)?;
+/// loads them instead of compiling them while the agent waits. Best effort: the hook is set up
+/// either way, and a deployment that cannot be read or compiled here is said, not fatal (its
+/// secrets may live only where the agent CLI runs). Only the components are compiled: no plugin
+/// code runs here.
+fn compile_ahead(deployment: &Path, state_dir: &Path) {
     let cache = state_dir.join("cache");
-    println!(
-        "{} {}",
-        approval_host::plugin::cache::COMPILED_AHEAD,
-        cache.display()
-    );
-    Ok(())
+    match compile_into(deployment, &cache) {
+        Ok(0) => {}
+        Ok(_) => println!(
+            "{} {}",
+            approval_host::plugin::cache::COMPILED_AHEAD,
+            cache.display()
+        ),
+        Err(e) => println!(
+            "{}: {e:#}",
+            approval_host::plugin::cache::NOT_COMPILED_AHEAD
+        ),
+    }
+}
+
+/// Compiles each plugin and shadow of `deployment` into the compiled cache at `cache`; how many.
+fn compile_into(deployment: &Path, cache: &Path) -> Result<usize> {
+    use approval_host::plugin::cache::CompiledCache;
+    let loaded = approval_host::Deployment::load(deployment)?;
+    let specs: Vec<_> = loaded.plugins.iter().chain(&loaded.shadows).collect();
+    if specs.is_empty() {
+        return Ok(0);
+    }
+    let engine_host = approval_host::PluginHost::new()?;
+    let engine = engine_host.engine();
+    let compiled = CompiledCache::new(cache);
+    let observer = crate::progress::observer(false);
+    for spec in &specs {
+        let bytes = std::fs::read(&spec.path)
+            .with_context(|| format!("plugin {:?}: {}", spec.name, spec.path.display()))?;
+        let digest = approval_host::plugin::digest(&bytes);
+        compiled
+            .load_observed(engine, &digest, &bytes, || {
+                observer(&spec.name, bytes.len())
+            })
+            .map_err(|e| anyhow::anyhow!("plugin {:?}: {e:#}", spec.name))?;
+        if !compiled.entry(engine, &digest).is_file() {
+            anyhow::bail!(
+                "plugin {:?}: the compiled cache at {} could not be written (see the warning above)",
+                spec.name,
+                cache.display()
+            );
+        }
+    }
+    // Compiled ahead again: a hook that finds the cache cold later says so again.
+    let _ = std::fs::remove_file(cache.join(crate::progress::COLD_NOTED));
+    Ok(specs.len())
 }
 
 /// Whether `command` is nothing but an approval-host hook for `harness`: its program is

@@ -47,27 +47,30 @@ pub fn observer(quiet: bool) -> CompileObserver {
 
 /// The file in a compiled cache whose presence says a hook has already told of a cold cache
 /// there: said once per state directory, not at every call of a hook that cannot write its cache.
-const COLD_NOTED: &str = "cold-cache-noted";
+/// `init` removes it when it compiles ahead.
+pub(crate) const COLD_NOTED: &str = "cold-cache-noted";
 
-/// A hook's observer: silent, except that the first compile on the asking path in a state
-/// directory says on stderr that the cache was cold and what compiles ahead. Parallel hooks
-/// race on the marker file; one of them says it.
+/// A hook's observer: silent, except that the first compile on the asking path that succeeds in
+/// a state directory says on stderr that the cache was cold and what compiles ahead. Parallel
+/// hooks race on the marker file; one of them says it.
 pub fn cold_cache_observer(state_dir: &std::path::Path, quiet: bool) -> CompileObserver {
     let cache = state_dir.join("cache");
     Arc::new(
         move |plugin: &str, _bytes: usize| -> Box<dyn FnOnce(bool)> {
-            if quiet || !first_cold(&cache) {
+            if quiet || cache.join(COLD_NOTED).exists() {
                 return Box::new(|_| {});
             }
             let started = Instant::now();
             let (plugin, cache) = (plugin.to_owned(), cache.clone());
-            Box::new(move |_ok: bool| {
-                eprintln!(
-                    "{} {plugin}, so this tool call compiled it first ({:.1} s); `approval-host init` compiles a deployment's plugins ahead (said once for {})",
-                    approval_host::plugin::cache::COLD_CACHE,
-                    started.elapsed().as_secs_f64(),
-                    cache.display()
-                );
+            Box::new(move |ok: bool| {
+                if ok && first_cold(&cache) {
+                    eprintln!(
+                        "{} {plugin}, so this tool call compiled it first ({:.1} s); `approval-host init` compiles a deployment's plugins ahead (said once for {})",
+                        approval_host::plugin::cache::COLD_CACHE,
+                        started.elapsed().as_secs_f64(),
+                        cache.display()
+                    );
+                }
             })
         },
     )

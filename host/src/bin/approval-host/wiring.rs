@@ -108,11 +108,15 @@ pub(crate) fn mount_deciding(
     if deployment.plugins.is_empty() {
         return Ok(None);
     }
-    // One question, then the process exits: a small instance pool.
-    let host = PluginHost::for_one_question(
-        Arc::new(approval_host::plugin::TracingSink),
-        approval_host::plugin::cache::CompiledCache::new(state_dir.join("cache")),
-    )?;
+    // One question, then the process exits: a pool sized for its plugins, unless conformance
+    // cases run at mount (each case's config loads the plugin again).
+    let sink = Arc::new(approval_host::plugin::TracingSink);
+    let cache = approval_host::plugin::cache::CompiledCache::new(state_dir.join("cache"));
+    let host = if deployment.plugin_cases.is_empty() {
+        PluginHost::for_one_question(sink, cache, deployment.plugins.len())?
+    } else {
+        PluginHost::with_cache(sink, cache)?
+    };
     // A hook compiles only when nothing compiled ahead (`init`): said once, not as progress.
     host.observe_compiles(progress::cold_cache_observer(state_dir, quiet));
     let mounted = assemble::mount(service, &host, deployment, QuarantinePolicy::default())
