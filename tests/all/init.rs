@@ -238,6 +238,18 @@ fn init_keeps_an_edited_deployment_and_refuses_broken_settings_without_writing()
     assert!(String::from_utf8_lossy(&out.stderr).contains("--project DIR or --user"));
 }
 
+/// The PreToolUse command `init claude-code` installed in `project`'s settings.
+fn installed_pre_tool_command(project: &Path) -> String {
+    let settings: Value = serde_json::from_str(
+        &std::fs::read_to_string(project.join(".claude/settings.json")).unwrap(),
+    )
+    .unwrap();
+    settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
 /// Runs a hook command as an agent CLI would (`sh -c`, in the project, with Claude Code's
 /// `$CLAUDE_PROJECT_DIR`) on `input`.
 fn run_command(project: &Path, home: &Path, command: &str, input: &Value) -> Output {
@@ -428,13 +440,7 @@ fn inside_a_project_rules_log_and_verify_use_the_deployment_and_state_its_hooks_
         said.contains("reading the state of the hooks set up in"),
         "{said}"
     );
-    let settings: Value =
-        serde_json::from_str(&std::fs::read_to_string(p.join(".claude/settings.json")).unwrap())
-            .unwrap();
-    let command = settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let command = installed_pre_tool_command(p);
     let printed = run_installed(p, h, &command, "Bash", json!({"command": "rm -r build"}));
     assert_eq!(printed["hookSpecificOutput"]["permissionDecision"], "deny");
     assert!(
@@ -554,13 +560,7 @@ fn a_hook_that_finds_its_compiled_cache_cold_says_so_once_per_state_directory() 
             .unwrap_or_default()
     };
     assert_eq!(entries(&cache).len(), 2, "both example plugins compiled");
-    let settings: Value =
-        serde_json::from_str(&std::fs::read_to_string(p.join(".claude/settings.json")).unwrap())
-            .unwrap();
-    let command = settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let command = installed_pre_tool_command(p);
     let call = |id: &str| {
         let input = json!({"session_id": "cold", "transcript_path": "/tmp/t.jsonl",
             "cwd": p, "permission_mode": "default", "hook_event_name": "PreToolUse",

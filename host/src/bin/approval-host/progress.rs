@@ -78,15 +78,10 @@ pub fn cold_cache_observer(state_dir: &std::path::Path, quiet: bool) -> CompileO
 
 /// Whether this is the first cold compile said for `cache` (the marker made now).
 fn first_cold(cache: &std::path::Path) -> bool {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    let _ = std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(cache);
-    std::fs::OpenOptions::new()
+    let _ = approval_host::private::create_dir_all(cache);
+    approval_host::private::open_options()
         .write(true)
         .create_new(true)
-        .mode(0o600)
         .open(cache.join(COLD_NOTED))
         .is_ok()
 }
