@@ -10,12 +10,21 @@
 //! a profiler).
 
 mod common;
+#[path = "common/counting.rs"]
+mod counting;
 #[path = "common/raw.rs"]
 mod raw;
+#[path = "common/rego.rs"]
+mod rego;
+
+#[global_allocator]
+static ALLOCATOR: counting::Counting = counting::Counting;
 
 use std::time::{Duration, Instant};
 
 use approval_host::config::{Isolation, PluginSpec, Role};
+use approval_host::event::{Asked, Decided, Event};
+use approval_host::log::SessionLog;
 use approval_host::{
     Agent, ApprovalRequest, ApprovalService, Decision, Failure, Mounted, Outcome, PluginHost,
     Policy, Position, Question, Registration, Scope, bundled,
@@ -81,7 +90,12 @@ fn mount(
     keep
 }
 
-async fn latencies(service: &ApprovalService, agent: &Agent, samples: usize) -> Vec<Duration> {
+/// Each request's latency, sorted, and the allocations one request made (the mean).
+async fn latencies(
+    service: &ApprovalService,
+    agent: &Agent,
+    samples: usize,
+) -> (Vec<Duration>, f64) {
     for _ in 0..samples / 10 {
         service
             .request(ApprovalRequest::new(agent, "bash"))
@@ -89,6 +103,7 @@ async fn latencies(service: &ApprovalService, agent: &Agent, samples: usize) -> 
             .unwrap();
     }
     let mut out = Vec::with_capacity(samples);
+    let allocated = counting::allocations();
     for _ in 0..samples {
         let start = Instant::now();
         let outcome = service
@@ -98,12 +113,50 @@ async fn latencies(service: &ApprovalService, agent: &Agent, samples: usize) -> 
         out.push(start.elapsed());
         assert_eq!(outcome, Outcome::AllowedOnce);
     }
+    let per_request = (counting::allocations() - allocated) as f64 / samples as f64;
     out.sort();
-    out
+    (out, per_request)
 }
 
 fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
+}
+
+/// Nanoseconds per audited question (its `approval/asked` and `approval/decided` appended to a
+/// log whose journal discards the bytes: validation, encoding, the chain hash), and the
+/// allocations each append made. The events are built before the clock and the count start, as
+/// the seam builds them from what the asker sent.
+async fn audit_appends(samples: usize) -> (f64, f64) {
+    let log = SessionLog::open(&NullStore, "bench-audit").unwrap();
+    log.append(Event::TurnStart).await.unwrap();
+    let pair = |_| {
+        let id = uuid::Uuid::new_v4().to_string();
+        let mut asked = Asked::new(id.clone(), "bash");
+        asked.agent = Some("a".to_owned());
+        (
+            Event::Asked(asked),
+            Event::Decided(Decided {
+                answerer: Some("gate-0".to_owned()),
+                ..Decided::bare(id, Outcome::AllowedOnce)
+            }),
+        )
+    };
+    // Warm: the fold's tables and the log's buffer reach their working size.
+    for (asked, decided) in (0..samples).map(pair) {
+        log.append(asked).await.unwrap();
+        log.append(decided).await.unwrap();
+    }
+    let events: Vec<(Event, Event)> = (0..samples).map(pair).collect();
+    let mut allocations = 0;
+    let start = Instant::now();
+    for (asked, decided) in events {
+        let before = counting::allocations();
+        log.append(asked).await.unwrap();
+        log.append(decided).await.unwrap();
+        allocations += counting::allocations() - before;
+    }
+    let ns = start.elapsed().as_secs_f64() * 1e9 / samples as f64;
+    (ns, allocations as f64 / (2 * samples) as f64)
 }
 
 /// The least-squares slope of `(x, y)` points.
@@ -206,7 +259,10 @@ fn main() {
     let host = PluginHost::new().unwrap();
     runtime.block_on(async {
         println!("decision latency per request (seam + gates, log discarded), {samples} samples, RUST_BACKTRACE={:?}", std::env::var("RUST_BACKTRACE").unwrap_or_default());
-        println!("{:<36} {:>10} {:>10}", "scenario", "median µs", "p99 µs");
+        println!(
+            "{:<36} {:>10} {:>10} {:>12}",
+            "scenario", "median µs", "p99 µs", "allocations"
+        );
         let scenarios: Vec<(String, usize, Kind)> = vec![
             ("1 native gate".into(), 1, Kind::Native),
             ("1 wasm gate, reuse".into(), 1, Kind::Wasm(Isolation::Reuse)),
@@ -249,10 +305,10 @@ fn main() {
             let _keep = mount(&service, &host, *n, kind);
             let agent = service.agent("bench", "a").await.unwrap();
             service.start_turn("bench").await.unwrap();
-            let l = latencies(&service, &agent, samples).await;
+            let (l, allocations) = latencies(&service, &agent, samples).await;
             medians.insert(label.clone(), micros(l[l.len() / 2]));
             println!(
-                "{label:<36} {:>10.2} {:>10.2}",
+                "{label:<36} {:>10.2} {:>10.2} {allocations:>12.1}",
                 micros(l[l.len() / 2]),
                 micros(l[l.len() * 99 / 100])
             );
@@ -260,6 +316,13 @@ fn main() {
         if only.is_some() {
             return;
         }
+        let (pair_ns, per_event) = audit_appends(samples * 5).await;
+        println!(
+            "{:<36} {:>10.2} {:>10} {per_event:>12.2}  (allocations per event)",
+            "audit: asked + decided appended",
+            pair_ns / 1000.0,
+            "",
+        );
         // Depth: latency against the number of gates, and the cost of one more gate (the slope of
         // a least-squares line through the medians).
         println!();
@@ -278,7 +341,7 @@ fn main() {
                 let _keep = mount(&service, &host, n, &kind);
                 let agent = service.agent("bench", "a").await.unwrap();
                 service.start_turn("bench").await.unwrap();
-                let l = latencies(&service, &agent, samples / 2).await;
+                let (l, _) = latencies(&service, &agent, samples / 2).await;
                 points.push((n as f64, micros(l[l.len() / 2])));
             }
             let slope = slope(&points);
@@ -323,6 +386,21 @@ fn main() {
             fresh / micros(raw.instantiate),
             fresh / micros(raw.instantiate_pooled),
             medians["slope wasm, per-decision"] - medians["slope native"],
+        );
+        let rego = rego::measure(samples * 5);
+        let whole = medians["1 wasm gate, reuse"];
+        println!();
+        println!("the same policy in Rego, regorus VM (RVM) in this process:");
+        println!("  input built per question + evaluate {:>8.2} µs", micros(rego.per_question));
+        println!("  evaluate alone (input set once)     {:>8.2} µs", micros(rego.evaluate));
+        println!(
+            "  => the whole path through allow-tools, reused ({whole:.2} µs): {:.2}x the per-question Rego figure, {:.2}x the evaluation alone (goal: at or below 1x)",
+            whole / micros(rego.per_question),
+            whole / micros(rego.evaluate),
+        );
+        println!(
+            "  => the seam (1 native gate): {:.2} µs (goal: under 1 µs)",
+            medians["1 native gate"]
         );
         println!();
         println!("{:<36} {:>10}", "64 concurrent askers", "decisions/s");

@@ -25,6 +25,7 @@ mod hostile_network_plugins;
 mod init;
 mod init_mcp;
 mod layering;
+mod log_bytes;
 mod log_contract;
 mod mcp_2026;
 mod mcp_doors;
