@@ -294,6 +294,15 @@ fn main() {
                 Kind::Wasm(Isolation::PerDecision),
             ),
         ];
+        // The first row would otherwise also pay for warming the process (allocator arenas, the
+        // CPU's caches and clock).
+        {
+            let service = ApprovalService::new(NullStore, Policy::Ask);
+            let _keep = mount(&service, &host, 1, &Kind::Native);
+            let agent = service.agent("warm", "a").await.unwrap();
+            service.start_turn("warm").await.unwrap();
+            latencies(&service, &agent, samples).await;
+        }
         let mut medians = std::collections::HashMap::new();
         // `BENCH_ONLY=<text>` runs only the latency rows whose label contains it (for profiling).
         let only = std::env::var("BENCH_ONLY").ok();

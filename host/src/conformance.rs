@@ -195,17 +195,8 @@ pub async fn ask_explained(
     if let Some(call_id) = &case.call_id {
         request = request.call_id(call_id.clone());
     }
-    service.request(request).await?;
+    let decided = service.ask(request).await?;
     service.end_turn(session).await?;
-    let decided = agent
-        .session()
-        .log
-        .with_fold(|f| f.last_decided().cloned())
-        .ok_or_else(|| {
-            crate::service::ApprovalError::Internal(
-                "a request returned without a decision".to_owned(),
-            )
-        })?;
     let answer = match (decided.failure, decided.outcome) {
         (Some(failure), _) => Answer::Failed(failure.kind.as_str().to_owned()),
         (None, Outcome::AllowedOnce) => Answer::Decided(Decision::AllowOnce),

@@ -8,9 +8,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::Value;
 
-use crate::audit::event::{
-    Decided, Event, PolicySwitch, RuleAdded, SandboxModeName, SandboxSwitch,
-};
+use crate::audit::event::{Event, PolicySwitch, RuleAdded, SandboxModeName, SandboxSwitch};
+use crate::audit::question_key::QuestionKey;
 use crate::policy::Policy;
 use crate::policy::SOURCE_DELEGATION;
 
@@ -74,12 +73,13 @@ pub struct OpenQuestion {
 #[derive(Debug, Clone)]
 pub struct SessionFold {
     turn_open: bool,
-    asked: HashSet<String>,
-    open: BTreeMap<String, u64>,
+    /// Every question id asked, and the open ones with their `approval/asked` seq: keyed so that
+    /// the host's own ids cost no allocation.
+    asked: HashSet<QuestionKey>,
+    open: HashMap<QuestionKey, u64>,
     policy: Option<PolicySwitch>,
     tool_calls: HashMap<String, Value>,
     sandbox: Option<SandboxSwitch>,
-    last_decided: Option<Decided>,
     /// Still reading the delegation seed at the head of the log (only `delegation` switches so far).
     in_seed: bool,
     /// The log opens with a delegation seed: the session was started as a subagent.
@@ -95,11 +95,10 @@ impl Default for SessionFold {
         SessionFold {
             turn_open: false,
             asked: HashSet::new(),
-            open: BTreeMap::new(),
+            open: HashMap::new(),
             policy: None,
             tool_calls: HashMap::new(),
             sandbox: None,
-            last_decided: None,
             in_seed: true,
             delegated: false,
             keep_calls: true,
@@ -139,7 +138,7 @@ impl SessionFold {
                     Err(Violation::EmptyToolName)
                 } else if a.id.is_empty() {
                     Err(Violation::EmptyId)
-                } else if self.asked.contains(&a.id) {
+                } else if self.asked.contains(&QuestionKey::of(&a.id)) {
                     Err(Violation::RepeatedId(a.id.clone()))
                 } else {
                     Ok(())
@@ -148,7 +147,7 @@ impl SessionFold {
             Event::Decided(d) => {
                 if !self.turn_open {
                     Err(Violation::OutsideTurn(event.kind()))
-                } else if !self.open.contains_key(&d.id) {
+                } else if !self.open.contains_key(&QuestionKey::of(&d.id)) {
                     Err(Violation::DecidedWithoutAsked(d.id.clone()))
                 } else {
                     Ok(())
@@ -169,7 +168,12 @@ impl SessionFold {
                 Err(Violation::UnknownRule(r.id.clone()))
             }
             // A shadow may finish after its question's turn ended, but never before the decision.
-            Event::Shadowed(s) if !self.asked.contains(&s.id) || self.open.contains_key(&s.id) => {
+            Event::Shadowed(s)
+                if {
+                    let key = QuestionKey::of(&s.id);
+                    !self.asked.contains(&key) || self.open.contains_key(&key)
+                } =>
+            {
                 Err(Violation::ShadowedUnsettled(s.id.clone()))
             }
             Event::Unasked(u) if u.tool_name.is_empty() => Err(Violation::EmptyUnaskedTool),
@@ -204,12 +208,12 @@ impl SessionFold {
             Event::TurnStart => self.turn_open = true,
             Event::TurnEnd | Event::TurnEndBy(_) => self.turn_open = false,
             Event::Asked(a) => {
-                self.asked.insert(a.id.clone());
-                self.open.insert(a.id.clone(), seq);
+                let key = QuestionKey::of(&a.id);
+                self.open.insert(key.clone(), seq);
+                self.asked.insert(key);
             }
             Event::Decided(d) => {
-                self.open.remove(&d.id);
-                self.last_decided = Some(d.clone());
+                self.open.remove(&QuestionKey::of(&d.id));
             }
             Event::Policy(p) => self.policy = Some(p.clone()),
             Event::ToolCall(c) if self.keep_calls => {
@@ -253,11 +257,6 @@ impl SessionFold {
             .map(|(r, _)| r)
     }
 
-    /// The session's latest `approval/decided`.
-    pub fn last_decided(&self) -> Option<&Decided> {
-        self.last_decided.as_ref()
-    }
-
     /// Whether the last `turn/start` is not followed by `turn/end`.
     pub fn turn_open(&self) -> bool {
         self.turn_open
@@ -278,8 +277,8 @@ impl SessionFold {
         let mut v: Vec<_> = self
             .open
             .iter()
-            .map(|(id, seq)| OpenQuestion {
-                id: id.clone(),
+            .map(|(key, seq)| OpenQuestion {
+                id: key.id(),
                 seq: *seq,
             })
             .collect();

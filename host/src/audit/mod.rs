@@ -27,6 +27,7 @@ pub mod evidence;
 pub mod fold;
 pub mod log;
 pub mod postgres;
+pub(crate) mod question_key;
 pub mod redact;
 pub mod scratch;
 pub mod stats;

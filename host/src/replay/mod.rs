@@ -314,7 +314,7 @@ async fn replay_session(
         out.push(Replayed {
             session: session.to_owned(),
             seq: record.seq,
-            ts: record.ts.clone(),
+            ts: record.ts.to_string(),
             id: asked.id.clone(),
             tool: asked.tool_name.clone(),
             arguments: report::argument_line(call.map(|(a, _)| a), 80),

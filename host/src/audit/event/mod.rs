@@ -11,8 +11,10 @@ use crate::outcome::{FailureKind, Outcome};
 use crate::policy::Policy;
 
 mod record;
+mod stamp;
 
 pub use record::Record;
+pub use stamp::Stamp;
 
 /// The event type names, written once.
 pub mod types {

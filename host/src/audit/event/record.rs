@@ -5,6 +5,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
+use super::stamp::Stamp;
 use super::{Empty, Event};
 
 /// One durable line of a session log.
@@ -12,8 +13,8 @@ use super::{Empty, Event};
 pub struct Record {
     /// Position in the log, from 1, without gaps.
     pub seq: u64,
-    /// When the event was appended, RFC 3339 UTC.
-    pub ts: String,
+    /// When the event was appended, RFC 3339 UTC, as the line spells it.
+    pub ts: Stamp,
     /// The event.
     pub event: Event,
 }
@@ -34,19 +35,6 @@ struct WireRecord<'a> {
     /// Format 2: the SHA-256 (hex) of the line before, or of the session's genesis.
     #[serde(default)]
     prev: Option<String>,
-}
-
-#[derive(Serialize)]
-struct WireRef<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    v: Option<u64>,
-    seq: u64,
-    ts: &'a str,
-    #[serde(rename = "type")]
-    kind: &'static str,
-    data: DataRef<'a>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    prev: Option<&'a str>,
 }
 
 /// An event's `data`, serialised from the event in place.
@@ -76,12 +64,32 @@ impl Serialize for DataRef<'_> {
     }
 }
 
+/// Writes `text` as a JSON string: as it is when nothing in it needs escaping (the envelope's
+/// members always), else escaped as serde_json escapes (a time read from another writer's line).
+fn write_str(text: &str, out: &mut Vec<u8>) {
+    if text
+        .bytes()
+        .all(|b| b >= 0x20 && b != b'"' && b != b'\\' && b < 0x7f)
+    {
+        out.push(b'"');
+        out.extend_from_slice(text.as_bytes());
+        out.push(b'"');
+    } else {
+        let _ = serde_json::to_writer(&mut *out, text);
+    }
+}
+
 impl Record {
     /// A record stamped with the current time.
     pub fn now(seq: u64, event: Event) -> Record {
+        Record::at(seq, SystemTime::now(), event)
+    }
+
+    /// A record stamped with `time`.
+    pub fn at(seq: u64, time: SystemTime, event: Event) -> Record {
         Record {
             seq,
-            ts: humantime::format_rfc3339_micros(SystemTime::now()).to_string(),
+            ts: Stamp::at(time),
             event,
         }
     }
@@ -102,24 +110,39 @@ impl Record {
     /// Appends the record's chained (format 2) line, committing to `prev` (the previous line's
     /// chain value, or the session's genesis), newline included, to `out`.
     pub fn write_chained_line(&self, prev: &crate::audit::chain::Head, out: &mut Vec<u8>) {
-        let hex = crate::audit::chain::hex_bytes(prev);
-        // Hex digits are ASCII.
-        let prev = std::str::from_utf8(&hex).unwrap_or_default();
-        self.write_wire(Some(prev), out);
+        self.write_wire(Some(&crate::audit::chain::hex_bytes(prev)), out);
     }
 
-    fn write_wire(&self, prev: Option<&str>, out: &mut Vec<u8>) {
-        let wire = WireRef {
-            v: prev.map(|_| crate::audit::chain::FORMAT),
-            seq: self.seq,
-            ts: &self.ts,
-            kind: self.event.kind(),
-            data: DataRef(&self.event),
-            prev,
-        };
+    /// Writes `{"v":2,"seq":…,"ts":…,"type":…,"data":{…},"prev":…}` (without `v` and `prev` in
+    /// format 1): the envelope by hand, as its members need no escaping (a number, a type name,
+    /// hex digits, and a time the writer spelled), the data straight from the event.
+    fn write_wire(&self, prev: Option<&[u8; 64]>, out: &mut Vec<u8>) {
+        out.push(b'{');
+        if prev.is_some() {
+            out.extend_from_slice(b"\"v\":");
+            out.extend_from_slice(
+                itoa::Buffer::new()
+                    .format(crate::audit::chain::FORMAT)
+                    .as_bytes(),
+            );
+            out.push(b',');
+        }
+        out.extend_from_slice(b"\"seq\":");
+        out.extend_from_slice(itoa::Buffer::new().format(self.seq).as_bytes());
+        out.extend_from_slice(b",\"ts\":");
+        write_str(&self.ts, out);
+        // Event type names are plain ASCII constants (`types`).
+        out.extend_from_slice(b",\"type\":\"");
+        out.extend_from_slice(self.event.kind().as_bytes());
+        out.extend_from_slice(b"\",\"data\":");
         // Plain structs of strings, numbers, enums and JSON values: serialising cannot fail.
-        let _ = serde_json::to_writer(&mut *out, &wire);
-        out.push(b'\n');
+        let _ = serde_json::to_writer(&mut *out, &DataRef(&self.event));
+        if let Some(prev) = prev {
+            out.extend_from_slice(b",\"prev\":\"");
+            out.extend_from_slice(prev);
+            out.push(b'"');
+        }
+        out.extend_from_slice(b"}\n");
     }
 
     /// Parses one line (without its newline), chained or not.
@@ -152,7 +175,7 @@ impl Record {
         Ok((
             Record {
                 seq: wire.seq,
-                ts: wire.ts,
+                ts: Stamp::from(wire.ts),
                 event,
             },
             wire.prev,
@@ -165,6 +188,17 @@ mod tests {
     use super::*;
     use crate::audit::event::Decided;
     use crate::outcome::Outcome;
+
+    #[test]
+    fn event_type_names_need_no_escaping() {
+        for kind in crate::audit::event::types::ALL {
+            assert!(
+                kind.bytes()
+                    .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\'),
+                "{kind}"
+            );
+        }
+    }
 
     #[test]
     fn line_round_trips() {

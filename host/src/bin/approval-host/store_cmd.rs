@@ -47,7 +47,7 @@ pub(crate) fn list_sessions(ctx: &Ctx) -> Result<ExitCode> {
         let last = checked
             .records
             .last()
-            .map_or_else(|| "-".to_owned(), |r| r.ts.clone());
+            .map_or_else(|| "-".to_owned(), |r| r.ts.to_string());
         let mut open = false;
         for r in &checked.records {
             match r.event.kind() {

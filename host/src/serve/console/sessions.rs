@@ -74,7 +74,7 @@ fn summarise(id: &str, bytes: &[u8]) -> Summary {
         last_activity: checked
             .records
             .last()
-            .map(|r| r.ts.clone())
+            .map(|r| r.ts.to_string())
             .unwrap_or_default(),
         turn_open: false,
         policy: None,
