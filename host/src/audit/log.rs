@@ -87,11 +87,12 @@ pub(crate) struct Core {
     taken_over: Option<String>,
     /// What `tool/call` arguments must not be written.
     redaction: RedactionCell,
-    /// When the last event was submitted, in microseconds since the Unix epoch (the clock its
-    /// record is stamped with: one reading per event): a writer that can wait
+    /// When the last event was submitted, in microseconds since `opened` (a monotonic clock: a
+    /// wall clock stepped back would keep the log "busy" until it caught up): a writer that can wait
     /// (a shadow's answer) appends in the log's quiet moments, not between a question and its
     /// decision.
     last_submit: std::sync::atomic::AtomicU64,
+    opened: std::time::Instant,
 }
 
 /// An open, validated, durable session log. Dropping it commits what is pending and releases the
@@ -224,9 +225,8 @@ impl SessionLog {
                 subscribers,
                 taken_over,
                 redaction,
-                last_submit: std::sync::atomic::AtomicU64::new(unix_micros(
-                    std::time::SystemTime::now(),
-                )),
+                last_submit: std::sync::atomic::AtomicU64::new(0),
+                opened: std::time::Instant::now(),
             }),
         })
     }
@@ -324,7 +324,7 @@ impl SessionLog {
             .core
             .last_submit
             .load(std::sync::atomic::Ordering::Relaxed);
-        let now = unix_micros(std::time::SystemTime::now());
+        let now = self.core.opened.elapsed().as_micros() as u64;
         std::time::Duration::from_micros(now.saturating_sub(last))
     }
 
@@ -360,9 +360,11 @@ impl SessionLog {
             return Err(core.poisoned_error(&state));
         }
         let event = make(&state.fold);
+        core.last_submit.store(
+            core.opened.elapsed().as_micros() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         let now = std::time::SystemTime::now();
-        core.last_submit
-            .store(unix_micros(now), std::sync::atomic::Ordering::Relaxed);
         state
             .fold
             .check(&event)
@@ -411,12 +413,6 @@ impl SessionLog {
         }
         Ok((record, ticket))
     }
-}
-
-/// Microseconds since the Unix epoch (0 for a clock set before it).
-fn unix_micros(time: std::time::SystemTime) -> u64 {
-    time.duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64)
 }
 
 impl commit::Rounds for Core {

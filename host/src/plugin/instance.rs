@@ -42,6 +42,8 @@ pub struct Plugin {
     /// Decides off the async workers: it imports WASI, or was seen to need more than the inline
     /// budget.
     slow: AtomicBool,
+    /// Its share of the host's plugin threads (`runner`).
+    share: Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -107,6 +109,7 @@ impl Plugin {
         slow: bool,
     ) -> Self {
         Plugin {
+            share: host.inner.runner.share(),
             host,
             shared,
             digest,
@@ -256,7 +259,7 @@ impl Plugin {
         self.host
             .inner
             .runner
-            .run(timeout, move |deadline| f(&plugin, deadline))
+            .run_within(&self.share, timeout, move |deadline| f(&plugin, deadline))
             .await
     }
 

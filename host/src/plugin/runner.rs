@@ -7,6 +7,11 @@
 //! queues; the asking tasks wait without a thread, and the threads are as many as the machine
 //! has cores, twice over (a run that waits on the network holds its thread meanwhile).
 //!
+//! One plugin's runs take at most its share of the threads (all of them but one): a plugin whose
+//! decisions spin to their deadline, many at once, leaves a thread to every other plugin instead
+//! of queueing them all behind it for as long as its timeout. A run whose asker stopped waiting
+//! before a thread took it is not run at all.
+//!
 //! A run's deadline starts when a thread takes it, so time spent queued is nobody's fault. The
 //! epoch interrupt cannot stop a guest blocked inside a host call (a WASI sleep, say); the
 //! asking task stops waiting for such a run at its deadline and a grace, settles it as a
@@ -19,7 +24,7 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use tokio::sync::oneshot;
+use tokio::sync::{Semaphore, oneshot};
 
 use crate::outcome::{Failure, FailureKind, panic_message};
 
@@ -112,6 +117,45 @@ impl Runner {
         self.threads.load(Ordering::Acquire)
     }
 
+    /// A new plugin's share of the threads: all of them but one (at least one).
+    pub(crate) fn share(&self) -> Arc<Semaphore> {
+        Arc::new(Semaphore::new(self.size.saturating_sub(1).max(1)))
+    }
+
+    /// [`Runner::run`] within `share`: the run waits (without a thread) while the plugin's share
+    /// of the threads is taken, and holds its place in the share until its thread is done with
+    /// it, a run given up as stuck included.
+    pub(crate) async fn run_within<T: Send + 'static>(
+        &self,
+        share: &Arc<Semaphore>,
+        timeout: Duration,
+        f: impl FnOnce(Instant) -> Result<T, Failure> + Send + 'static,
+    ) -> Result<T, Failure> {
+        let patience = QUEUE_PATIENCE.max(timeout);
+        let place = match tokio::time::timeout(patience, share.clone().acquire_owned()).await {
+            Ok(Ok(place)) => place,
+            Ok(Err(_)) => {
+                return Err(Failure::error(
+                    "the plugin's share of the threads is closed",
+                ));
+            }
+            Err(_) => {
+                return Err(Failure::new(
+                    FailureKind::Timeout,
+                    format!(
+                        "this plugin's share of the plugin threads stayed busy for {} s",
+                        patience.as_secs()
+                    ),
+                ));
+            }
+        };
+        self.run(timeout, move |deadline| {
+            let _place = place;
+            f(deadline)
+        })
+        .await
+    }
+
     /// Runs `f` on one of the pool's threads, inside the calling task's runtime (so WASI calls
     /// that wait on I/O can), with its deadline `timeout` after a thread takes it, and returns
     /// what it returned. A panic is a [`FailureKind::Panic`]; a run still going a grace after
@@ -125,6 +169,11 @@ impl Runner {
         let (started_tx, started) = oneshot::channel();
         let (tx, rx) = oneshot::channel();
         let job: Job = Box::new(move || {
+            // Its asker is gone (cancelled, or given up on the queue): nobody reads the answer,
+            // and running it would hold a thread, and the plugin's share, to its deadline.
+            if tx.is_closed() {
+                return;
+            }
             let _entered = runtime.as_ref().map(tokio::runtime::Handle::enter);
             let deadline = Instant::now() + timeout;
             let _ = started_tx.send(deadline);
@@ -227,6 +276,58 @@ mod tests {
         let released = busy.unwrap();
         // Queued behind the first for 100 ms, its 5 s began only once it was taken.
         assert!(queued.unwrap() >= released + Duration::from_secs(5) - Duration::from_millis(50));
+    }
+
+    // Two workers: the test thread blocks on `started` while the spawned askers queue their runs.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_plugin_s_runs_take_at_most_its_share_of_the_threads() {
+        let runner = Arc::new(Runner::new(4));
+        let spinning = runner.share();
+        let (started_tx, started) = std::sync::mpsc::channel::<()>();
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let held = Arc::new(Mutex::new(held));
+        // Six runs of one plugin, each holding its thread until released (as a guest spinning to
+        // a long deadline would).
+        let runs: Vec<_> = (0..6)
+            .map(|_| {
+                let (runner, spinning) = (runner.clone(), spinning.clone());
+                let (started_tx, held) = (started_tx.clone(), held.clone());
+                tokio::spawn(async move {
+                    runner
+                        .run_within(&spinning, Duration::from_secs(60), move |_| {
+                            let _ = started_tx.send(());
+                            let _ = held.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                            Ok(())
+                        })
+                        .await
+                })
+            })
+            .collect();
+        for _ in 0..3 {
+            started.recv().unwrap();
+        }
+        // Another plugin is served at once, not after the first one's 60 s.
+        let other = runner.share();
+        let served = tokio::time::timeout(
+            Duration::from_secs(10),
+            runner.run_within(&other, Duration::from_secs(5), |_| Ok(7)),
+        )
+        .await;
+        assert_eq!(
+            served
+                .expect("served while the other plugin spins")
+                .unwrap(),
+            7
+        );
+        // The spinning plugin's other three wait for its share, holding no thread.
+        assert!(started.try_recv().is_err());
+        for _ in 0..6 {
+            release.send(()).unwrap();
+        }
+        for run in runs {
+            run.await.unwrap().unwrap();
+        }
+        assert_eq!(runner.threads(), 4);
     }
 
     #[tokio::test]

@@ -9,6 +9,9 @@ use std::fmt;
 use std::ops::Deref;
 use std::time::SystemTime;
 
+/// The last moment RFC 3339 (and so the writer) can spell.
+const LAST: &str = "9999-12-31T23:59:59.999999Z";
+
 /// The longest spelling held inline: nanoseconds and `Z` need 30 bytes.
 const INLINE: usize = 30;
 
@@ -28,18 +31,22 @@ impl Stamp {
         Stamp::at(SystemTime::now())
     }
 
-    /// `time` as the writer spells it: RFC 3339 UTC with microseconds.
+    /// `time` as the writer spells it: RFC 3339 UTC with microseconds. A clock past the year
+    /// 9999, which RFC 3339 cannot spell, is written as its last moment: a line that reads back,
+    /// never an empty time that would make the log unreadable from there on.
     pub fn at(time: SystemTime) -> Stamp {
         let mut out = Inline::default();
-        // The spelling is 27 ASCII bytes, well inside the buffer: writing cannot fail.
-        let _ = fmt::Write::write_fmt(
+        let spelled = fmt::Write::write_fmt(
             &mut out,
             format_args!("{}", humantime::format_rfc3339_micros(time)),
         );
-        Stamp(Repr::Inline {
-            len: out.len as u8,
-            bytes: out.bytes,
-        })
+        match spelled {
+            Ok(()) => Stamp(Repr::Inline {
+                len: out.len as u8,
+                bytes: out.bytes,
+            }),
+            Err(_) => Stamp::from(LAST),
+        }
     }
 
     /// The spelling.
@@ -172,5 +179,9 @@ mod tests {
         assert_eq!(Stamp::from(long.to_owned()), long);
         assert!(matches!(Stamp::from(long).0, Repr::Heap(_)));
         assert_eq!(format!("{:?}", Stamp::from(nanos)), format!("{nanos:?}"));
+
+        let far = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(400 * 365 * 86_400 * 100);
+        assert_eq!(Stamp::at(far), LAST);
+        assert!(humantime::parse_rfc3339(LAST).is_ok());
     }
 }
