@@ -84,20 +84,39 @@ fn identity(file: &File) -> io::Result<(u64, u64)> {
     Ok((m.dev(), m.ino()))
 }
 
-/// A log's file, borrowed for one operation.
+/// A log's file, borrowed for one operation. Giving it back brings the set within its bound
+/// again if it went over while every file was in use.
 pub(crate) struct Open<'a> {
-    slot: MutexGuard<'a, Slot>,
+    slot: Option<MutexGuard<'a, Slot>>,
+    set: &'a Descriptors,
 }
 
 impl Open<'_> {
+    fn slot(&mut self) -> &mut Slot {
+        self.slot
+            .as_mut()
+            .expect("an Open holds its slot until dropped")
+    }
+
     /// The open file.
     pub(crate) fn file(&mut self) -> &mut File {
-        self.slot.file.as_mut().expect("an Open holds a file")
+        self.slot().file.as_mut().expect("an Open holds a file")
     }
 
     /// Marks the file as holding unsynced bytes (`true`) or none (`false`).
     pub(crate) fn set_dirty(&mut self, dirty: bool) {
-        self.slot.dirty = dirty;
+        self.slot().dirty = dirty;
+    }
+}
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        // Unlocked first, so this file too can be closed if it is the one to go.
+        drop(self.slot.take());
+        let mut ring = self.set.ring();
+        if ring.count > self.set.limit {
+            self.set.close_until(&mut ring, self.set.limit);
+        }
     }
 }
 
@@ -142,12 +161,29 @@ impl Descriptors {
     /// is full. Files in use now are passed over, and so are unsynced ones while a synced one can
     /// be closed instead; when none can, an unsynced one is synced and closed (sooner durable
     /// is never wrong). Only when every file is in use does the set go over its bound, by those
-    /// (at most one per commit thread and asking task), rather than wait.
+    /// (at most one per commit thread and asking task), rather than wait; each file given back
+    /// then closes one, down to the bound.
     fn make_room_for(&self, handle: &Arc<Handle>) {
         let mut ring = self.ring();
+        self.close_until(&mut ring, self.limit - 1);
+        ring.count += 1;
+        ring.open.push_back(Arc::downgrade(handle));
+        // Logs that closed while the set had room leave their entries behind: drop them before
+        // they outnumber the open files.
+        if ring.open.len() > 2 * ring.count + 64 {
+            ring.open.retain(|h| {
+                h.upgrade()
+                    .is_some_and(|h| h.slot.try_lock().map_or(true, |slot| slot.file.is_some()))
+            });
+        }
+    }
+
+    /// Closes the least recently used files not in use until at most `keep` are open (or none
+    /// more can be closed now).
+    fn close_until(&self, ring: &mut Ring, keep: usize) {
         for take_unsynced in [false, true] {
             let mut passes = 2 * ring.open.len();
-            while ring.count >= self.limit && passes > 0 {
+            while ring.count > keep && passes > 0 {
                 passes -= 1;
                 let Some(candidate) = ring.open.pop_front() else {
                     break;
@@ -185,22 +221,12 @@ impl Descriptors {
                 }
             }
         }
-        ring.count += 1;
-        ring.open.push_back(Arc::downgrade(handle));
-        // Logs that closed while the set had room leave their entries behind: drop them before
-        // they outnumber the open files.
-        if ring.open.len() > 2 * ring.count + 64 {
-            ring.open.retain(|h| {
-                h.upgrade()
-                    .is_some_and(|h| h.slot.try_lock().map_or(true, |slot| slot.file.is_some()))
-            });
-        }
     }
 
     /// The file of the log at `path` whose durable length is `len`, reopened (and locked again)
     /// when the set closed it. A file that is not `len` bytes long then is refused.
     pub(crate) fn use_file<'a>(
-        self: &Arc<Self>,
+        self: &'a Arc<Self>,
         handle: &'a Arc<Handle>,
         path: &Path,
         len: u64,
@@ -212,7 +238,10 @@ impl Descriptors {
             slot.file = Some(file);
             self.make_room_for(handle);
         }
-        Ok(Open { slot })
+        Ok(Open {
+            slot: Some(slot),
+            set: self,
+        })
     }
 
     /// Forgets `handle`'s file when its log closes.

@@ -65,6 +65,7 @@ fn arm(
     let state = store.data_mut();
     state.deadline = deadline;
     state.budget = budget;
+    state.ticks = 0;
     state.stopped = None;
     state.question = question.cloned();
     state.begin_requests(deadline);
@@ -95,6 +96,13 @@ enum Run {
 
 /// How long a decision may run on an async worker before it is moved off it: a few epoch ticks.
 pub const INLINE_BUDGET: std::time::Duration = std::time::Duration::from_millis(4);
+
+/// The epoch ticks a run must itself have run through before its budget stops it. A guest whose
+/// thread was descheduled past the budget (a loaded machine, not a slow plugin) sees one tick when
+/// it runs again, however long it was away: it goes on, and a fast guest finishes before the next
+/// tick, in place. Without this, preemption marked fast plugins slow for good, and their
+/// decisions queued on the plugin threads behind genuinely slow ones.
+const BUDGET_TICKS: u32 = 2;
 
 impl Plugin {
     /// A plugin over a pre-linked template; `slow` when it decides off the async workers from
@@ -174,12 +182,13 @@ impl Plugin {
         store.limiter(|s| &mut s.limits);
         store.epoch_deadline_callback(|mut ctx| {
             let state = ctx.data_mut();
+            state.ticks = state.ticks.saturating_add(1);
             let now = Instant::now();
             let stop = if state.question.as_ref().is_some_and(Question::is_cancelled) {
                 Some(Stop::Cancelled)
             } else if now >= state.deadline {
                 Some(Stop::Deadline)
-            } else if state.budget.is_some_and(|b| now >= b) {
+            } else if state.budget.is_some_and(|b| now >= b) && state.ticks >= BUDGET_TICKS {
                 Some(Stop::OverBudget)
             } else {
                 None

@@ -30,6 +30,8 @@ pub(crate) struct PluginState {
     pub(crate) deadline: Instant,
     /// For a run on an async worker: when it must give the worker back.
     pub(crate) budget: Option<Instant>,
+    /// The epoch ticks this run has seen (deadline callbacks since it was armed).
+    pub(crate) ticks: u32,
     pub(crate) stopped: Option<Stop>,
     /// `verify-signature` checks made in this run ([`super::secret::MAX_CHECKS`]).
     pub(crate) signature_checks: usize,
@@ -131,6 +133,7 @@ impl PluginState {
             question: None,
             deadline: Instant::now(),
             budget: None,
+            ticks: 0,
             stopped: None,
             signature_checks: 0,
             can_wait: false,
