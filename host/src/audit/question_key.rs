@@ -5,6 +5,8 @@
 //! was an allocation per question on the decision path. The mapping is exact both ways: only the
 //! one canonical spelling becomes a number, so two different ids never share a key.
 
+use uuid::Uuid;
+
 /// A question id, exactly.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum QuestionKey {
@@ -13,9 +15,6 @@ pub(crate) enum QuestionKey {
     /// Any other id, as written.
     Other(Box<str>),
 }
-
-/// Where the canonical spelling puts its hyphens.
-const HYPHENS: [usize; 4] = [8, 13, 18, 23];
 
 impl QuestionKey {
     /// The key of `id`: allocates only for an id that is not a canonical UUID.
@@ -29,44 +28,19 @@ impl QuestionKey {
     /// The id, spelled as it was written.
     pub(crate) fn id(&self) -> String {
         match self {
-            QuestionKey::Uuid(bits) => {
-                let mut out = String::with_capacity(36);
-                for shift in (0..32).rev().map(|n| n * 4) {
-                    if HYPHENS.contains(&out.len()) {
-                        out.push('-');
-                    }
-                    let nibble = ((bits >> shift) & 0xf) as u32;
-                    out.extend(char::from_digit(nibble, 16));
-                }
-                out
-            }
+            QuestionKey::Uuid(bits) => Uuid::from_u128(*bits).hyphenated().to_string(),
             QuestionKey::Other(text) => text.to_string(),
         }
     }
 }
 
-/// The 128 bits of `id` when it is a UUID in its canonical spelling.
+/// The 128 bits of `id` when it is a UUID in its canonical spelling: the uuid crate reads other
+/// spellings too (upper case, braces, no hyphens), which are other ids here, so the one it read
+/// must spell back exactly as `id`.
 fn uuid_bits(id: &str) -> Option<u128> {
-    let bytes = id.as_bytes();
-    if bytes.len() != 36 {
-        return None;
-    }
-    let mut bits = 0u128;
-    for (i, &b) in bytes.iter().enumerate() {
-        if HYPHENS.contains(&i) {
-            if b != b'-' {
-                return None;
-            }
-            continue;
-        }
-        let nibble = match b {
-            b'0'..=b'9' => b - b'0',
-            b'a'..=b'f' => b - b'a' + 10,
-            _ => return None,
-        };
-        bits = (bits << 4) | u128::from(nibble);
-    }
-    Some(bits)
+    let uuid = Uuid::try_parse(id).ok()?;
+    let mut canonical = Uuid::encode_buffer();
+    (uuid.hyphenated().encode_lower(&mut canonical) == id).then(|| uuid.as_u128())
 }
 
 #[cfg(test)]
@@ -82,6 +56,7 @@ mod tests {
             "0B0E9F4C-3F6E-4A47-9A36-5C1C4D2E8F10",
             "0b0e9f4c3f6e4a479a365c1c4d2e8f10",
             "{0b0e9f4c-3f6e-4a47-9a36-5c1c4d2e8f10}",
+            "urn:uuid:0b0e9f4c-3f6e-4a47-9a36-5c1c4d2e8f10",
             "0b0e9f4c-3f6e-4a47-9a36_5c1c4d2e8f10",
             "0b0e9f4c-3f6e-4a47-9a36-5c1c4d2e8f1g",
             "q1",
