@@ -50,6 +50,9 @@ pub const CHANGED_WHILE_CLOSED: &str =
 pub struct Descriptors {
     limit: usize,
     ring: Mutex<Ring>,
+    /// Whether the set went over its bound (every file was in use): read without the ring's
+    /// lock each time a file is given back, so only then is the lock taken to close some.
+    over: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -113,9 +116,14 @@ impl Drop for Open<'_> {
     fn drop(&mut self) {
         // Unlocked first, so this file too can be closed if it is the one to go.
         drop(self.slot.take());
-        let mut ring = self.set.ring();
-        if ring.count > self.set.limit {
+        // The `Open` whose file took the set over its bound is given back after it went over,
+        // so it sees the flag.
+        if self.set.over.load(Ordering::Acquire) {
+            let mut ring = self.set.ring();
             self.set.close_until(&mut ring, self.set.limit);
+            self.set
+                .over
+                .store(ring.count > self.set.limit, Ordering::Release);
         }
     }
 }
@@ -126,6 +134,7 @@ impl Descriptors {
         Arc::new(Descriptors {
             limit: limit.max(1),
             ring: Mutex::new(Ring::default()),
+            over: AtomicBool::new(false),
         })
     }
 
@@ -167,6 +176,9 @@ impl Descriptors {
         let mut ring = self.ring();
         self.close_until(&mut ring, self.limit - 1);
         ring.count += 1;
+        if ring.count > self.limit {
+            self.over.store(true, Ordering::Release);
+        }
         ring.open.push_back(Arc::downgrade(handle));
         // Logs that closed while the set had room leave their entries behind: drop them before
         // they outnumber the open files.
