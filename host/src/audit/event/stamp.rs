@@ -26,11 +26,6 @@ enum Repr {
 }
 
 impl Stamp {
-    /// The current time, as the writer spells it.
-    pub fn now() -> Stamp {
-        Stamp::at(SystemTime::now())
-    }
-
     /// `time` as the writer spells it: RFC 3339 UTC with microseconds. A clock past the year
     /// 9999, which RFC 3339 cannot spell, is written as its last moment: a line that reads back,
     /// never an empty time that would make the log unreadable from there on.
@@ -117,12 +112,6 @@ impl Deref for Stamp {
     }
 }
 
-impl AsRef<str> for Stamp {
-    fn as_ref(&self) -> &str {
-        self.as_str()
-    }
-}
-
 impl PartialEq for Stamp {
     fn eq(&self, other: &Stamp) -> bool {
         self.as_str() == other.as_str()
@@ -155,19 +144,13 @@ impl fmt::Debug for Stamp {
     }
 }
 
-impl serde::Serialize for Stamp {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.as_str())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn the_writers_spelling_is_held_inline_and_any_other_as_read() {
-        let now = Stamp::now();
+        let now = Stamp::at(SystemTime::now());
         assert_eq!(now.len(), "2026-12-07T02:47:17.123456Z".len());
         assert!(matches!(now.0, Repr::Inline { .. }));
         assert!(humantime::parse_rfc3339(&now).is_ok());
