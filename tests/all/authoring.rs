@@ -84,11 +84,9 @@ fn build_and_conform(root: &Path, name: &str, lang: &str, role: &str) -> (String
         .arg("--state-dir")
         .arg(dir.join("state"))
         .args(["test", name])
-        // Rust skeletons share one target directory across runs.
-        .env(
-            "CARGO_TARGET_DIR",
-            Path::new(env!("CARGO_TARGET_TMPDIR")).join("skeleton-target"),
-        )
+        // A Rust skeleton builds where host/build.rs built the guests: its dependencies (same
+        // versions, features and profile) are there already.
+        .env("CARGO_TARGET_DIR", env!("APPROVAL_HOST_GUESTS_TARGET"))
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&tested.stdout).into_owned();

@@ -202,7 +202,7 @@ impl Client {
         Client::start_from(args, events, false, (None, None), env)
     }
 
-    fn start_with(args: &[String], events: &Path, read_stderr: bool) -> Client {
+    pub(crate) fn start_with(args: &[String], events: &Path, read_stderr: bool) -> Client {
         Client::start_from(args, events, read_stderr, (None, None), &[])
     }
 
@@ -270,7 +270,7 @@ impl Client {
     }
 
     /// The rest of the first stderr line starting with `prefix`.
-    fn stderr_line(&mut self, prefix: &str) -> String {
+    pub(crate) fn stderr_line(&mut self, prefix: &str) -> String {
         let errors = self.errors.as_ref().expect("stderr was not read");
         loop {
             let line = errors

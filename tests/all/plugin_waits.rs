@@ -992,15 +992,17 @@ fn the_mcp_gateway_holds_a_tool_call_until_the_answerer_s_callback_arrives() {
          [plugin.config]\npending = \"id\"\n",
     );
     std::fs::write(setup.path("probe.wasm"), bundled::HTTP_PROBE).unwrap();
-    let port = free_port();
     let mut args = vec!["stdio".to_owned()];
     args.extend(setup.stdio_gateway());
     let at = args.iter().position(|a| a == "--").unwrap();
-    args.splice(
-        at..at,
-        ["--callbacks".to_owned(), format!("127.0.0.1:{port}")],
-    );
-    let mut client = McpClient::start(&args, &setup.path("events.jsonl"));
+    // Port 0, read back from the gateway's line: a port picked beforehand can be taken (by
+    // another test's connection) before the gateway binds it.
+    args.splice(at..at, ["--callbacks", "127.0.0.1:0"].map(str::to_owned));
+    let mut client = McpClient::start_with(&args, &setup.path("events.jsonl"), true);
+    let port: u16 = client
+        .stderr_line("callbacks listening on http://127.0.0.1:")
+        .parse()
+        .unwrap();
     // A person answers once the question is on record (the call waits meanwhile).
     let state = setup.state();
     let answered = std::thread::spawn(move || {

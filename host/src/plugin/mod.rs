@@ -311,6 +311,17 @@ impl PluginHost {
         compiled.get(digest).and_then(Weak::upgrade)
     }
 
+    /// What the component `bytes` imports and exports, read from the code this host compiled for
+    /// them when a plugin of those bytes is loaded now (`check` after `load_bytes`), else compiled
+    /// here: a large component (Python's, 18 MB) takes half a minute to compile in a debug build.
+    pub fn inspect(&self, bytes: &[u8]) -> Result<inspect::Inspection, String> {
+        let known = self.compiled(&digest(bytes));
+        inspect::inspect_with(self.engine(), bytes, || match known {
+            Some(code) => Ok(Component::clone(&code)),
+            None => Component::new(self.engine(), bytes),
+        })
+    }
+
     /// Shares `component` under `digest` with later loads (the first one kept wins).
     fn remember(&self, digest: &str, component: &Component) -> Arc<Component> {
         let mut compiled = self

@@ -4,7 +4,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
-use approval_host::plugin::inspect::inspect_bytes;
 use approval_host::{PluginError, PluginSpec, Role};
 
 use crate::{Context, wiring};
@@ -34,7 +33,7 @@ pub(crate) fn check(ctx: &crate::Context, path: &Path) -> Result<ExitCode> {
     let spec = PluginSpec::new(plugin_name(path), path, Role::Gate);
     match host.load_bytes(&spec, &bytes) {
         Ok(plugin) => {
-            let inspection = inspect_bytes(host.engine(), &bytes).map_err(anyhow::Error::msg)?;
+            let inspection = host.inspect(&bytes).map_err(anyhow::Error::msg)?;
             println!(
                 "{}: fits approval:plugin/answerer@{}",
                 path.display(),
