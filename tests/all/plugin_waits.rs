@@ -109,13 +109,15 @@ impl Stand {
 /// `approval-host serve` on `config`, receiving callbacks on a free loopback port: the client,
 /// and the port.
 fn serve_with_callbacks(state: &Path, config: &Path) -> (Client, u16) {
-    let port = free_port();
-    let client = Client::spawn(
+    // Port 0, read back from the server's line: a port picked beforehand can be taken (by
+    // another test's connection) before the server binds it.
+    let (client, port) = Client::spawn_reading(
         state,
         config,
-        &["--callbacks", &format!("127.0.0.1:{port}")],
+        &["--callbacks", "127.0.0.1:0"],
+        "callbacks listening on http://127.0.0.1:",
     );
-    (client, port)
+    (client, port.parse().unwrap())
 }
 
 pub(crate) fn free_port() -> u16 {

@@ -27,6 +27,36 @@ pub(crate) struct Client {
 
 impl Client {
     pub(crate) fn spawn(state: &Path, config: &Path, extra: &[&str]) -> Client {
+        Client::spawn_with(state, config, extra, Stdio::null())
+    }
+
+    /// [`Client::spawn`], returning also the rest of the first stderr line that starts with
+    /// `prefix` (the server's `callbacks listening on` line, say); the rest of stderr is drained.
+    pub(crate) fn spawn_reading(
+        state: &Path,
+        config: &Path,
+        extra: &[&str],
+        prefix: &str,
+    ) -> (Client, String) {
+        let mut client = Client::spawn_with(state, config, extra, Stdio::piped());
+        let stderr = client.child.stderr.take().unwrap();
+        let (tx, found) = channel();
+        let wanted = prefix.to_owned();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if let Some(rest) = line.strip_prefix(&wanted) {
+                    let _ = tx.send(rest.to_owned());
+                }
+            }
+        });
+        let rest = found
+            .recv_timeout(PATIENCE)
+            .unwrap_or_else(|e| panic!("no stderr line starting {prefix:?}: {e}"));
+        (client, rest)
+    }
+
+    fn spawn_with(state: &Path, config: &Path, extra: &[&str], stderr: Stdio) -> Client {
         let mut child = Command::new(env!("CARGO_BIN_EXE_approval-host"))
             .arg("--state-dir")
             .arg(state)
@@ -35,7 +65,7 @@ impl Client {
             .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();

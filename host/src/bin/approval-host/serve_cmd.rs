@@ -256,13 +256,19 @@ async fn serve(options: ServeOptions, listeners: Listeners, watch: bool) -> Resu
         }
     };
     let callbacks = match callbacks {
-        Some((addr, tls)) => Some((
-            server
+        Some((addr, tls)) => {
+            let listener = server
                 .bind_callbacks(addr)
                 .await
-                .with_context(|| format!("--callbacks {addr}"))?,
-            tls,
-        )),
+                .with_context(|| format!("--callbacks {addr}"))?;
+            // stderr, since stdout is the protocol's: whoever asked for port 0 learns the port.
+            eprintln!(
+                "callbacks listening on {}://{}",
+                if tls.is_some() { "https" } else { "http" },
+                listener.local_addr().context("--callbacks")?
+            );
+            Some((listener, tls))
+        }
         None => None,
     };
     let called = async {
