@@ -306,12 +306,7 @@ async fn gateway(
             } else {
                 tls.clone()
             };
-            // stderr, as the console's line: whoever asked for port 0 learns the port here.
-            eprintln!(
-                "callbacks listening on {}://{}",
-                if tls.is_some() { "https" } else { "http" },
-                listener.local_addr().context("--callbacks")?
-            );
+            crate::wiring::announce_callbacks(&listener, tls.is_some())?;
             Some((listener, tls))
         }
         None => None,

@@ -261,12 +261,7 @@ async fn serve(options: ServeOptions, listeners: Listeners, watch: bool) -> Resu
                 .bind_callbacks(addr)
                 .await
                 .with_context(|| format!("--callbacks {addr}"))?;
-            // stderr, since stdout is the protocol's: whoever asked for port 0 learns the port.
-            eprintln!(
-                "callbacks listening on {}://{}",
-                if tls.is_some() { "https" } else { "http" },
-                listener.local_addr().context("--callbacks")?
-            );
+            crate::wiring::announce_callbacks(&listener, tls.is_some())?;
             Some((listener, tls))
         }
         None => None,

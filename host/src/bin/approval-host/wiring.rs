@@ -153,3 +153,18 @@ pub(crate) fn server_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()
         .context("starting the async runtime")
 }
+
+/// Says on stderr where plugins' callbacks are received (stdout may be an agent's or the
+/// protocol's): whoever asked for port 0 learns the port here.
+pub(crate) fn announce_callbacks(
+    listener: &tokio::net::TcpListener,
+    tls: bool,
+) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    eprintln!(
+        "callbacks listening on {}://{}",
+        if tls { "https" } else { "http" },
+        listener.local_addr().context("--callbacks")?
+    );
+    Ok(())
+}
