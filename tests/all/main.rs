@@ -15,6 +15,7 @@ mod console_browser;
 mod crash;
 mod deployment;
 mod dns_rebinding;
+mod docs_examples;
 mod durable_commit;
 mod fixtures;
 mod fleet;

@@ -731,6 +731,82 @@ fn copilot_cli_is_guarded_after_the_readme_set_up() {
     guards(Cli::Copilot);
 }
 
+/// The README's five-minute tour, as its console block is written: `init claude-code`, Claude
+/// Code trying `git push --force origin main` (the scripted model's call), `log` listing the
+/// session and `log <session>` showing the question rejected by `deny-commands` with its reason.
+/// Each command's output is matched against the README's (stdout; `...` and `[..]` elide).
+#[test]
+fn claude_code_follows_the_readme_tour() {
+    const TOUR: &str = "real_agent_clis::claude_code_follows_the_readme_tour";
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+            .unwrap();
+    let page = crate::docs_examples::read_page(&readme);
+    let block = page
+        .blocks
+        .iter()
+        .find(|b| b.attrs.get("run-by").is_some_and(|t| t == TOUR))
+        .expect("the README's tour names this test");
+    let mut scene = Scene::new(Cli::ClaudeCode);
+    let mut session = None;
+    let mut steps = 0;
+    for step in crate::docs_examples::console_steps(&block.text) {
+        let stdout = if step.command.starts_with("claude -p ") {
+            let run = scene.run(
+                vec![Cli::ClaudeCode.shell_turn("git push --force origin main")],
+                RUN_LIMIT,
+            );
+            run.assert_stayed_local();
+            assert!(
+                run.requests
+                    .contains("which this deployment does not allow"),
+                "the model never read the reason\n{}",
+                run.show()
+            );
+            run.stdout
+        } else {
+            let command = step
+                .command
+                .replace("<session>", session.as_deref().unwrap_or("<session>"));
+            let words: Vec<&str> = command.split_whitespace().collect();
+            assert_eq!(words[0], "approval-host", "a tour step: {command}");
+            let out = scene.host(&words[1..], &[]);
+            assert!(
+                out.status.success(),
+                "{command}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+            if words[1..] == ["log"] {
+                session = stdout
+                    .lines()
+                    .nth(1)
+                    .and_then(|l| l.split_whitespace().next())
+                    .map(str::to_owned);
+            }
+            stdout
+        };
+        // Paths are not normalised: that would turn the `\` of a JSON escape into `/`.
+        let matched = snapbox::Assert::new().normalize_paths(false).try_eq(
+            None,
+            snapbox::Data::text(stdout.clone()),
+            snapbox::Data::text(step.expected.clone()),
+        );
+        assert!(
+            matched.is_ok(),
+            "`{}` printed\n{stdout}\nwhere the README shows\n{}",
+            step.command,
+            step.expected
+        );
+        steps += 1;
+    }
+    assert_eq!(steps, 4, "the tour's four steps ran");
+    assert_eq!(
+        scene.outcome_of("git push --force origin main").as_deref(),
+        Some("rejected")
+    );
+}
+
 #[test]
 fn doctor_fails_on_a_set_up_missing_its_trust_step() {
     // Codex: set up without --trust. Codex itself says the hooks are not loaded or reviewed.

@@ -89,12 +89,20 @@ pub fn public_key_path(key: &Path) -> PathBuf {
 }
 
 /// Creates a new signing key at `path` (mode 0600, refusing to overwrite one) and its public key
-/// at `<path>.pub`; returns the public key file.
+/// at `<path>.pub`; returns the public key file. A missing parent directory is made, readable by
+/// its owner only (the usual place, `~/.config/approval-host/`, often does not exist yet).
 pub fn keygen(path: &Path) -> Result<PathBuf, KeyError> {
     let io_err = |source| KeyError::Io {
         path: path.to_owned(),
         source,
     };
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        let mut dirs = std::fs::DirBuilder::new();
+        dirs.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut dirs, 0o700);
+        dirs.create(parent).map_err(io_err)?;
+    }
     let mut seed = [0u8; 32];
     getrandom::fill(&mut seed).map_err(|e| io_err(io::Error::other(e.to_string())))?;
     let key = SigningKey::from_bytes(&seed);

@@ -13,9 +13,36 @@ use std::time::Duration;
 use toml::Value;
 
 use super::ConfigError;
-use super::read::{Ctx, positive, string, unknown_key};
+use super::keys::{Key, Section};
+use super::read::{Ctx, known_key, positive, string, unread};
 
-const KEYS: [&str; 3] = ["kind", "timeout_s", "sessions"];
+const KEYS: [Key; 3] = [
+    Key {
+        name: "kind",
+        kind: r#"`"web"`"#,
+        default: "none (required)",
+        meaning: "The answerer: `web`, the console `serve --http` serves, asked after every gate and plugin answerer.",
+    },
+    Key {
+        name: "timeout_s",
+        kind: "integer (1–86400)",
+        default: "`300`",
+        meaning: "How long a question waits for a click before it settles `unavailable` (never a grant).",
+    },
+    Key {
+        name: "sessions",
+        kind: "list of strings",
+        default: "`[]` (every session)",
+        meaning: "The sessions it answers for, as a token's `sessions`: an entry ending with `-`, `_` or `.` is a prefix, any other one whole session id. Other sessions' questions go on to `serve`'s answerer connections.",
+    },
+];
+
+/// `[[answerer]]` in the reference.
+pub(super) const SECTION: Section = Section {
+    shown: "[[answerer]]",
+    about: "Answerers that are not plugins. The one kind is the web console, the waterfall's last answerer, given at most once.",
+    keys: &KEYS,
+};
 
 /// How long a question waits on the console unless the file says otherwise.
 pub const DEFAULT_WEB_TIMEOUT: Duration = Duration::from_secs(300);
@@ -43,7 +70,7 @@ pub(super) fn parse(
     let mut timeout = DEFAULT_WEB_TIMEOUT;
     let mut sessions = Vec::new();
     for (k, v) in table {
-        match k.as_str() {
+        match known_key(ctx, &place, k, &KEYS)? {
             "kind" => kind = Some(string(ctx, &place, "kind", v)?.to_owned()),
             "timeout_s" => {
                 timeout = Duration::from_secs(positive(ctx, &place, "timeout_s", v, 86_400)?)
@@ -59,7 +86,7 @@ pub(super) fn parse(
                     sessions.push(string(ctx, &place, "sessions", p)?.to_owned());
                 }
             }
-            other => return Err(unknown_key(ctx, &place, other, &KEYS)),
+            other => return Err(unread(ctx, &place, other)),
         }
     }
     match kind.as_deref() {

@@ -3,16 +3,37 @@
 
 use toml::Value;
 
-use super::read::{Ctx, string, table, unknown_key};
+use super::keys::{Key, Section};
+use super::read::{Ctx, known_key, string, table, unread};
 use super::{ConfigError, Deployment};
 use crate::claude_code::PERMISSION_MODES;
 
-const KEYS: [&str; 2] = ["when-undecided", "defer-in-modes"];
+const KEYS: [Key; 2] = [
+    Key {
+        name: "when-undecided",
+        kind: r#"`"ask"` | `"defer"` | `"deny"`"#,
+        default: r#"`"ask"`"#,
+        meaning: "What the hook prints for a call no rule, gate or answerer decided: `ask` (Claude Code prompts), `defer` (no decision: Claude Code's own permission rules and mode apply) or `deny`.",
+    },
+    Key {
+        name: "defer-in-modes",
+        kind: "list of strings (Claude Code permission modes)",
+        default: "`[]`",
+        meaning: "Permission modes (`default`, `acceptEdits`, `plan`, `bypassPermissions`, `dontAsk`) in which an undecided call is deferred whatever `when-undecided` says; a gate's allow or deny is printed in every mode.",
+    },
+];
+
+/// `[claude-code]` in the reference.
+pub(super) const SECTION: Section = Section {
+    shown: "[claude-code]",
+    about: "How the Claude Code hook answers calls nobody decided.",
+    keys: &KEYS,
+};
 
 pub(super) fn parse(ctx: &Ctx, value: &Value, d: &mut Deployment) -> Result<(), ConfigError> {
     const PLACE: &str = "[claude-code]";
     for (k, v) in table(ctx, PLACE, value)? {
-        match k.as_str() {
+        match known_key(ctx, PLACE, k, &KEYS)? {
             "when-undecided" => {
                 d.claude_code.when_undecided = string(ctx, PLACE, "when-undecided", v)?
                     .parse()
@@ -36,7 +57,7 @@ pub(super) fn parse(ctx: &Ctx, value: &Value, d: &mut Deployment) -> Result<(), 
                     d.claude_code.defer_in_modes.push(m.to_owned());
                 }
             }
-            other => return Err(unknown_key(ctx, PLACE, other, &KEYS)),
+            other => return Err(unread(ctx, PLACE, other)),
         }
     }
     Ok(())

@@ -6,13 +6,46 @@ use std::time::Duration;
 use toml::Value;
 
 use super::ConfigError;
+use super::keys::{Key, Section};
 use super::read::{Ctx, known_keys, positive, string};
 use crate::tools::hooks::{HookSpec, PRE_TOOL_USE};
 
 /// Default time a hook may run.
 pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(60);
 
-const KEYS: [&str; 4] = ["event", "matcher", "command", "timeout_ms"];
+const KEYS: [Key; 4] = [
+    Key {
+        name: "event",
+        kind: r#"`"PreToolUse"`"#,
+        default: "none (required)",
+        meaning: "When the hook runs: before a tool call (the only event supported).",
+    },
+    Key {
+        name: "matcher",
+        kind: "string (regular expression)",
+        default: r#"`""` (every tool)"#,
+        meaning: "The tools the hook runs for: a regular expression over the tool name; empty or `*` for all.",
+    },
+    Key {
+        name: "command",
+        kind: "string",
+        default: "none (required)",
+        meaning: "The shell command (`sh -c`) run with the call as JSON on stdin: exit 2 blocks with stderr as the reason, exit 0 with JSON may decide; one that cannot start, crashes or exits otherwise denies.",
+    },
+    Key {
+        name: "timeout_ms",
+        kind: "integer (1–600000)",
+        default: "`60000`",
+        meaning: "How long the hook may run, in milliseconds; one that times out denies.",
+    },
+];
+
+/// `[[hook]]` in the reference.
+pub(super) const SECTION: Section = Section {
+    shown: "[[hook]]",
+    about: "Claude-Code-style command hooks the host's own tool runtime (as `approval-host acp` serves it) runs before each tool call, in file order; several hooks merge deny > ask > allow.",
+    keys: &KEYS,
+};
 
 pub(super) fn entry(ctx: &Ctx, index: usize, entry: &Value) -> Result<HookSpec, ConfigError> {
     let place = format!("hook #{}", index + 1);

@@ -21,23 +21,91 @@ use std::time::Duration;
 
 use toml::Value;
 
-use super::read::{Ctx, positive, table, unknown_key};
+use super::keys::{Key, Section};
+use super::read::{Ctx, known_key, positive, table, unread};
 use super::{ConfigError, Deployment};
 
-const KEYS: [&str; 12] = [
-    "connections",
-    "connections_per_address",
-    "authenticate_within_s",
-    "outbound_bytes",
-    "requests_in_flight",
-    "sessions_per_token",
-    "console_header_timeout_s",
-    "console_body_timeout_s",
-    "console_body_bytes",
-    "console_streams_per_login",
-    "failed_login_addresses",
-    "open_logs",
+const KEYS: [Key; 12] = [
+    Key {
+        name: "connections",
+        kind: "integer (1–1048576)",
+        default: "`1024`",
+        meaning: "Connections open at once, over the Unix socket and the network together; one more is refused (`-32005`) and closed.",
+    },
+    Key {
+        name: "connections_per_address",
+        kind: "integer (1–1048576)",
+        default: "`64`",
+        meaning: "Network connections open at once from one IP address.",
+    },
+    Key {
+        name: "authenticate_within_s",
+        kind: "integer (1–3600)",
+        default: "`10`",
+        meaning: "Seconds a connection that must authenticate has to do so before it is closed.",
+    },
+    Key {
+        name: "outbound_bytes",
+        kind: "integer (1–1073741824)",
+        default: "`1048576` (1 MiB)",
+        meaning: "Bytes of replies a connection may have waiting to be written; a client over it is not reading, and is disconnected.",
+    },
+    Key {
+        name: "requests_in_flight",
+        kind: "integer (1–65536)",
+        default: "`64`",
+        meaning: "`approval/request` and `hook/*` calls running at once on one connection (`tools/call` on one MCP connection); one more is refused, never asked.",
+    },
+    Key {
+        name: "sessions_per_token",
+        kind: "integer (1–1048576)",
+        default: "`256`",
+        meaning: "Sessions open at once under one token.",
+    },
+    Key {
+        name: "console_header_timeout_s",
+        kind: "integer (1–3600)",
+        default: "`10`",
+        meaning: "The console: seconds the head of a request may take to arrive.",
+    },
+    Key {
+        name: "console_body_timeout_s",
+        kind: "integer (1–3600)",
+        default: "`10`",
+        meaning: "The console: seconds the body of a request may take to arrive (`408` past it).",
+    },
+    Key {
+        name: "console_body_bytes",
+        kind: "integer (1–1073741824)",
+        default: "`65536` (64 KiB)",
+        meaning: "The console: the largest request body (`413` past it).",
+    },
+    Key {
+        name: "console_streams_per_login",
+        kind: "integer (1–65536)",
+        default: "`8`",
+        meaning: "The console: live pages (event streams) open at once per login (`429` past it).",
+    },
+    Key {
+        name: "failed_login_addresses",
+        kind: "integer (1–16777216)",
+        default: "`4096`",
+        meaning: "Addresses whose failed logins are remembered at once; the oldest is forgotten first.",
+    },
+    Key {
+        name: "open_logs",
+        kind: "integer (1–16777216)",
+        default: "`1024`, or a quarter of the descriptor limit when lower",
+        meaning: "Session files the directory store keeps open at once; past it, the one unused longest is closed and reopened when next written.",
+    },
 ];
+
+/// `[limits]` in the reference.
+pub(super) const SECTION: Section = Section {
+    shown: "[limits]",
+    about: "How much one client may hold of a server others share (`serve`, the MCP gateway's HTTP endpoint). Every key is optional; a reload applies new values to new connections.",
+    keys: &KEYS,
+};
 
 /// What one client may hold of a server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,7 +164,7 @@ pub(super) fn parse(ctx: &Ctx, value: &Value, d: &mut Deployment) -> Result<(), 
         let n = |max: i64| positive(ctx, PLACE, k, v, max);
         let count = |max: i64| n(max).map(|n| n as usize);
         let secs = |max: i64| n(max).map(Duration::from_secs);
-        match k.as_str() {
+        match known_key(ctx, PLACE, k, &KEYS)? {
             "connections" => l.connections = count(1 << 20)?,
             "connections_per_address" => l.connections_per_address = count(1 << 20)?,
             "authenticate_within_s" => l.authenticate_within = secs(3600)?,
@@ -109,7 +177,7 @@ pub(super) fn parse(ctx: &Ctx, value: &Value, d: &mut Deployment) -> Result<(), 
             "console_streams_per_login" => l.console_streams_per_login = count(1 << 16)?,
             "failed_login_addresses" => l.failed_login_addresses = count(1 << 24)?,
             "open_logs" => l.open_logs = Some(count(1 << 24)?),
-            other => return Err(unknown_key(ctx, PLACE, other, &KEYS)),
+            other => return Err(unread(ctx, PLACE, other)),
         }
     }
     Ok(())

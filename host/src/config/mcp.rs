@@ -29,23 +29,66 @@
 
 use toml::Value;
 
-use super::read::{Ctx, table, type_name, unknown_key};
+use super::keys::{Key, Section};
+use super::read::{Ctx, known_key, known_keys, table, type_name, unread};
 use super::{ConfigError, Deployment};
 
-const KEYS: [&str; 7] = [
-    "hide-rejected-tools",
-    "server",
-    "pin",
-    "server-requests",
-    "allowed-origins",
-    "allowed-hosts",
-    "session-idle-s",
+const KEYS: [Key; 7] = [
+    Key {
+        name: "hide-rejected-tools",
+        kind: "boolean",
+        default: "`true`",
+        meaning: "Leave out of `tools/list` every tool a reject rule refuses whatever its arguments, in the caller's session.",
+    },
+    Key {
+        name: "server",
+        kind: "list of tables (`[[mcp.server]]`)",
+        default: "`[]` (the command line names the server)",
+        meaning: "The servers behind one gateway, started as `approval-host mcp --config FILE` with no server of its own.",
+    },
+    Key {
+        name: "pin",
+        kind: r#"`"first-use"` | `"ask"` | `"off"`"#,
+        default: r#"`"first-use"`"#,
+        meaning: "Pin each tool's definition when first seen (`first-use`), only when a person approves it (`ask`), or not at all (`off`); a definition that differs from its pin is withheld until a person approves it.",
+    },
+    Key {
+        name: "server-requests",
+        kind: "list of strings",
+        default: "all three",
+        meaning: "The server's requests of the agent that are passed on (each recorded), from `sampling/createMessage`, `elicitation/create` and `roots/list`; the ones left out are refused.",
+    },
+    Key {
+        name: "allowed-origins",
+        kind: "list of strings (`scheme://host[:port]`)",
+        default: "`[]` (no browser origin)",
+        meaning: "Browser origins the HTTP endpoint answers (`:*` for any port, or `null`); a request with any other `Origin` is refused (403). Agents send none.",
+    },
+    Key {
+        name: "allowed-hosts",
+        kind: "list of strings (host or `host:port`)",
+        default: "`[]`",
+        meaning: "Host names the HTTP endpoint answers as, besides loopback's and the `--listen` address (the DNS-rebinding check).",
+    },
+    Key {
+        name: "session-idle-s",
+        kind: "integer (1–86400)",
+        default: "`300`",
+        meaning: "Seconds after which an idle HTTP session is closed, ending its turn.",
+    },
 ];
 const PLACE: &str = "[mcp]";
 
+/// `[mcp]` in the reference.
+pub(super) const SECTION: Section = Section {
+    shown: PLACE,
+    about: "How the MCP gateway treats the tools it lists and the requests it passes on. Read at start: a reload does not change these keys.",
+    keys: &KEYS,
+};
+
 pub(super) fn parse(ctx: &Ctx, value: &Value, d: &mut Deployment) -> Result<(), ConfigError> {
     for (k, v) in table(ctx, PLACE, value)? {
-        match k.as_str() {
+        match known_key(ctx, PLACE, k, &KEYS)? {
             "hide-rejected-tools" => {
                 d.mcp.hide_rejected_tools = v.as_bool().ok_or_else(|| {
                     ctx.err(
@@ -121,13 +164,45 @@ pub(super) fn parse(ctx: &Ctx, value: &Value, d: &mut Deployment) -> Result<(), 
                 })?;
             }
             "server" => d.mcp.servers = servers(ctx, v)?,
-            other => return Err(unknown_key(ctx, PLACE, other, &KEYS)),
+            other => return Err(unread(ctx, PLACE, other)),
         }
     }
     Ok(())
 }
 
-const SERVER_KEYS: [&str; 4] = ["name", "command", "url", "env"];
+const SERVER_KEYS: [Key; 4] = [
+    Key {
+        name: "name",
+        kind: "string",
+        default: "none (required)",
+        meaning: "The server's name in tool names and rules: letters, digits, `-` and `_`, at most 64, without `__` and not starting or ending with `_`; unique among the servers.",
+    },
+    Key {
+        name: "command",
+        kind: "list of strings (program first)",
+        default: "none (`command` or `url`)",
+        meaning: "The program and its arguments, for a server the gateway starts over stdio.",
+    },
+    Key {
+        name: "url",
+        kind: "string (`http(s)://` URL)",
+        default: "none (`command` or `url`)",
+        meaning: "A streamable HTTP endpoint the gateway reaches.",
+    },
+    Key {
+        name: "env",
+        kind: "table of strings",
+        default: "`{}`",
+        meaning: "Environment variables for a `command` server, besides the gateway's own environment; not with `url`.",
+    },
+];
+
+/// `[[mcp.server]]` in the reference.
+pub(super) const SERVER_SECTION: Section = Section {
+    shown: "[[mcp.server]]",
+    about: "One server behind the gateway: a name and either a command the gateway starts or a URL it reaches. The agent sees each tool as `<name>__<tool>`; rules read `mcp__<name>__<tool>`.",
+    keys: &SERVER_KEYS,
+};
 
 /// `[[mcp.server]]`: each a name and either a command (with `env`) or a URL.
 fn servers(ctx: &Ctx, value: &Value) -> Result<Vec<crate::mcp::ServerEntry>, ConfigError> {
@@ -163,11 +238,7 @@ fn servers(ctx: &Ctx, value: &Value) -> Result<Vec<crate::mcp::ServerEntry>, Con
             return Err(ctx.err(&place, format!("name {name:?} is taken by an earlier [[mcp.server]]: each needs a name of its own")));
         }
         let place = format!("[[mcp.server]] {name:?}");
-        for key in fields.keys() {
-            if !SERVER_KEYS.contains(&key.as_str()) {
-                return Err(unknown_key(ctx, &place, key, &SERVER_KEYS));
-            }
-        }
+        known_keys(ctx, &place, fields, &SERVER_KEYS)?;
         let upstream = match (fields.get("command"), fields.get("url")) {
             (Some(command), None) => {
                 let words = command

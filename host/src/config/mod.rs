@@ -4,12 +4,14 @@
 //! missing file is an error that names the file, the plugin and the field, never a silently
 //! ignored setting. Relative paths are resolved against the deployment file's directory.
 //!
-//! Each section has a file of its own that parses it into the type of the feature it configures
+//! Each section has a file of its own that documents its keys (a [`Section`], the only key list
+//! its unknown-key check uses) and parses it into the type of the feature it configures
 //! (`approval.rs`, `sandbox.rs`, `audit.rs`, `store.rs`, `rules.rs`, `claude_code.rs`,
 //! `plugin.rs`, `answerer.rs`, `hook.rs`, `token.rs`, `limits.rs`, `telemetry.rs`, `mcp.rs`); this
 //! file calls one function per section
 //! ([`SECTIONS`], the top-level keys written once). How values are read is `read.rs`; where an
-//! error points in the file, `locate.rs`; the places the deployment's policy lives, which its
+//! error points in the file, `locate.rs`; the reference the key tables make
+//! (`docs/reference/deployment.md`), `keys.rs`; the places the deployment's policy lives, which its
 //! built-in rules protect, `protected.rs`.
 
 use std::collections::HashSet;
@@ -22,6 +24,7 @@ mod approval;
 mod audit;
 mod claude_code;
 pub mod hook;
+pub mod keys;
 pub mod limits;
 mod locate;
 mod mcp;
@@ -37,6 +40,7 @@ pub use locate::Location;
 
 pub use crate::plugin::spec::{DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, Isolation, PluginSpec, Role};
 pub use hook::DEFAULT_HOOK_TIMEOUT;
+pub use keys::{Key, Section, reference, reference_markdown};
 pub use rules::{RulesConfig, StaticRule};
 
 use crate::claude_code::HookOptions;
@@ -143,10 +147,10 @@ pub struct Deployment {
 pub type ClaudeCodeConfig = HookOptions;
 
 /// How one top-level key is parsed into the deployment.
-type Section = fn(&Ctx, &Value, &mut Deployment) -> Result<(), ConfigError>;
+type Parse = fn(&Ctx, &Value, &mut Deployment) -> Result<(), ConfigError>;
 
 /// The top-level keys of a deployment file, as the unknown-key message lists them, and their
-/// parsers.
+/// parsers; [`reference`] documents each, in this order.
 pub const SECTIONS: [(&str, &str); 14] = [
     ("approval", "[approval]"),
     ("sandbox", "[sandbox]"),
@@ -164,7 +168,7 @@ pub const SECTIONS: [(&str, &str); 14] = [
     ("mcp", "[mcp]"),
 ];
 
-fn section(key: &str) -> Option<Section> {
+fn section(key: &str) -> Option<Parse> {
     Some(match key {
         "approval" => approval::parse,
         "sandbox" => sandbox::parse,
@@ -326,7 +330,7 @@ impl Deployment {
         for (key, value) in &doc {
             let Some(parse) = section(key) else {
                 let known: Vec<&str> = SECTIONS.iter().map(|(_, shown)| *shown).collect();
-                return Err(read::unknown_key(&ctx, "top level", key, &known));
+                return Err(read::unknown(&ctx, "top level", key, &known));
             };
             parse(&ctx, value, &mut deployment)?;
         }

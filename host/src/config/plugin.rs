@@ -6,27 +6,110 @@ use std::time::Duration;
 use toml::Value;
 
 use super::ConfigError;
+use super::keys::{Key, Section};
 use super::read::{Ctx, known_keys, positive, string, string_list, string_table};
 use crate::plugin::pending::{OnTimeout, Wait};
 use crate::plugin::spec::{Isolation, PluginSpec, Role};
 
-const KEYS: [&str; 15] = [
-    "name",
-    "path",
-    "role",
-    "sha256",
-    "timeout_ms",
-    "memory_mb",
-    "isolation",
-    "config",
-    "files",
-    "allow-hosts",
-    "secrets",
-    "wait_ms",
-    "on-timeout",
-    "cases",
-    "mode",
+const KEYS: [Key; 15] = [
+    Key {
+        name: "name",
+        kind: "string",
+        default: "none (required)",
+        meaning: "The plugin's name in logs and audit events: non-empty, without control characters, unique among deciding versions (a shadow may share its deciding version's).",
+    },
+    Key {
+        name: "path",
+        kind: "string (path)",
+        default: "none (required)",
+        meaning: "The component (`.wasm`), relative to this file; it must exist.",
+    },
+    Key {
+        name: "role",
+        kind: r#"`"gate"` | `"answerer"`"#,
+        default: "none (required)",
+        meaning: "`gate`: asked, in file order, before every answerer; `answerer`: asked, in file order, after the gates.",
+    },
+    Key {
+        name: "sha256",
+        kind: "string (64 hex digits)",
+        default: "unset",
+        meaning: "Pins the component: a file with any other SHA-256 digest is refused at load.",
+    },
+    Key {
+        name: "timeout_ms",
+        kind: "integer (1–600000)",
+        default: "`1000`",
+        meaning: "How long one decision may run, instantiation included; past it the request settles `unavailable`.",
+    },
+    Key {
+        name: "memory_mb",
+        kind: "integer (1–4096)",
+        default: "`64`",
+        meaning: "The plugin's linear-memory cap, in MiB.",
+    },
+    Key {
+        name: "isolation",
+        kind: r#"`"reuse"` | `"per-decision"`"#,
+        default: r#"`"reuse"`"#,
+        meaning: "`reuse` keeps a healthy instance for the next decision; `per-decision` starts a fresh one each time (a few microseconds more a decision).",
+    },
+    Key {
+        name: "config",
+        kind: "table of strings",
+        default: "`{}`",
+        meaning: "Strings the plugin reads with `host.config` and checks in `validate-config` at load (usually written as `[plugin.config]`).",
+    },
+    Key {
+        name: "files",
+        kind: "table of strings (guest path = directory)",
+        default: "`{}`",
+        meaning: "Read-only directories the plugin may read: an absolute guest path mapped to a host directory, relative to this file, that must exist (`[plugin.files]`).",
+    },
+    Key {
+        name: "allow-hosts",
+        kind: "list of strings",
+        default: "`[]`",
+        meaning: "The hosts a plugin of API 0.3 may send HTTP requests to: `host`, `host:port` or `http(s)://host[:port]` (HTTPS when no scheme is written), compared exactly; no path, wildcard or credentials.",
+    },
+    Key {
+        name: "secrets",
+        kind: r#"table of strings (name = `"env:VAR"` | `"file:PATH"`)"#,
+        default: "`{}`",
+        meaning: "Secrets the plugin uses by name (letters, digits, `-` and `_`), read at load from an environment variable or a file (relative to this file); a value is never written in the deployment.",
+    },
+    Key {
+        name: "wait_ms",
+        kind: "integer (1–86400000)",
+        default: "unset (the plugin does not wait)",
+        meaning: "How long a question the plugin answers `pending` waits for its callback (`serve --callbacks`), in milliseconds.",
+    },
+    Key {
+        name: "on-timeout",
+        kind: r#"`"unavailable"` | `"reject"`"#,
+        default: r#"`"unavailable"`"#,
+        meaning: "How a wait that runs out settles: `unavailable`, or `reject` with the reason that no answer came. Only with `wait_ms`.",
+    },
+    Key {
+        name: "cases",
+        kind: "string (path)",
+        default: "unset",
+        meaning: "A conformance case file, relative to this file, that every version must pass before it serves, at start and at every reload. Not for a shadow.",
+    },
+    Key {
+        name: "mode",
+        kind: r#"`"decide"` | `"shadow"`"#,
+        default: r#"`"decide"`"#,
+        meaning: "`shadow`: the version sees every settled question after its decision and records what it would have answered, never changing an outcome; a shadow may not have `allow-hosts`, `wait_ms` or `cases`.",
+    },
 ];
+
+/// `[[plugin]]` in the reference.
+pub(super) const SECTION: Section = Section {
+    shown: "[[plugin]]",
+    about: "A WebAssembly gate or answerer, one entry per plugin (or shadow). Loading is all or nothing: an entry that does not load refuses the file.",
+    keys: &KEYS,
+};
 
 /// A `[[plugin]]` entry: the plugin host's spec, the conformance cases (`cases = "…"`) a
 /// version must pass before it serves, and whether it is a shadow (`mode = "shadow"`).

@@ -1,12 +1,13 @@
 //! How a deployment file's values are read: where an error points (file, line, section, field),
-//! strings, bounded integers, string tables, and the known keys of each section, written once
-//! and used for both the check and the message.
+//! strings, bounded integers, string tables, and the known keys of each section, its reference
+//! table ([`Key`]), used for the check, the message and the documentation.
 
 use std::path::{Path, PathBuf};
 
 use toml::{Table, Value};
 
 use super::ConfigError;
+use super::keys::Key;
 use super::locate;
 
 pub(super) struct Ctx<'a> {
@@ -121,12 +122,33 @@ pub(super) fn listed(words: &[&str]) -> String {
     }
 }
 
-/// The error for a key `place` does not know.
-pub(super) fn unknown_key(ctx: &Ctx, place: &str, key: &str, known: &[&str]) -> ConfigError {
+/// The error for a key `place` does not know, listing the ones it does (`names`).
+pub(super) fn unknown(ctx: &Ctx, place: &str, key: &str, names: &[&str]) -> ConfigError {
     ctx.err(
         place,
-        format!("unknown key {key:?} (expected {})", listed(known)),
+        format!("unknown key {key:?} (expected {})", listed(names)),
     )
+}
+
+/// The error for a key `place` does not know: one its reference table does not document.
+pub(super) fn unknown_key(ctx: &Ctx, place: &str, key: &str, known: &[Key]) -> ConfigError {
+    let names: Vec<&str> = known.iter().map(|k| k.name).collect();
+    unknown(ctx, place, key, &names)
+}
+
+/// `key` as one of `known`, else the unknown-key error. A parser matches on what this returns,
+/// so a key reaches its code only when the reference documents it.
+pub(super) fn known_key(
+    ctx: &Ctx,
+    place: &str,
+    key: &str,
+    known: &[Key],
+) -> Result<&'static str, ConfigError> {
+    known
+        .iter()
+        .find(|k| k.name == key)
+        .map(|k| k.name)
+        .ok_or_else(|| unknown_key(ctx, place, key, known))
 }
 
 /// Refuses the first key of `table` that is not one of `known`.
@@ -134,12 +156,24 @@ pub(super) fn known_keys(
     ctx: &Ctx,
     place: &str,
     table: &Table,
-    known: &[&str],
+    known: &[Key],
 ) -> Result<(), ConfigError> {
-    match table.keys().find(|k| !known.contains(&k.as_str())) {
+    match table
+        .keys()
+        .find(|k| !known.iter().any(|n| n.name == k.as_str()))
+    {
         Some(key) => Err(unknown_key(ctx, place, key, known)),
         None => Ok(()),
     }
+}
+
+/// The error for a documented key no arm of its parser reads: a bug, which the reference's
+/// tests find before a file could set the key to no effect.
+pub(super) fn unread(ctx: &Ctx, place: &str, key: &str) -> ConfigError {
+    ctx.err(
+        place,
+        format!("{key}: the reference documents this key but the parser does not read it (a bug in approval-host)"),
+    )
 }
 
 /// `value` as the table `place` must be.

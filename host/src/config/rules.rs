@@ -3,7 +3,8 @@
 
 use toml::Value;
 
-use super::read::{Ctx, string, table, unknown_key};
+use super::keys::{Key, Section};
+use super::read::{Ctx, known_key, string, table, unknown_key, unread};
 use super::{ConfigError, Deployment};
 use crate::answer::{Effect, RuleScope, UnknownWord};
 use crate::rules::examples::Examples;
@@ -36,17 +37,87 @@ pub struct StaticRule {
     pub examples: Examples,
 }
 
-const KEYS: [&str; 1] = ["plugins-may-create"];
+const KEYS: [Key; 1] = [Key {
+    name: "plugins-may-create",
+    kind: r#"list of `"session"` | `"project"` | `"user"`"#,
+    default: "`[]` (a plugin's proposal stays one-shot)",
+    meaning: "The scopes in which a plugin's `allow-always` / `reject-always` proposal may create a standing rule; any other proposal is only the decision for that call.",
+}];
 
-const RULE_KEYS: [&str; 4] = ["rule", "effect", "reason", "examples"];
+/// `[rules]` in the reference.
+pub(super) const SECTION: Section = Section {
+    shown: "[rules]",
+    about: "Turns standing rules on (also with no `[[rule]]`), and says which scopes a plugin may create rules in.",
+    keys: &KEYS,
+};
 
-const EXAMPLE_KEYS: [&str; 3] = ["match", "not-match", "cwd"];
+const RULE_KEYS: [Key; 4] = [
+    Key {
+        name: "rule",
+        kind: "string (`Tool` or `Tool(pattern)`)",
+        default: "none (required)",
+        meaning: "The rule, as `Bash(npm run test:*)`; one that does not parse refuses the file.",
+    },
+    Key {
+        name: "effect",
+        kind: r#"`"allow"` | `"reject"`"#,
+        default: r#"`"allow"`"#,
+        meaning: "What the rule does to a call it matches; a reject rule outranks every allow rule, at every scope.",
+    },
+    Key {
+        name: "reason",
+        kind: "string",
+        default: "unset",
+        meaning: "Why: the model reads a reject rule's reason when it refuses a call.",
+    },
+    Key {
+        name: "examples",
+        kind: "table (`[rule.examples]`)",
+        default: "unset (no examples)",
+        meaning: "Calls the rule must and must not decide, checked when the file loads.",
+    },
+];
+
+/// `[[rule]]` in the reference.
+pub(super) const RULE_SECTION: Section = Section {
+    shown: "[[rule]]",
+    about: "The deployment's own standing rules: project rules (ids `deployment-1`, …), removed by editing the file. They also turn standing rules on.",
+    keys: &RULE_KEYS,
+};
+
+const EXAMPLE_KEYS: [Key; 3] = [
+    Key {
+        name: "match",
+        kind: "list of strings",
+        default: "`[]`",
+        meaning: "Calls the rule must decide (allow, for an allow rule; reject, for a reject rule), written as the rule reads a call: the command for `Bash(…)`, the path for a path rule, the URL for `domain:`.",
+    },
+    Key {
+        name: "not-match",
+        kind: "list of strings",
+        default: "`[]`",
+        meaning: "Calls the rule must not decide, written the same way.",
+    },
+    Key {
+        name: "cwd",
+        kind: "string (absolute path)",
+        default: "the deployment file's directory",
+        meaning: "The directory relative paths in the examples are read from.",
+    },
+];
+
+/// A `[[rule]]`'s `examples` in the reference.
+pub(super) const EXAMPLES_SECTION: Section = Section {
+    shown: "[rule.examples]",
+    about: "The examples of the `[[rule]]` above it, also written inside the entry as `examples.match = […]`. A rule whose examples do not hold refuses the file, naming the rule and the example.",
+    keys: &EXAMPLE_KEYS,
+};
 
 /// `[rules]`.
 pub(super) fn parse(ctx: &Ctx, value: &Value, d: &mut Deployment) -> Result<(), ConfigError> {
     d.rules.declared = true;
     for (k, v) in table(ctx, "[rules]", value)? {
-        match k.as_str() {
+        match known_key(ctx, "[rules]", k, &KEYS)? {
             "plugins-may-create" => {
                 let list = v.as_array().ok_or_else(|| {
                     ctx.err("[rules]", "plugins-may-create must be a list of scopes")
@@ -59,7 +130,7 @@ pub(super) fn parse(ctx: &Ctx, value: &Value, d: &mut Deployment) -> Result<(), 
                     d.rules.plugins_may_create.push(scope);
                 }
             }
-            other => return Err(unknown_key(ctx, "[rules]", other, &KEYS)),
+            other => return Err(unread(ctx, "[rules]", other)),
         }
     }
     Ok(())
@@ -78,7 +149,7 @@ pub(super) fn entries(ctx: &Ctx, value: &Value, d: &mut Deployment) -> Result<()
         let mut reason = None;
         let mut examples = Examples::default();
         for (k, v) in table(ctx, &place, entry)? {
-            match k.as_str() {
+            match known_key(ctx, &place, k, &RULE_KEYS)? {
                 "rule" => {
                     let text = string(ctx, &place, "rule", v)?;
                     crate::rules::pattern::parse(text)
@@ -92,7 +163,7 @@ pub(super) fn entries(ctx: &Ctx, value: &Value, d: &mut Deployment) -> Result<()
                 }
                 "reason" => reason = Some(string(ctx, &place, "reason", v)?.to_owned()),
                 "examples" => examples = parse_examples(ctx, &place, v)?,
-                other => return Err(unknown_key(ctx, &place, other, &RULE_KEYS)),
+                other => return Err(unread(ctx, &place, other)),
             }
         }
         let rule = rule.ok_or_else(|| ctx.err(&place, "missing key \"rule\""))?;
@@ -130,7 +201,16 @@ fn parse_examples(ctx: &Ctx, place: &str, value: &Value) -> Result<Examples, Con
                 .map(|i| string(ctx, place, &format!("examples.{key}"), i).map(str::to_owned))
                 .collect()
         };
-        match k.as_str() {
+        // An unknown key is named as written in the entry: `examples.matches`.
+        let Some(key) = EXAMPLE_KEYS.iter().find(|e| e.name == k) else {
+            return Err(unknown_key(
+                ctx,
+                place,
+                &format!("examples.{k}"),
+                &EXAMPLE_KEYS,
+            ));
+        };
+        match key.name {
             "match" => examples.matching = list("match")?,
             "not-match" => examples.not_matching = list("not-match")?,
             "cwd" => {
@@ -140,14 +220,7 @@ fn parse_examples(ctx: &Ctx, place: &str, value: &Value) -> Result<Examples, Con
                 }
                 examples.cwd = Some(cwd.to_owned());
             }
-            other => {
-                return Err(unknown_key(
-                    ctx,
-                    place,
-                    &format!("examples.{other}"),
-                    &EXAMPLE_KEYS,
-                ));
-            }
+            other => return Err(unread(ctx, place, &format!("examples.{other}"))),
         }
     }
     Ok(examples)

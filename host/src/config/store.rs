@@ -14,15 +14,48 @@ use std::time::Duration;
 use toml::Value;
 
 use super::ConfigError;
-use super::read::{Ctx, positive, string, unknown_key};
+use super::keys::{Key, Section};
+use super::read::{Ctx, known_key, positive, string, unread};
 
-const KEYS: [&str; 5] = [
-    "url",
-    "password-file",
-    "password-env",
-    "lease-seconds",
-    "ca-file",
+const KEYS: [Key; 5] = [
+    Key {
+        name: "url",
+        kind: "string (`postgres://` URL)",
+        default: "none (required)",
+        meaning: "The database, as `postgres://user@host/db`; a URL with a password in it is refused. TCP connections use TLS with the certificate checked unless the URL's `sslmode` says otherwise; a command's `--store URL` takes its place.",
+    },
+    Key {
+        name: "password-file",
+        kind: "string (path)",
+        default: "unset",
+        meaning: "A file holding the password, relative to this file, read at start (trailing newlines dropped). Not with `password-env`.",
+    },
+    Key {
+        name: "password-env",
+        kind: "string",
+        default: "unset (`APPROVAL_HOST_DB_PASSWORD`, when set)",
+        meaning: "The environment variable holding the password. Not with `password-file`.",
+    },
+    Key {
+        name: "lease-seconds",
+        kind: "integer (1–3600)",
+        default: "`15`",
+        meaning: "How long a host's lease on a session lasts unless renewed: how soon another host takes over a dead host's sessions.",
+    },
+    Key {
+        name: "ca-file",
+        kind: "string (path)",
+        default: "unset (the system's authorities)",
+        meaning: "The certificate authorities (PEM) the database's TLS certificate must chain to, relative to this file; the file must exist.",
+    },
 ];
+
+/// `[store]` in the reference.
+pub(super) const SECTION: Section = Section {
+    shown: "[store]",
+    about: "A PostgreSQL database for session logs and rules, which several hosts share; the state directory holds them when the section is absent.",
+    keys: &KEYS,
+};
 
 /// The deployment's `[store]` table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,7 +104,7 @@ pub(super) fn parse(ctx: &Ctx, value: &Value) -> Result<StoreConfig, ConfigError
     let mut lease = crate::audit::postgres::DEFAULT_LEASE;
     let mut ca_file = None;
     for (k, v) in table {
-        match k.as_str() {
+        match known_key(ctx, "[store]", k, &KEYS)? {
             "url" => {
                 let u = string(ctx, "[store]", "url", v)?;
                 crate::audit::postgres::check_url(u)
@@ -97,7 +130,7 @@ pub(super) fn parse(ctx: &Ctx, value: &Value) -> Result<StoreConfig, ConfigError
             "lease-seconds" => {
                 lease = Duration::from_secs(positive(ctx, "[store]", "lease-seconds", v, 3600)?);
             }
-            other => return Err(unknown_key(ctx, "[store]", other, &KEYS)),
+            other => return Err(unread(ctx, "[store]", other)),
         }
     }
     if password_file.is_some() && password_env.is_some() {

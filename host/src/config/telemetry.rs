@@ -8,18 +8,39 @@
 
 use toml::Value;
 
-use super::read::{Ctx, string, table, unknown_key};
+use super::keys::{Key, Section};
+use super::read::{Ctx, known_key, string, table, unread};
 use super::{ConfigError, Deployment};
 use crate::telemetry::TelemetryConfig;
 
-const KEYS: [&str; 2] = ["otlp-endpoint", "service-name"];
+const KEYS: [Key; 2] = [
+    Key {
+        name: "otlp-endpoint",
+        kind: "string (`http://` URL)",
+        default: "none (required)",
+        meaning: "An OpenTelemetry collector's OTLP/HTTP base URL (`/v1/traces` is added unless given); only `http://`, without credentials, query or fragment: run the collector beside the host.",
+    },
+    Key {
+        name: "service-name",
+        kind: "string (1–255 characters)",
+        default: r#"`"approval-host"`"#,
+        meaning: "The traces' `service.name`; no control characters.",
+    },
+];
+
+/// `[telemetry]` in the reference.
+pub(super) const SECTION: Section = Section {
+    shown: PLACE,
+    about: "Where the host's traces go: one OpenTelemetry trace per question, exported over OTLP/HTTP. No tracing when the section is absent.",
+    keys: &KEYS,
+};
 const PLACE: &str = "[telemetry]";
 
 pub(super) fn parse(ctx: &Ctx, value: &Value, d: &mut Deployment) -> Result<(), ConfigError> {
     let mut endpoint = None;
     let mut service_name = None;
     for (k, v) in table(ctx, PLACE, value)? {
-        match k.as_str() {
+        match known_key(ctx, PLACE, k, &KEYS)? {
             "otlp-endpoint" => endpoint = Some(string(ctx, PLACE, k, v)?),
             "service-name" => {
                 let name = string(ctx, PLACE, k, v)?;
@@ -31,7 +52,7 @@ pub(super) fn parse(ctx: &Ctx, value: &Value, d: &mut Deployment) -> Result<(), 
                 }
                 service_name = Some(name);
             }
-            other => return Err(unknown_key(ctx, PLACE, other, &KEYS)),
+            other => return Err(unread(ctx, PLACE, other)),
         }
     }
     let endpoint = endpoint.ok_or_else(|| {

@@ -20,9 +20,42 @@ use std::fmt;
 use toml::Value;
 
 use super::ConfigError;
-use super::read::{Ctx, string, unknown_key};
+use super::keys::{Key, Section};
+use super::read::{Ctx, known_key, string, unread};
 
-const KEYS: [&str; 4] = ["name", "sha256", "roles", "sessions"];
+const KEYS: [Key; 4] = [
+    Key {
+        name: "name",
+        kind: "string",
+        default: "none (required)",
+        meaning: "Its name, unique in the file; it appears in logs and in the audit of what its holder did.",
+    },
+    Key {
+        name: "sha256",
+        kind: "string (64 lowercase hex digits)",
+        default: "none (required)",
+        meaning: "The SHA-256 of the token, which `approval-host token new` prints with it; only the hash is kept.",
+    },
+    Key {
+        name: "roles",
+        kind: r#"list of `"agent"` | `"answerer"` | `"admin"` | `"metrics"`"#,
+        default: "none (required, not empty)",
+        meaning: "What its holder may do: `agent` open sessions, record calls and ask; `answerer` answer prompts (and log in to the console); `admin` also standing rules, reload and plugins; `metrics` only scrape `/metrics` and `/readyz` off loopback.",
+    },
+    Key {
+        name: "sessions",
+        kind: "list of strings",
+        default: "`[]` (any session)",
+        meaning: "The sessions it may open: an entry ending with `-`, `_` or `.` is a prefix granting whole segments (`ci-` grants `ci-7`, never `cider`), any other one whole session id.",
+    },
+];
+
+/// `[[token]]` in the reference.
+pub(super) const SECTION: Section = Section {
+    shown: "[[token]]",
+    about: "Who may connect to `serve` and the MCP gateway over a socket or the network, and what they may do. `approval-host token new` makes a token and appends its entry.",
+    keys: &KEYS,
+};
 
 /// The characters a session-id prefix ends with: where one segment of an id ends.
 pub const PREFIX_ENDS: [char; 3] = ['-', '_', '.'];
@@ -131,7 +164,7 @@ pub(super) fn parse(ctx: &Ctx, value: &Value, index: usize) -> Result<TokenSpec,
     let mut roles = Vec::new();
     let mut sessions = Vec::new();
     for (k, v) in table {
-        match k.as_str() {
+        match known_key(ctx, &place, k, &KEYS)? {
             "name" => name = Some(string(ctx, &place, "name", v)?.to_owned()),
             "sha256" => {
                 let h = string(ctx, &place, "sha256", v)?;
@@ -184,7 +217,7 @@ pub(super) fn parse(ctx: &Ctx, value: &Value, index: usize) -> Result<TokenSpec,
                     sessions.push(p.to_owned());
                 }
             }
-            other => return Err(unknown_key(ctx, &place, other, &KEYS)),
+            other => return Err(unread(ctx, &place, other)),
         }
     }
     let name = name.ok_or_else(|| ctx.err(&place, "name is missing"))?;

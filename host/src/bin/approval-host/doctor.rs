@@ -23,7 +23,13 @@ pub(crate) struct DoctorArgs {
     #[arg(long, value_name = "claude-code|codex|gemini|copilot", value_parser = parse_cli)]
     cli: Option<Harness>,
     /// The project [default: the working directory].
-    #[arg(long, value_name = "DIR", default_value = ".")]
+    // The prose says the default; clap's `[default: .]` would say it again.
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = ".",
+        hide_default_value = true
+    )]
     project: PathBuf,
 }
 

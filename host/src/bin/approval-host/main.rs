@@ -33,6 +33,9 @@ mod mcp_pins_cmd;
 mod new;
 mod progress;
 mod project_state;
+// Only its tests use it: they generate and check `docs/reference/cli.md`.
+#[cfg(test)]
+mod reference;
 mod replay_cmd;
 mod rules_cmd;
 mod serve_cmd;

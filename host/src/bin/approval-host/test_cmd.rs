@@ -137,7 +137,7 @@ fn plugin_of(file: &Path) -> Result<(String, PathBuf)> {
 /// The arguments of `test`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct TestArgs {
-    /// The plugin's directory [default: .].
+    /// The plugin's directory.
     #[arg(default_value = ".")]
     pub(crate) dir: PathBuf,
 }
