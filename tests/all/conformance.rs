@@ -5,7 +5,7 @@
 //! adversarial gate panics or throws, loops and allocates without end: each settles
 //! `unavailable` with the failure recorded, and the next request succeeds.
 //!
-//! The Python, JavaScript and C components come from `plugins/build-guests` (the README's set-up
+//! The Python, JavaScript and C components come from `plugins/build-guests` (`.ci/setup`, the README's set-up
 //! and `.ci/run` run it); a missing one fails the suite with that instruction.
 
 use std::collections::BTreeMap;
@@ -53,7 +53,7 @@ fn component(language: &str, name: &str) -> (PathBuf, Vec<u8>) {
     let path = guests_dir().join(language).join(format!("{name}.wasm"));
     let bytes = std::fs::read(&path).unwrap_or_else(|e| {
         panic!(
-            "{}: {e}: build the {language} guests with plugins/build-guests (see the README's set-up)",
+            "{}: {e}: build the {language} guests with plugins/build-guests (see .ci/setup)",
             path.display()
         )
     });

@@ -11,9 +11,9 @@
 //! - `no-run="why"`: shown, not run; only for what needs root, the network, an account or is
 //!   this very check.
 //! - `run-by="module::test"`: another test runs it as written (that test must exist).
-//! - `cwd=repo`: run at the repository's root with the caller's environment (the README's
-//!   commands for a fresh clone); otherwise a page runs in a sandbox of its own: a fresh home
-//!   and a fresh git project as the working directory, the built `approval-host` first on PATH.
+//! A page runs in a sandbox of its own: a fresh home and a fresh git project as the working
+//! directory, the built `approval-host` first on PATH, then the agent CLIs and MCP servers the
+//! set-up installed.
 //! - `file=NAME` on any other block: written into the sandbox's project before later blocks run.
 //!
 //! The blocks of one page run in order in one sandbox, so a page can build on what it showed;
@@ -35,7 +35,7 @@ const COMMAND_LANGS: [&str; 2] = ["sh", "console"];
 const NOT_RUN_AT_MOST: usize = 10;
 
 /// The attributes a block may carry.
-const ATTRS: [&str; 4] = ["no-run", "run-by", "cwd", "file"];
+const ATTRS: [&str; 3] = ["no-run", "run-by", "file"];
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -289,40 +289,35 @@ impl Sandbox {
 
     /// `script` in bash, stdout and stderr into one file (a pipe would wait for whatever the
     /// script leaves running in the background), in a process group of its own.
-    fn run(&mut self, script: &str, at_repo: bool) -> (i32, String) {
+    fn run(&mut self, script: &str) -> (i32, String) {
         let out_path = self.home.join(".docs-example-output");
         let out = std::fs::File::create(&out_path).unwrap();
+        let bin = Path::new(env!("CARGO_BIN_EXE_approval-host"))
+            .parent()
+            .unwrap()
+            .to_path_buf();
+        let path = std::env::join_paths(
+            std::iter::once(bin)
+                .chain(installed_tools())
+                .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+        )
+        .unwrap();
         let mut command = Command::new("bash");
         command
             .args(["-e", "-o", "pipefail", "-c", script])
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
-            .stderr(out);
+            .stderr(out)
+            .env_clear()
+            .env("PATH", path)
+            .env("HOME", &self.home)
+            .env("LANG", "C.UTF-8")
+            .env("TERM", "dumb")
+            .env("USER", "me")
+            .env("LOGNAME", "me")
+            .env("RUST_BACKTRACE", "0")
+            .current_dir(&self.project);
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
-        if at_repo {
-            command.current_dir(repo());
-        } else {
-            let bin = Path::new(env!("CARGO_BIN_EXE_approval-host"))
-                .parent()
-                .unwrap()
-                .to_path_buf();
-            let path = std::env::join_paths(
-                std::iter::once(bin)
-                    .chain(installed_tools())
-                    .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
-            )
-            .unwrap();
-            command
-                .env_clear()
-                .env("PATH", path)
-                .env("HOME", &self.home)
-                .env("LANG", "C.UTF-8")
-                .env("TERM", "dumb")
-                .env("USER", "me")
-                .env("LOGNAME", "me")
-                .env("RUST_BACKTRACE", "0")
-                .current_dir(&self.project);
-        }
         let mut child = command.spawn().unwrap();
         self.groups.push(child.id());
         let status = child.wait().unwrap();
@@ -361,9 +356,8 @@ fn run_page(name: &str) -> Vec<String> {
         {
             continue;
         }
-        let at_repo = block.attrs.get("cwd").is_some_and(|c| c == "repo");
         if block.lang == "sh" {
-            let (status, output) = sandbox.run(&block.text, at_repo);
+            let (status, output) = sandbox.run(&block.text);
             if status != 0 {
                 failures.push(format!("{at}: the block exited {status}:\n{output}"));
             }
@@ -372,7 +366,7 @@ fn run_page(name: &str) -> Vec<String> {
         for step in console_steps(&block.text) {
             let command = ids.apply(&step.command);
             let expected = ids.apply(&step.expected);
-            let (status, output) = sandbox.run(&command, at_repo);
+            let (status, output) = sandbox.run(&command);
             ids.learn(&expected, &output);
             let expected = ids.apply(&expected);
             if status != step.status {
@@ -620,10 +614,10 @@ fn every_link_in_the_readme_and_the_book_leads_somewhere() {
 
 #[test]
 fn an_example_s_info_string_reads_as_its_language_and_attributes() {
-    let (lang, attrs) = parse_info(r#"sh no-run="needs root: apt" cwd=repo flag"#);
+    let (lang, attrs) = parse_info(r#"sh no-run="needs root: apt" file=a.toml flag"#);
     assert_eq!(lang, "sh");
     assert_eq!(attrs["no-run"], "needs root: apt");
-    assert_eq!(attrs["cwd"], "repo");
+    assert_eq!(attrs["file"], "a.toml");
     assert_eq!(attrs["flag"], "");
     let steps = console_steps("$ a\none\n$ b \\\n> c\n? 2\ntwo\n");
     assert_eq!(steps.len(), 2);

@@ -4,9 +4,9 @@
 //! (`tests/agent-cli/model_*.py`). Each CLI runs in a network namespace of its own with only
 //! loopback up, with its model server inside it, so nothing it does can leave the machine.
 //!
-//! For each CLI, after the README's set-up steps exactly (`init`, with its trust step): `doctor`
-//! passes; a rejected command never runs and the model reads the reason; an allowed call runs;
-//! an undecided call does what the README says; a hook that cannot answer blocks; a call whose
+//! For each CLI, after the book's set-up steps exactly (`init`, with its trust step; see
+//! docs/claude-code.md and docs/codex-gemini-copilot.md): `doctor` passes; a rejected command never runs and the model reads the reason; an allowed call runs;
+//! an undecided call does what the book says; a hook that cannot answer blocks; a call whose
 //! before-tool hook was skipped is recorded by the after-tool hook as `approval/unasked`; the
 //! session's log and `verify --all` agree with what happened. Without the trust step, `doctor`
 //! fails naming it.
@@ -225,7 +225,7 @@ impl Scene {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    /// The README's set-up: `init` (with the CLI's trust step where one exists as a command), a
+    /// The book's set-up: `init` (with the CLI's trust step where one exists as a command), a
     /// reject rule and an allow rule added in the project.
     fn set_up(&self) {
         match self.cli {

@@ -684,7 +684,7 @@ fn the_benign_calls_people_rely_on_stay_allowed() {
     );
 }
 
-/// Benign commands no longer covered, each with the reason the README gives.
+/// Benign commands no longer covered, each with the reason the rules chapter (docs/rules.md) gives.
 #[test]
 fn what_a_rule_no_longer_covers_is_what_the_readme_lists() {
     let host = Host::new();

@@ -2,7 +2,7 @@
 //! (for the GNU programs, checked against the installed program's `--help` by the tests, so
 //! abbreviations resolve as the program resolves them) or the options known safe (an allow-list:
 //! anything else, abbreviations included, is unknown). An option marked `!` writes files, runs
-//! programs, or sends what it reads; the reason after it is what the README's table says.
+//! programs, or sends what it reads; the reason after it is what the rules chapter's table (docs/rules.md) says.
 //!
 //! Written against the versions Debian 12 ships: GNU coreutils 9.1 (`sort`, `uniq`), GNU sed 4.9,
 //! GNU grep 3.8, GNU tar 1.34, curl 7.88, GNU Wget 1.21, mawk 1.3.4, and git 2.39 to 2.47; ripgrep
@@ -1018,7 +1018,7 @@ pub(super) fn table(program: &str) -> Option<&'static Table> {
     TABLES.get(program)
 }
 
-/// The programs and git subcommands with a table, for the README's list and the tests.
+/// The programs and git subcommands with a table, for the rules chapter's list and the tests.
 pub fn known() -> Vec<&'static str> {
     let mut names: Vec<&'static str> = TABLES.keys().copied().collect();
     names.sort_unstable();
