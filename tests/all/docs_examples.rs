@@ -10,13 +10,12 @@
 //!   in a line). A `? N` line after a command is the exit status it must end with (else 0).
 //! - `no-run="why"`: shown, not run; only for what needs root, the network, an account or is
 //!   this very check.
-//! - `run-by="module::test"`: another test runs it as written (that test must exist).
-//! A page runs in a sandbox of its own: a fresh home and a fresh git project as the working
-//! directory, the built `approval-host` first on PATH, then the agent CLIs and MCP servers the
-//! set-up installed.
+//! - `run-by="module::test"`: another test runs it (that test must exist).
 //! - `file=NAME` on any other block: written into the sandbox's project before later blocks run.
 //!
-//! The blocks of one page run in order in one sandbox, so a page can build on what it showed;
+//! A page runs in a sandbox of its own: a fresh home and a fresh git project as the working
+//! directory, the built `approval-host` first on PATH, then the agent CLIs and MCP servers the
+//! set-up installed. Its blocks run in order in that sandbox, so a page can build on what it showed;
 //! anything a block leaves running in the background is stopped when the page ends. A rule id a
 //! console block shows (12 hex digits, fresh on every run) stands for the one the command
 //! printed there, in the commands and output that follow.
