@@ -1019,12 +1019,21 @@ fn the_mcp_gateway_holds_a_tool_call_until_the_answerer_s_callback_arrives() {
             assert!(Instant::now() < deadline, "the question never came");
             std::thread::yield_now();
         };
-        post(
-            port,
-            &format!("/plugins/probe/callback?id={question}&decision=allow&by=carol"),
-            &[],
-            "",
-        )
+        // The question is on record before its plugin runs, and nothing waits under its id
+        // until the plugin has parked it (410): a person answers a question that waits, so the
+        // stand-in asks again until it does.
+        loop {
+            let answer = post(
+                port,
+                &format!("/plugins/probe/callback?id={question}&decision=allow&by=carol"),
+                &[],
+                "",
+            );
+            if answer.0 != 410 || Instant::now() >= deadline {
+                break answer;
+            }
+            std::thread::yield_now();
+        }
     });
     assert_eq!(
         client.call("write_note", json!({"name": "a", "text": "b"})),
