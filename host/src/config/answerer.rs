@@ -13,7 +13,7 @@ use std::time::Duration;
 use toml::Value;
 
 use super::ConfigError;
-use super::keys::{Key, Section};
+use super::key::{Key, Section};
 use super::read::{Ctx, known_key, positive, string, unread};
 
 const KEYS: [Key; 3] = [

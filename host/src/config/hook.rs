@@ -6,7 +6,7 @@ use std::time::Duration;
 use toml::Value;
 
 use super::ConfigError;
-use super::keys::{Key, Section};
+use super::key::{Key, Section};
 use super::read::{Ctx, known_keys, positive, string};
 use crate::tools::hooks::{HookSpec, PRE_TOOL_USE};
 

@@ -11,36 +11,7 @@
 use super::{answerer, approval, audit, claude_code, hook, limits, mcp};
 use super::{plugin, rules, sandbox, store, telemetry, token};
 
-/// One key of a section, as the reference shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Key {
-    /// The key as written in the file.
-    pub name: &'static str,
-    /// Its TOML type as a user reads it (`string`, `integer (1–3600)`, `"ask" | "never"`).
-    pub kind: &'static str,
-    /// What it is when omitted (`none (required)`, `` `300` ``, `unset`).
-    pub default: &'static str,
-    /// What it does, in a sentence or two.
-    pub meaning: &'static str,
-}
-
-/// One table of the deployment file and its keys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Section {
-    /// The table as written in the file: `[limits]`, `[[plugin]]`, `[[mcp.server]]`.
-    pub shown: &'static str,
-    /// What the section is for.
-    pub about: &'static str,
-    /// Its keys, in the order the unknown-key message lists them.
-    pub keys: &'static [Key],
-}
-
-impl Section {
-    /// Whether the table sits inside another section's (`[[mcp.server]]` inside `[mcp]`).
-    pub fn is_nested(&self) -> bool {
-        self.shown.trim_matches(['[', ']']).contains('.')
-    }
-}
+use super::key::Section;
 
 /// Every section in [`SECTIONS`](super::SECTIONS) order, each nested table right after its parent.
 pub fn reference() -> &'static [Section] {
@@ -229,7 +200,7 @@ mod tests {
     /// A key documented but not read would load whatever it says. So every key is given a TOML
     /// datetime, a type no key takes, beside a section that loads without it: the file must be
     /// refused, and not as an unknown key or an unread one. (A key read but not documented is
-    /// refused as unknown by the parser itself, since [`Key`] tables are its only key list.)
+    /// refused as unknown by the parser itself, since [`Key`](super::Key) tables are its only key list.)
     #[test]
     fn the_parser_reads_every_documented_key() {
         let dir = tempfile::tempdir().unwrap();

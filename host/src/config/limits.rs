@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use toml::Value;
 
-use super::keys::{Key, Section};
+use super::key::{Key, Section};
 use super::read::{Ctx, known_key, positive, table, unread};
 use super::{ConfigError, Deployment};
 

@@ -29,7 +29,7 @@
 
 use toml::Value;
 
-use super::keys::{Key, Section};
+use super::key::{Key, Section};
 use super::read::{Ctx, known_key, known_keys, table, type_name, unread};
 use super::{ConfigError, Deployment};
 

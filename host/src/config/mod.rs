@@ -24,6 +24,7 @@ mod approval;
 mod audit;
 mod claude_code;
 pub mod hook;
+mod key;
 pub mod keys;
 pub mod limits;
 mod locate;
@@ -40,7 +41,8 @@ pub use locate::Location;
 
 pub use crate::plugin::spec::{DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, Isolation, PluginSpec, Role};
 pub use hook::DEFAULT_HOOK_TIMEOUT;
-pub use keys::{Key, Section, reference, reference_markdown};
+pub use key::{Key, Section};
+pub use keys::{reference, reference_markdown};
 pub use rules::{RulesConfig, StaticRule};
 
 use crate::claude_code::HookOptions;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use toml::Value;
 
 use super::ConfigError;
-use super::keys::{Key, Section};
+use super::key::{Key, Section};
 use super::read::{Ctx, known_keys, positive, string, string_list, string_table};
 use crate::plugin::pending::{OnTimeout, Wait};
 use crate::plugin::spec::{Isolation, PluginSpec, Role};

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use toml::{Table, Value};
 
 use super::ConfigError;
-use super::keys::Key;
+use super::key::Key;
 use super::locate;
 
 pub(super) struct Ctx<'a> {

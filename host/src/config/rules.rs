@@ -3,7 +3,7 @@
 
 use toml::Value;
 
-use super::keys::{Key, Section};
+use super::key::{Key, Section};
 use super::read::{Ctx, known_key, string, table, unknown_key, unread};
 use super::{ConfigError, Deployment};
 use crate::answer::{Effect, RuleScope, UnknownWord};

@@ -2,7 +2,7 @@
 
 use toml::Value;
 
-use super::keys::{Key, Section};
+use super::key::{Key, Section};
 use super::read::{Ctx, known_key, string, table, unread};
 use super::{ConfigError, Deployment};
 

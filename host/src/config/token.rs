@@ -20,7 +20,7 @@ use std::fmt;
 use toml::Value;
 
 use super::ConfigError;
-use super::keys::{Key, Section};
+use super::key::{Key, Section};
 use super::read::{Ctx, known_key, string, unread};
 
 const KEYS: [Key; 4] = [
