@@ -261,23 +261,26 @@ struct Sandbox {
     env: Vec<(String, String)>,
     home: PathBuf,
     project: PathBuf,
+    /// The built binary, the installed tools, then the caller's PATH.
+    path: std::ffi::OsString,
     groups: Vec<u32>,
 }
 
 impl Sandbox {
     fn new(env: &[(&str, String)]) -> Sandbox {
-        let dir = tempfile::tempdir().unwrap();
-        let home = dir.path().join("home");
-        let project = dir.path().join("project");
-        std::fs::create_dir_all(&home).unwrap();
-        std::fs::create_dir_all(&project).unwrap();
-        let git = Command::new("git")
-            .args(["init", "-q"])
-            .current_dir(&project)
-            .status()
-            .unwrap();
-        assert!(git.success());
+        let (dir, home, project) = crate::support::home_and_git_project();
+        let bin = Path::new(env!("CARGO_BIN_EXE_approval-host"))
+            .parent()
+            .unwrap()
+            .to_path_buf();
+        let path = std::env::join_paths(
+            std::iter::once(bin)
+                .chain(installed_tools())
+                .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+        )
+        .unwrap();
         Sandbox {
+            path,
             _dir: dir,
             env: env
                 .iter()
@@ -294,16 +297,6 @@ impl Sandbox {
     fn run(&mut self, script: &str) -> (i32, String) {
         let out_path = self.home.join(".docs-example-output");
         let out = std::fs::File::create(&out_path).unwrap();
-        let bin = Path::new(env!("CARGO_BIN_EXE_approval-host"))
-            .parent()
-            .unwrap()
-            .to_path_buf();
-        let path = std::env::join_paths(
-            std::iter::once(bin)
-                .chain(installed_tools())
-                .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
-        )
-        .unwrap();
         let mut command = Command::new("bash");
         command
             .args(["-e", "-o", "pipefail", "-c", script])
@@ -311,7 +304,7 @@ impl Sandbox {
             .stdout(out.try_clone().unwrap())
             .stderr(out)
             .env_clear()
-            .env("PATH", path)
+            .env("PATH", &self.path)
             .env("HOME", &self.home)
             .env("LANG", "C.UTF-8")
             .env("TERM", "dumb")
@@ -597,6 +590,7 @@ fn every_command_in_the_readme_and_the_book_is_run_or_says_why_not() {
 #[test]
 fn every_link_in_the_readme_and_the_book_leads_somewhere() {
     let mut broken = Vec::new();
+    let mut anchors_of: BTreeMap<PathBuf, Vec<String>> = BTreeMap::new();
     for name in pages() {
         let path = repo().join(&name);
         let page = read_page(&std::fs::read_to_string(&path).unwrap());
@@ -617,7 +611,9 @@ fn every_link_in_the_readme_and_the_book_leads_somewhere() {
             if anchor.is_empty() || target.extension().is_none_or(|e| e != "md") {
                 continue;
             }
-            let anchors = read_page(&std::fs::read_to_string(&target).unwrap()).anchors;
+            let anchors = anchors_of
+                .entry(target.clone())
+                .or_insert_with(|| read_page(&std::fs::read_to_string(&target).unwrap()).anchors);
             if !anchors.iter().any(|a| a == anchor) {
                 broken.push(format!(
                     "{name}:{line}: {url}: no heading with that anchor (it has {})",

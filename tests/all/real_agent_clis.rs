@@ -120,18 +120,8 @@ struct Scene {
 
 impl Scene {
     fn new(cli: Cli) -> Scene {
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, home, project) = crate::support::home_and_git_project();
         let root = dir.path().to_path_buf();
-        let home = root.join("home");
-        let project = root.join("project");
-        std::fs::create_dir_all(&home).unwrap();
-        std::fs::create_dir_all(&project).unwrap();
-        let git = Command::new("git")
-            .args(["init", "-q"])
-            .current_dir(&project)
-            .status()
-            .unwrap();
-        assert!(git.success());
         let scene = Scene {
             cli,
             _dir: dir,

@@ -80,6 +80,23 @@ impl LogFixture {
     }
 }
 
+/// A fresh home and a fresh git project beside it, as a new user has them: (the directory
+/// holding both, the home, the project).
+pub fn home_and_git_project() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let project = dir.path().join("project");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&project).unwrap();
+    let git = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&project)
+        .status()
+        .unwrap();
+    assert!(git.success());
+    (dir, home, project)
+}
+
 pub fn log_path(state_dir: &Path, session: &str) -> PathBuf {
     DirStore::new(state_dir).session_path(session)
 }
