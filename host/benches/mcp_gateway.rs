@@ -3,10 +3,13 @@
 //! to the same server with no question, no screen and no log: what any MCP proxy costs), and
 //! through `approval-host mcp` (the release build of the binary this bench is built with) to the
 //! same server, with rules only (a standing allow rule decides) and with 2 warm wasm gates
-//! (`deny-commands` says next, `allow-tools` allows; no rule). Beside them, one `fdatasync` of a
-//! 700-byte append to a file in the gateway's state directory, measured in the same run: every
-//! decision is durable before the call goes on, so one sync is the floor of what the gateway adds
-//! over the relay.
+//! (`deny-commands` says next, `allow-tools` allows; no rule). Beside them, one `fdatasync` of an
+//! append to a file in the gateway's state directory, as many bytes as a call's records take in
+//! the gateways' session logs (the call, the question, the decision; measured after the warm-up):
+//! every decision is durable before the call goes on, so one sync is the floor of what the
+//! gateway adds over the relay. The syncs are measured in blocks interleaved with the calls,
+//! paced as the gateway meets them: on this VM a sync paced by calls costs about twice one of a
+//! tight loop (printed too), as the device idles between them.
 //! The server is this bench itself started again as a minimal rmcp server (`echo`), so the
 //! figures are the gateway's, not a slow server's. All three connections are open at once and
 //! measured in interleaved blocks, so drift on this shared VM falls on every mode alike. Every
@@ -30,6 +33,8 @@ const BIN: &str = env!("CARGO_BIN_EXE_approval-host");
 const SERVER_ENV: &str = "APPROVAL_HOST_BENCH_MCP_SERVER";
 const RELAY_ENV: &str = "APPROVAL_HOST_BENCH_MCP_RELAY";
 const BLOCK: usize = 100;
+/// Calls made to each mode before measuring.
+const WARM: usize = 200;
 
 /// The server: one tool, `echo`, answering `ok`.
 struct Echo;
@@ -117,24 +122,43 @@ async fn serve_relay() {
     let _ = running.waiting().await;
 }
 
-/// `n` appends of a 700-byte line to a file in `dir`, each followed by `fdatasync`.
-fn syncs(dir: &Path, n: usize) -> Vec<Duration> {
-    use std::io::Write;
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("sync-probe.jsonl"))
-        .unwrap();
-    let line = [b'x'; 699];
-    (0..n)
-        .map(|_| {
-            let started = Instant::now();
-            file.write_all(&line).unwrap();
-            file.write_all(b"\n").unwrap();
-            file.sync_data().unwrap();
-            started.elapsed()
-        })
-        .collect()
+/// Appends of a `len`-byte line to a file in the state directory, each followed by
+/// `fdatasync`, as the gateway's commit of one call's records.
+struct SyncProbe {
+    file: std::fs::File,
+    line: Vec<u8>,
+}
+
+impl SyncProbe {
+    fn new(dir: &Path, len: usize) -> SyncProbe {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("sync-probe.jsonl"))
+            .unwrap();
+        let mut line = vec![b'x'; len.max(1) - 1];
+        line.push(b'\n');
+        SyncProbe { file, line }
+    }
+
+    fn sync(&mut self) -> Duration {
+        use std::io::Write;
+        let started = Instant::now();
+        self.file.write_all(&self.line).unwrap();
+        self.file.sync_data().unwrap();
+        started.elapsed()
+    }
+}
+
+/// The bytes the gateways' session logs hold per call made to them so far.
+fn bytes_per_call(state: &Path, calls: usize) -> usize {
+    let sessions = std::fs::read_dir(state.join("sessions")).unwrap();
+    let total: u64 = sessions
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("mcp-"))
+        .map(|e| e.metadata().unwrap().len())
+        .sum();
+    (total as usize) / calls.max(1)
 }
 
 async fn connect(program: &str, args: &[&str]) -> RunningService<RoleClient, ()> {
@@ -261,11 +285,15 @@ fn main() {
         ];
         // Warm: the gates' first instances, the log files, the server's first answers.
         for client in &clients {
-            for n in 0..200 {
+            for n in 0..WARM {
                 call(client, n).await;
             }
         }
+        // Both gateways' logs, over both gateways' warm-up calls.
+        let per_call = bytes_per_call(Path::new(&state), 2 * WARM);
+        let mut probe = SyncProbe::new(Path::new(&state), per_call);
         let mut samples: [Vec<Duration>; 4] = Default::default();
+        let mut paced = Vec::with_capacity(calls);
         let mut n = 0;
         while samples[0].len() < calls {
             for (client, taken) in clients.iter().zip(samples.iter_mut()) {
@@ -274,15 +302,22 @@ fn main() {
                     taken.push(call(client, n).await);
                 }
             }
+            // Paced as a gateway's commits are: one sync after each call, here of the direct mode.
+            for _ in 0..BLOCK {
+                n += 1;
+                call(&clients[0], n).await;
+                paced.push(probe.sync());
+            }
         }
         for client in clients {
             let _ = client.cancel().await;
         }
-        samples
+        let tight: Vec<Duration> = (0..calls).map(|_| probe.sync()).collect();
+        (samples, paced, tight, per_call)
     });
-    std::fs::create_dir_all(&state).unwrap();
-    let mut synced = syncs(Path::new(&state), calls);
+    let (samples, mut synced, mut tight, per_call) = samples;
     synced.sort();
+    tight.sort();
     println!(
         "MCP gateway, tools/call over stdio: {calls} calls per mode, interleaved in blocks of {BLOCK}"
     );
@@ -310,10 +345,16 @@ fn main() {
     }
     let (sync50, sync99) = (percentile(&synced, 0.5), percentile(&synced, 0.99));
     println!(
-        "{:<24} {:>10.1} {:>10.1}   (one 700-byte append + fdatasync in the state directory)",
+        "{:<24} {:>10.1} {:>10.1}   (one {per_call}-byte append + fdatasync in the state directory, paced by calls)",
         "fdatasync",
         us(sync50),
         us(sync99)
+    );
+    println!(
+        "{:<24} {:>10.1} {:>10.1}   (the same, back to back)",
+        "fdatasync, tight loop",
+        us(percentile(&tight, 0.5)),
+        us(percentile(&tight, 0.99))
     );
     for (mode, s) in modes.iter().zip(&sorted).skip(2) {
         let p50 = percentile(s, 0.5);

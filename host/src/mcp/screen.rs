@@ -252,6 +252,12 @@ fn recorded(method: &str) -> String {
 
 /// Reads one message from the agent.
 pub(crate) fn screen(bytes: &[u8]) -> Screened {
+    screen_with(bytes, true)
+}
+
+/// [`screen`], with the requests [`direct_request`] reads typed directly (`direct`) or all
+/// through the SDK's union, as the tests compare.
+fn screen_with(bytes: &[u8], direct: bool) -> Screened {
     let twice = RefCell::new(Twice::default());
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let parsed = Strict {
@@ -268,7 +274,7 @@ pub(crate) fn screen(bytes: &[u8]) -> Screened {
             };
         }
     };
-    let Value::Object(object) = value else {
+    let Value::Object(mut object) = value else {
         return Screened::Garbage {
             why: "not a JSON-RPC message object (batches are not taken)".to_owned(),
         };
@@ -360,9 +366,17 @@ pub(crate) fn screen(bytes: &[u8]) -> Screened {
         }
     }
     let params = object.get("params").cloned();
-    let typed: ClientJsonRpcMessage = match serde_json::from_value(Value::Object(object)) {
-        Ok(t) => t,
-        Err(e) => return refuse(format!("malformed: {e}")),
+    let direct = if direct {
+        direct_request(method, &id, &mut object)
+    } else {
+        None
+    };
+    let typed: ClientJsonRpcMessage = match direct {
+        Some(typed) => typed,
+        None => match serde_json::from_value(Value::Object(object)) {
+            Ok(t) => t,
+            Err(e) => return refuse(format!("malformed: {e}")),
+        },
     };
     // The SDK falls back to a custom request or notification for what it cannot type: for a
     // method on the gateway's lists that means the parameters did not fit.
@@ -401,6 +415,70 @@ pub(crate) fn screen(bytes: &[u8]) -> Screened {
         _ => {}
     }
     Screened::Pass(Box::new(typed))
+}
+
+/// A request of a method called once per tool call or read, typed straight into its own
+/// request type; `None` for any other message, which the SDK's union reads. The union tries each
+/// of its twenty-odd request types in turn and builds an error for every miss, which cost more
+/// than all the rest of the screen. The result is the union's: a method's own type is the only
+/// one its method name fits, and parameters it cannot read make the custom request the union
+/// would fall back to (refused as malformed all the same). A message with members beyond a
+/// request's (`result`, `error`, anything else), or parameters that are not an object, is left to
+/// the union, whose shape checks refuse it.
+fn direct_request(
+    method: Option<&str>,
+    id: &Option<RequestId>,
+    object: &mut Map<String, Value>,
+) -> Option<ClientJsonRpcMessage> {
+    const REQUEST_MEMBERS: [&str; 4] = ["jsonrpc", "id", "method", "params"];
+    let (Some(method), Some(id)) = (method, id) else {
+        return None;
+    };
+    if !object.keys().all(|k| REQUEST_MEMBERS.contains(&k.as_str()))
+        || object.get("params").is_some_and(|p| !p.is_object())
+    {
+        return None;
+    }
+    fn read<T: serde::de::DeserializeOwned>(
+        object: &mut Map<String, Value>,
+        into: fn(T) -> ClientRequest,
+    ) -> ClientRequest {
+        let mut body = Map::new();
+        for key in ["method", "params"] {
+            if let Some(v) = object.remove(key) {
+                body.insert(key.to_owned(), v);
+            }
+        }
+        let body = Value::Object(body);
+        match T::deserialize(&body) {
+            Ok(request) => into(request),
+            // What the union falls back to for parameters that do not fit.
+            Err(_) => {
+                let (method, params) = match body {
+                    Value::Object(mut body) => (body.remove("method"), body.remove("params")),
+                    _ => (None, None),
+                };
+                let method = match method {
+                    Some(Value::String(m)) => m,
+                    _ => String::new(),
+                };
+                ClientRequest::CustomRequest(CustomRequest::new(method, params))
+            }
+        }
+    }
+    let request = match method {
+        methods::CALL_TOOL => read(object, ClientRequest::CallToolRequest),
+        methods::READ_RESOURCE => read(object, ClientRequest::ReadResourceRequest),
+        methods::SUBSCRIBE => read(object, ClientRequest::SubscribeRequest),
+        methods::GET_PROMPT => read(object, ClientRequest::GetPromptRequest),
+        methods::COMPLETE => read(object, ClientRequest::CompleteRequest),
+        "tools/list" => read(object, ClientRequest::ListToolsRequest),
+        _ => return None,
+    };
+    Some(ClientJsonRpcMessage::Request(JsonRpcRequest::new(
+        id.clone(),
+        request,
+    )))
 }
 
 /// Whether the typed request's parameters, written out again, are the parameters as sent (both
@@ -454,6 +532,96 @@ mod tests {
                 "{line}"
             );
         }
+    }
+
+    fn outcome(screened: Screened) -> String {
+        match screened {
+            Screened::Pass(m) => format!("pass {}", serde_json::to_value(*m).unwrap()),
+            Screened::Refuse { why, method, .. } => format!("refuse {method}: {why}"),
+            Screened::Drop { why, .. } => format!("drop {why}"),
+            Screened::Garbage { why } => format!("garbage {why}"),
+        }
+    }
+
+    /// Requests of the methods typed directly, well formed and not, with the members an SDK
+    /// writes and ones it does not.
+    const DIRECT_CORPUS: &[&str] = &[
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_note","arguments":{"name":"w"}}}"#,
+        r#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x","arguments":{},"_meta":{"progressToken":3,"k":[1,2]}}}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x"}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":5}}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"x","arguments":[1]}}"#,
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"x","arguments":{},"argumentz":{"a":1}}}"#,
+        r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"x","arguments":null}}"#,
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call"}"#,
+        r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":null}"#,
+        r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":"x"}"#,
+        r#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"x","arguments":{},"task":{"ttl":5}}}"#,
+        r#"{"jsonrpc":"2.0","id":11,"method":"resources/read","params":{"uri":"notes://welcome"}}"#,
+        r#"{"jsonrpc":"2.0","id":12,"method":"resources/read","params":{"uri":7}}"#,
+        r#"{"jsonrpc":"2.0","id":13,"method":"resources/read","params":{}}"#,
+        r#"{"jsonrpc":"2.0","id":14,"method":"resources/subscribe","params":{"uri":"notes://a"}}"#,
+        r#"{"jsonrpc":"2.0","id":15,"method":"prompts/get","params":{"name":"p","arguments":{"a":"b"}}}"#,
+        r#"{"jsonrpc":"2.0","id":16,"method":"prompts/get","params":{"name":"p","arguments":{"a":1}}}"#,
+        r#"{"jsonrpc":"2.0","id":17,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"p"},"argument":{"name":"a","value":"b"}}}"#,
+        r#"{"jsonrpc":"2.0","id":18,"method":"completion/complete","params":{"ref":{"type":"ref/resource","uri":"x://y"},"argument":{"name":"a","value":"b"},"context":{"arguments":{"c":"d"}}}}"#,
+        r#"{"jsonrpc":"2.0","id":19,"method":"completion/complete","params":{"ref":{"type":"ref/other"},"argument":{"name":"a","value":"b"}}}"#,
+        r#"{"jsonrpc":"2.0","id":20,"method":"tools/list"}"#,
+        r#"{"jsonrpc":"2.0","id":21,"method":"tools/list","params":{"cursor":"c"}}"#,
+        r#"{"jsonrpc":"2.0","id":22,"method":"tools/list","params":null}"#,
+        r#"{"jsonrpc":"2.0","id":23,"method":"tools/list","params":{"cursor":1}}"#,
+        r#"{"jsonrpc":"2.0","id":24,"method":"tools/call","params":{"name":"x","arguments":{}},"result":{}}"#,
+        r#"{"jsonrpc":"2.0","id":25,"method":"tools/call","params":{"name":"x","arguments":{}},"extra":1}"#,
+        r#"{"jsonrpc":"2.0","id":26,"method":"ping"}"#,
+    ];
+
+    #[test]
+    fn a_request_typed_directly_reads_as_the_sdk_s_union_reads_it() {
+        let mut direct = 0;
+        for line in DIRECT_CORPUS {
+            let value: Value = serde_json::from_str(line).unwrap();
+            let Value::Object(mut object) = value.clone() else {
+                panic!("{line}")
+            };
+            let method = object
+                .get("method")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            let id = match object.get("id") {
+                Some(Value::Number(n)) => n.as_i64().map(RequestId::Number),
+                Some(Value::String(s)) => Some(RequestId::String(s.as_str().into())),
+                _ => None,
+            };
+            let Some(typed) = direct_request(method.as_deref(), &id, &mut object) else {
+                continue;
+            };
+            direct += 1;
+            let union: ClientJsonRpcMessage = serde_json::from_value(value).unwrap();
+            let custom = |m: &ClientJsonRpcMessage| {
+                matches!(
+                    m,
+                    ClientJsonRpcMessage::Request(r)
+                        if matches!(r.request, ClientRequest::CustomRequest(_))
+                )
+            };
+            // A custom request is refused whatever it holds; any other is forwarded as read.
+            assert_eq!(custom(&typed), custom(&union), "{line}");
+            if !custom(&typed) {
+                assert_eq!(
+                    serde_json::to_value(&typed).unwrap(),
+                    serde_json::to_value(&union).unwrap(),
+                    "{line}"
+                );
+            }
+            assert_eq!(
+                outcome(screen_with(line.as_bytes(), true)),
+                outcome(screen_with(line.as_bytes(), false)),
+                "{line}"
+            );
+        }
+        // Every line but the three whose parameters are not an object, the two with members
+        // beyond a request's, and the ping.
+        assert_eq!(direct, DIRECT_CORPUS.len() - 6);
     }
 
     #[test]

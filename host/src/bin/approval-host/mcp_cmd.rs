@@ -181,15 +181,23 @@ pub(crate) fn run(ctx: &Context, args: McpArgs) -> Result<ExitCode> {
         migrate: false,
         quarantine: QuarantinePolicy::default(),
     };
-    let runtime = crate::wiring::server_runtime()?;
+    // Over stdio the gateway has one agent to answer: one thread serves it best.
+    let one_client = listen.is_none();
     let doors = Doors {
         listen,
         tls,
         console: args.console,
         callbacks,
     };
-    let served = runtime.block_on(gateway(serve, options, servers, doors, !args.no_watch));
-    runtime.shutdown_timeout(Duration::from_millis(500));
+    let served = gateway(serve, options, servers, doors, !args.no_watch);
+    let served = if one_client {
+        crate::wiring::run_one_client(served)?
+    } else {
+        let runtime = crate::wiring::server_runtime()?;
+        let served = runtime.block_on(served);
+        runtime.shutdown_timeout(Duration::from_millis(500));
+        served
+    };
     served?;
     Ok(ExitCode::SUCCESS)
 }

@@ -144,10 +144,43 @@ impl Plugins {
 /// a wide margin, since one overflow would take the whole server down.
 const SERVER_STACK: usize = 16 << 20;
 
-/// The async runtime of `serve` and `mcp`: multi-threaded, with [`SERVER_STACK`] stacks.
+/// The async runtime of `serve` and of `mcp --listen`: multi-threaded, with [`SERVER_STACK`]
+/// stacks.
 pub(crate) fn server_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    build(tokio::runtime::Builder::new_multi_thread())
+}
+
+/// Runs `future` as a server with one client, `mcp` over stdio, does: on one thread (with
+/// [`SERVER_STACK`], like a server's workers), so that a call goes from the agent to its question
+/// and on to its server with no hand-off between workers (in the gateway bench, 9–10% less CPU
+/// per call and 27–40 µs less at p50 than on two workers). What blocks still runs off it: logs
+/// open and commit on their own threads, WASI plugins on the plugin threads, and an inline
+/// plugin is stopped at its budget as on any worker.
+pub(crate) fn run_one_client<F>(future: F) -> anyhow::Result<F::Output>
+where
+    F: std::future::Future + Send,
+    F::Output: Send,
+{
     use anyhow::Context as _;
-    tokio::runtime::Builder::new_multi_thread()
+    let runtime = build(tokio::runtime::Builder::new_current_thread())?;
+    std::thread::scope(|scope| {
+        let ran = std::thread::Builder::new()
+            .name("mcp-gateway".to_owned())
+            .stack_size(SERVER_STACK)
+            .spawn_scoped(scope, || {
+                let out = runtime.block_on(future);
+                runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+                out
+            })
+            .context("starting the gateway's thread")?;
+        ran.join()
+            .map_err(|_| anyhow::anyhow!("the gateway's thread panicked"))
+    })
+}
+
+fn build(mut builder: tokio::runtime::Builder) -> anyhow::Result<tokio::runtime::Runtime> {
+    use anyhow::Context as _;
+    builder
         .enable_all()
         .thread_stack_size(SERVER_STACK)
         .build()
