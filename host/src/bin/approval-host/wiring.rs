@@ -152,7 +152,7 @@ pub(crate) fn server_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 /// Runs `future` as a server with one client, `mcp` over stdio, does: on one thread (with
 /// [`SERVER_STACK`], like a server's workers), so that a call goes from the agent to its question
-/// and on to its server with no hand-off between workers (in the gateway bench, 9–10% less CPU
+/// and on to its server with no hand-off between workers (in the gateway bench, 8–9% less CPU
 /// per call and 27–40 µs less at p50 than on two workers). What blocks still runs off it: logs
 /// open and commit on their own threads, WASI plugins on the plugin threads, and an inline
 /// plugin is stopped at its budget as on any worker.
