@@ -394,6 +394,72 @@ fn stdio_calls_are_asked_then_forwarded_or_refused_with_the_reason_and_the_rest_
     assert_eq!(call.1["arguments"], json!({"name": "a", "text": "b"}));
 }
 
+/// The names of `pid`'s threads.
+fn thread_names(pid: u32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .map(|t| {
+            let path = t.unwrap().path().join("comm");
+            std::fs::read_to_string(path).unwrap().trim().to_owned()
+        })
+        .collect()
+}
+
+/// The processes `pid` started that still run.
+fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flat_map(|t| {
+            let text = std::fs::read_to_string(t.unwrap().path().join("children")).unwrap();
+            text.split_whitespace()
+                .map(|c| c.parse().unwrap())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+#[test]
+fn over_stdio_the_gateway_syncs_each_decision_on_its_own_one_thread() {
+    let setup = Setup::new("");
+    let mut client = Client::stdio(&setup);
+    assert_eq!(
+        client.call("read_note", json!({"name": "welcome"})),
+        ok("hello from the notes server")
+    );
+    assert_eq!(
+        client.call("delete_note", json!({"name": "welcome"})),
+        refused(
+            "tool \"mcp__notes__delete_note\" was rejected by policy \"rule:deployment-2\": notes are never deleted"
+        )
+    );
+    let gateway = children(client.child.id())
+        .into_iter()
+        .find(|c| {
+            std::fs::read_to_string(format!("/proc/{c}/comm"))
+                .is_ok_and(|n| n.trim() == "approval-host")
+        })
+        .expect("the client's gateway");
+    // One thread answers the agent, and it synced both decisions itself: no commit thread was
+    // ever started (they start on the first commit handed to them).
+    let threads = thread_names(gateway);
+    assert_eq!(
+        threads.iter().filter(|t| *t == "mcp-gateway").count(),
+        1,
+        "{threads:?}"
+    );
+    assert!(!threads.iter().any(|t| t == "log-commit"), "{threads:?}");
+    // Each decision was durable before its answer went back.
+    assert_eq!(
+        setup.decisions("s1"),
+        [
+            ("allowed-once", "mcp__notes__read_note"),
+            ("rejected", "mcp__notes__delete_note"),
+        ]
+        .map(|(o, t)| (o.to_owned(), t.to_owned()))
+    );
+    client.quit();
+}
+
 #[test]
 fn a_path_rule_for_an_mcp_tool_reads_its_path_argument_against_the_gateway_s_directory() {
     let setup = Setup::new("");

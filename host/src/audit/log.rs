@@ -74,11 +74,28 @@ struct State {
     delivering: bool,
 }
 
+/// Whether this process commits on the asking thread ([`commit_in_place`]).
+static IN_PLACE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// From now on, a commit of a journal that allows it ([`Journal::commits_in_place`]) runs on the
+/// thread that asks for durability, once that thread has let go of the log, rather than on the
+/// shared commit threads: for a process whose appends come from one thread with nothing else to
+/// do while it waits (the MCP gateway over stdio), where handing the commit over and being woken
+/// again costs more than the sync's wait. Appends from other threads meanwhile join the running
+/// round, as they do a commit thread's.
+///
+/// [`Journal::commits_in_place`]: crate::audit::store::Journal::commits_in_place
+pub fn commit_in_place() {
+    IN_PLACE.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// What the commit threads and every handle of one log share.
 pub(crate) struct Core {
     session: String,
     name: String,
     mode: CommitMode,
+    /// The journal allows committing on the asking thread.
+    in_place: bool,
     state: Mutex<State>,
     /// Signalled when a commit round ends (closing the log waits for it).
     round_over: Condvar,
@@ -203,6 +220,7 @@ impl SessionLog {
                 session: session.to_owned(),
                 name,
                 mode: journal.commit_mode(),
+                in_place: journal.commits_in_place(),
                 state: Mutex::new(State {
                     fold,
                     head,
@@ -337,7 +355,10 @@ impl SessionLog {
     /// Makes every record up to `seq` durable, e.g. a question before it leaves the process.
     pub(crate) fn sync_to(&self, seq: u64) -> Ticket {
         let mut state = self.core.lock();
-        self.core.want(&mut state, seq)
+        let (ticket, lead) = self.core.want(&mut state, seq);
+        drop(state);
+        self.core.lead(lead);
+        ticket
     }
 
     /// Validates and accepts `event`; `durable` asks for a commit now, else the record is only
@@ -397,7 +418,15 @@ impl SessionLog {
                 core.commit_inline(&mut state)?;
                 Ticket::Ready
             }
-            _ if durable => core.want(&mut state, seq),
+            _ if durable => {
+                let (ticket, lead) = core.want(&mut state, seq);
+                if lead {
+                    drop(state);
+                    core.lead(lead);
+                    return Ok((record, ticket));
+                }
+                ticket
+            }
             CommitMode::Split if !state.committing => {
                 // The journal is idle: write now (quick), sync with the next commit.
                 core.write_idle(&mut state)?;
@@ -469,24 +498,37 @@ impl Core {
         }
     }
 
-    /// Registers a wish for durability up to `seq`, scheduling a commit round if none runs.
-    fn want(self: &Arc<Self>, state: &mut State, seq: u64) -> Ticket {
+    /// Registers a wish for durability up to `seq`, scheduling a commit round if none runs; `true`
+    /// beside the ticket when the caller is to run that round itself ([`commit_in_place`]), with
+    /// [`Core::lead`] once it has let go of the lock.
+    fn want(self: &Arc<Self>, state: &mut State, seq: u64) -> (Ticket, bool) {
         if state.durable >= seq {
-            return Ticket::Ready;
+            return (Ticket::Ready, false);
         }
         if state.poisoned.is_some() {
             let (tx, rx) = oneshot::channel();
             let _ = tx.send(Err(self.poisoned_error(state)));
-            return Ticket::Waiting(rx, self.clone());
+            return (Ticket::Waiting(rx, self.clone()), false);
         }
         state.wanted = state.wanted.max(seq);
         let (done, rx) = oneshot::channel();
         state.waiters.push(Waiter { seq, done });
+        let mut lead = false;
         if !state.committing {
             state.committing = true;
-            commit::schedule(self.clone());
+            lead = self.in_place && IN_PLACE.load(std::sync::atomic::Ordering::Relaxed);
+            if !lead {
+                commit::schedule(self.clone());
+            }
         }
-        Ticket::Waiting(rx, self.clone())
+        (Ticket::Waiting(rx, self.clone()), lead)
+    }
+
+    /// Runs the commit rounds [`Core::want`] left to this thread, until nothing more is wanted.
+    fn lead(&self, lead: bool) {
+        if lead {
+            while commit::Rounds::commit_round(self) {}
+        }
     }
 
     /// `Inline`: commits the pending bytes on this task.

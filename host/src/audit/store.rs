@@ -41,6 +41,13 @@ pub trait Journal: Send + 'static {
     fn sync(&mut self) -> io::Result<()> {
         Ok(())
     }
+
+    /// Whether a commit may run on the thread that asks for it, when the process commits in
+    /// place ([`crate::audit::log::commit_in_place`]): a journal whose sync waits only for a local
+    /// device, not for another runtime or the network.
+    fn commits_in_place(&self) -> bool {
+        false
+    }
 }
 
 /// Most threads committing session logs at once, whatever the number of open sessions: syncs of
@@ -391,6 +398,10 @@ impl Journal for FileJournal {
 
     fn commit_mode(&self) -> CommitMode {
         CommitMode::Split
+    }
+
+    fn commits_in_place(&self) -> bool {
+        true
     }
 
     fn write(&mut self, bytes: &[u8]) -> io::Result<()> {

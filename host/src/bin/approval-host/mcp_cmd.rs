@@ -191,6 +191,8 @@ pub(crate) fn run(ctx: &Context, args: McpArgs) -> Result<ExitCode> {
     };
     let served = gateway(serve, options, servers, doors, !args.no_watch);
     let served = if one_client {
+        // Its one thread has nothing else to do while a decision syncs: it syncs it itself.
+        approval_host::audit::log::commit_in_place();
         crate::wiring::run_one_client(served)?
     } else {
         let runtime = crate::wiring::server_runtime()?;
