@@ -98,7 +98,7 @@ pub use policy::Policy;
 pub use postgres::{PgOptions, PgStore};
 pub use service::ApprovalError;
 pub use service::{ApprovalRequest, ApprovalService, Verdict};
-pub use store::{CommitMode, DirStore, Journal, OpenedLog, Store};
+pub use store::{CommitMode, DetachedSync, DirStore, Journal, OpenedLog, Store, SyncDone};
 pub use subscribe::{Subscriber, Subscription};
 pub use waterfall::{Explained, Listener, Position, Question, Registration, Scope};
 

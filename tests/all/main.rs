@@ -14,6 +14,7 @@ mod console;
 mod console_browser;
 mod crash;
 mod deployment;
+mod detached_sync;
 mod dns_rebinding;
 mod docs_examples;
 mod durable_commit;

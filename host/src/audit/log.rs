@@ -9,7 +9,10 @@
 //! - `Blocking` and `Split`: the first append that needs its record durable while no commit runs
 //!   hands the log to the shared commit threads (`commit`); appends arriving while a commit runs
 //!   wait and are committed together by the next round, with one write and one sync (group
-//!   commit). A few threads serve every open session.
+//!   commit). A few threads serve every open session. A `Split` journal whose sync finishes
+//!   elsewhere ([`Journal::syncs_detached`]: the PostgreSQL store's batcher) needs no commit
+//!   thread: the asking task writes and hands the sync over, and the journal's report ends the
+//!   round, wakes the appends it made durable and starts the next.
 //!
 //! An approval question (`SessionLog::append_question`) need not be durable before it is asked
 //! in process: with a `Split` journal it is written at once (on the asking task when the journal is
@@ -96,6 +99,9 @@ pub(crate) struct Core {
     mode: CommitMode,
     /// The journal allows committing on the asking thread.
     in_place: bool,
+    /// The journal's syncs finish without the committing thread ([`Journal::syncs_detached`]):
+    /// commits start on the asking task and end where the journal reports.
+    detached: bool,
     state: Mutex<State>,
     /// Signalled when a commit round ends (closing the log waits for it).
     round_over: Condvar,
@@ -142,6 +148,14 @@ impl Ticket {
         match self {
             Ticket::Ready => Ok(()),
             Ticket::Waiting(rx, core) => match rx.await {
+                Ok(Ok(())) => {
+                    // A detached commit ends on the journal's thread, which leaves the delivery
+                    // to subscribers (which may block) to the appends it made durable.
+                    if core.detached {
+                        core.deliver();
+                    }
+                    Ok(())
+                }
                 Ok(result) => result,
                 // Dropped without an answer: only when the log failed and was torn down.
                 Err(_) => Err(core.poisoned_error(&core.lock())),
@@ -221,6 +235,7 @@ impl SessionLog {
                 name,
                 mode: journal.commit_mode(),
                 in_place: journal.commits_in_place(),
+                detached: journal.commit_mode() == CommitMode::Split && journal.syncs_detached(),
                 state: Mutex::new(State {
                     fold,
                     head,
@@ -516,7 +531,8 @@ impl Core {
         let mut lead = false;
         if !state.committing {
             state.committing = true;
-            lead = self.in_place && IN_PLACE.load(std::sync::atomic::Ordering::Relaxed);
+            lead = self.detached
+                || (self.in_place && IN_PLACE.load(std::sync::atomic::Ordering::Relaxed));
             if !lead {
                 commit::schedule(self.clone());
             }
@@ -524,10 +540,70 @@ impl Core {
         (Ticket::Waiting(rx, self.clone()), lead)
     }
 
-    /// Runs the commit rounds [`Core::want`] left to this thread, until nothing more is wanted.
-    fn lead(&self, lead: bool) {
-        if lead {
-            while commit::Rounds::commit_round(self) {}
+    /// Runs the commit rounds [`Core::want`] left to this thread, until nothing more is wanted;
+    /// with a detached journal, only starts the first (each one's end starts the next).
+    fn lead(self: &Arc<Self>, lead: bool) {
+        if lead && self.detached {
+            self.start_detached_round();
+        } else if lead {
+            while commit::Rounds::commit_round(&**self) {}
+        }
+    }
+
+    /// One commit round of a detached journal, started on this task without waiting: writes what
+    /// is pending and hands the sync over; [`Core::end_detached_round`] runs when it reports. The
+    /// journal stays in the state: `committing` keeps every other writer off it meanwhile.
+    fn start_detached_round(self: &Arc<Self>) {
+        let started = std::time::Instant::now();
+        let mut state = self.lock();
+        let from = state.durable;
+        let (bytes, records, target, head) = (
+            mem::take(&mut state.pending),
+            mem::take(&mut state.pending_records),
+            state.records,
+            state.head,
+        );
+        let Some(journal) = state.journal.as_mut() else {
+            drop(state);
+            self.end_round(None, Ok(()), (target, head), records, false);
+            return;
+        };
+        let written = if bytes.is_empty() {
+            Ok(())
+        } else {
+            journal.write(&bytes)
+        };
+        let sync = written.map(|()| journal.detach_sync());
+        drop(state);
+        match sync {
+            Ok(sync) => {
+                let core = self.clone();
+                sync.start(Box::new(move |result| {
+                    core.end_detached_round(result, started, from, (target, head), records);
+                }));
+            }
+            Err(e) => self.end_detached_round(Err(e), started, from, (target, head), records),
+        }
+    }
+
+    /// The end of a detached round, on whichever thread the journal reported from: wakes the
+    /// satisfied appends (which deliver to the subscribers themselves) and starts the next round
+    /// when more is wanted.
+    fn end_detached_round(
+        self: &Arc<Self>,
+        result: std::io::Result<()>,
+        started: std::time::Instant,
+        from: u64,
+        (target, head): (u64, Head),
+        records: Vec<Record>,
+    ) {
+        crate::audit::stats::round(
+            target.saturating_sub(from),
+            started.elapsed().as_nanos() as u64,
+            result.is_ok(),
+        );
+        if self.end_round(None, result, (target, head), records, false) {
+            self.start_detached_round();
         }
     }
 
@@ -602,7 +678,7 @@ impl Core {
         drop(state);
 
         let Some(mut journal) = journal else {
-            return self.end_round(None, Ok(()), (target, head), records);
+            return self.end_round(None, Ok(()), (target, head), records, true);
         };
         let started = (self.mode != CommitMode::Inline).then(std::time::Instant::now);
         let result = match self.mode {
@@ -629,7 +705,7 @@ impl Core {
                 result.is_ok(),
             );
         }
-        self.end_round(Some(journal), result, (target, head), records)
+        self.end_round(Some(journal), result, (target, head), records, true)
     }
 
     fn end_round(
@@ -638,6 +714,7 @@ impl Core {
         result: std::io::Result<()>,
         (target, head): (u64, Head),
         records: Vec<Record>,
+        deliver: bool,
     ) -> bool {
         let mut state = self.lock();
         if journal.is_some() {
@@ -675,7 +752,9 @@ impl Core {
         }
         drop(state);
         // Subscribers first, so an append usually returns after its record was delivered.
-        self.deliver();
+        if deliver {
+            self.deliver();
+        }
         for w in ready {
             let _ = w.done.send(Ok(()));
         }

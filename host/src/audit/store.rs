@@ -48,6 +48,45 @@ pub trait Journal: Send + 'static {
     fn commits_in_place(&self) -> bool {
         false
     }
+
+    /// [`CommitMode::Split`] only: whether [`Journal::detach_sync`] hands a sync over to work
+    /// that finishes it without the committing thread (a database client's own runtime): the log
+    /// then starts its commits on the asking task and is told when they are durable, with no
+    /// commit thread between them.
+    fn syncs_detached(&self) -> bool {
+        false
+    }
+
+    /// When [`Journal::syncs_detached`]: takes everything written so far for a sync the log starts
+    /// at once (this call must not wait). The journal counts those lines as its own from here; a
+    /// sync that fails stops the log, which is reopened from what is stored. The default refuses,
+    /// and the log stops with that error rather than commit nothing.
+    fn detach_sync(&mut self) -> Box<dyn DetachedSync> {
+        Box::new(Refused)
+    }
+}
+
+/// A sync taken by [`Journal::detach_sync`].
+pub trait DetachedSync: Send {
+    /// Starts the sync; `done` is called exactly once, from any thread (perhaps before this
+    /// returns), when the lines are durable or with why they are not. `done` does not block.
+    fn start(self: Box<Self>, done: SyncDone);
+}
+
+/// Where a [`DetachedSync`] reports.
+pub type SyncDone = Box<dyn FnOnce(io::Result<()>) + Send + Sync>;
+
+/// Why a log stopped whose journal says it syncs detached but has no way to.
+pub const NO_DETACHED_SYNC: &str =
+    "this journal says it syncs detached but does not implement detach_sync";
+
+/// The sync of a journal that said it syncs detached and has no way to.
+struct Refused;
+
+impl DetachedSync for Refused {
+    fn start(self: Box<Self>, done: SyncDone) {
+        done(Err(io::Error::other(NO_DETACHED_SYNC)));
+    }
 }
 
 /// Most threads committing session logs at once, whatever the number of open sessions: syncs of

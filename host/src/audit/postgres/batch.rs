@@ -56,7 +56,8 @@ pub(super) struct Rows {
     pub(super) owner: String,
     pub(super) first_seq: i64,
     pub(super) lines: Vec<String>,
-    pub(super) done: std::sync::mpsc::SyncSender<Result<(), Failure>>,
+    /// Told once how the rows fared, on the store's runtime: it must not block.
+    pub(super) done: Box<dyn FnOnce(Result<(), Failure>) + Send + Sync>,
 }
 
 /// Where syncs hand their rows.
@@ -125,7 +126,7 @@ async fn commit(inner: &Inner, batch: Vec<Rows>) {
 fn fail(batch: Vec<Rows>, failure: &Failure) {
     let why = failure.to_string();
     for rows in batch {
-        let _ = rows.done.send(Err(Failure::Batch(why.clone())));
+        (rows.done)(Err(Failure::Batch(why.clone())));
     }
 }
 
@@ -184,7 +185,7 @@ async fn answer(inner: &Inner, batch: Vec<Rows>, counts: HashMap<String, i64>) {
         counts.get(&rows.session).copied().unwrap_or(0) == rows.lines.len() as i64
     });
     for rows in committed {
-        let _ = rows.done.send(Ok(()));
+        (rows.done)(Ok(()));
     }
     if lost.is_empty() {
         return;
@@ -203,6 +204,6 @@ async fn answer(inner: &Inner, batch: Vec<Rows>, counts: HashMap<String, i64>) {
     }
     for rows in lost {
         let owner = owners.remove(&rows.session);
-        let _ = rows.done.send(Err(Failure::LeaseLost { owner }));
+        (rows.done)(Err(Failure::LeaseLost { owner }));
     }
 }

@@ -4,16 +4,17 @@
 use std::io;
 use std::sync::Arc;
 
-use crate::audit::store::{CommitMode, Journal};
+use crate::audit::store::{CommitMode, DetachedSync, Journal, SyncDone};
 
-use super::batch::Rows;
+use super::batch::{Queue, Rows};
 use super::lease::release;
 use super::{Failure, Inner, client};
 
 /// One open session's writer. Lines written are held in memory until the next sync, which
 /// commits them all in one batch (one transaction, shared with other sessions' syncs) that also
 /// renews the lease and refuses them if another host owns it now: an in-process question and its
-/// decision cost one commit.
+/// decision cost one commit. The log hands a sync over without waiting ([`Journal::detach_sync`]);
+/// [`Journal::sync`] waits, for a log being closed.
 pub(super) struct PgJournal {
     pub(super) inner: Arc<Inner>,
     pub(super) session: String,
@@ -50,26 +51,80 @@ impl Journal for PgJournal {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let lines = std::mem::take(&mut self.pending);
-        let count = lines.len() as i64;
         // Joins the next batch across sessions (`batch.rs`) and waits for its commit.
         let (done, committed) = std::sync::mpsc::sync_channel(1);
-        let queued = self.inner.batches.send(Rows {
-            session: self.session.clone(),
-            owner: self.owner.clone(),
-            first_seq: self.next_seq,
-            lines,
-            done,
-        });
-        let result = match queued {
+        let rows = self.rows(Box::new(move |result| {
+            let _ = done.send(result);
+        }));
+        let count = rows.lines.len() as i64;
+        let result = match self.inner.batches.send(rows) {
             Ok(()) => committed.recv().unwrap_or(Err(Failure::Stopped)),
             Err(_) => Err(Failure::Stopped),
         };
         // On failure the lines stay uncommitted and the log stops accepting events; reopening
         // reads back what the database holds.
-        result.map_err(|e| io::Error::other(format!("{}: {e}", self.name)))?;
+        result.map_err(|e| failed(&self.name, e))?;
         self.next_seq += count;
         Ok(())
+    }
+
+    fn syncs_detached(&self) -> bool {
+        true
+    }
+
+    fn detach_sync(&mut self) -> Box<dyn DetachedSync> {
+        // The report goes where `start` says; a placeholder until then.
+        let rows = self.rows(Box::new(|_| {}));
+        // Counted as sent: a batch that fails stops the log, which is reopened from the rows the
+        // database holds.
+        self.next_seq += rows.lines.len() as i64;
+        Box::new(Detached {
+            rows,
+            queue: self.inner.batches.clone(),
+            name: self.name.clone(),
+        })
+    }
+}
+
+impl PgJournal {
+    /// The lines written since the last sync, as a batch's rows that report to `done`.
+    fn rows(&mut self, done: Box<dyn FnOnce(Result<(), Failure>) + Send + Sync>) -> Rows {
+        Rows {
+            session: self.session.clone(),
+            owner: self.owner.clone(),
+            first_seq: self.next_seq,
+            lines: std::mem::take(&mut self.pending),
+            done,
+        }
+    }
+}
+
+/// What a sync failure says: the log's name and why.
+fn failed(name: &str, failure: Failure) -> io::Error {
+    io::Error::other(format!("{name}: {failure}"))
+}
+
+/// A sync this journal handed over: its rows, queued for the next batch when started.
+struct Detached {
+    rows: Rows,
+    queue: Queue,
+    name: String,
+}
+
+impl DetachedSync for Detached {
+    fn start(self: Box<Self>, done: SyncDone) {
+        let Detached {
+            mut rows,
+            queue,
+            name,
+        } = *self;
+        if rows.lines.is_empty() {
+            return done(Ok(()));
+        }
+        rows.done = Box::new(move |result| done(result.map_err(|e| failed(&name, e))));
+        if let Err(refused) = queue.send(rows) {
+            (refused.0.done)(Err(Failure::Stopped));
+        }
     }
 }
 

@@ -20,7 +20,9 @@
 //!
 //! The store runs its own small tokio runtime: the [`Store`] and [`Journal`] calls are
 //! synchronous (they run on the commit threads or in `spawn_blocking`) and wait on a channel for
-//! the work done there, so they never block the runtime they are called from. Transactions that
+//! the work done there, so they never block the runtime they are called from. A log's commit
+//! does not wait at all: the asking task hands its rows to the batcher
+//! ([`Journal::detach_sync`]), whose report wakes the asker with no thread between them. Transactions that
 //! fail with a serialization failure or a deadlock (SQLSTATE 40001, 40P01; routine on
 //! CockroachDB and YugabyteDB) are retried.
 //!
