@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use approval_host::event::Event;
 use approval_host::log::SessionLog;
-use approval_host::store::NO_DETACHED_SYNC;
+use approval_host::store::{NO_DETACHED_SYNC, NO_REPORT};
 use approval_host::{
     ApprovalRequest, ApprovalService, CommitMode, Decision, DetachedSync, Journal, LogError,
     OpenedLog, Outcome, Policy, Position, Scope, Store, SyncDone,
@@ -268,4 +268,66 @@ async fn a_journal_that_says_it_syncs_detached_without_a_way_to_stops_the_log() 
     assert_eq!(err.io_error().unwrap().to_string(), NO_DETACHED_SYNC);
     let err = log.append(Event::TurnEnd).await.unwrap_err();
     assert!(matches!(err, LogError::Poisoned { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_sync_the_journal_drops_unreported_stops_the_log_instead_of_hanging() {
+    let (store, mut taken) = handing(false);
+    let log = SessionLog::open(&store, "s").unwrap();
+    let mut append = Box::pin(log.append(Event::TurnStart));
+    assert!(futures_util::poll!(&mut append).is_pending());
+    drop(taken.try_recv().unwrap());
+    let err = append.await.unwrap_err();
+    assert_eq!(err.io_error().unwrap().to_string(), NO_REPORT);
+    let err = log.append(Event::TurnEnd).await.unwrap_err();
+    assert!(matches!(err, LogError::Poisoned { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_request_dropped_mid_question_still_reaches_the_subscribers_with_its_cancellation() {
+    let (store, mut taken) = handing(false);
+    std::thread::spawn(move || {
+        while let Some(handoff) = taken.blocking_recv() {
+            (handoff.done)(Ok(()));
+        }
+    });
+    let service = ApprovalService::new(store, Policy::Ask);
+    // A gate that never answers, and says when it was asked.
+    let (asked, mut was_asked) = mpsc::unbounded_channel();
+    let _r = service.register(
+        "never",
+        Scope::Global,
+        Position::Back,
+        move |_q: approval_host::Question| {
+            let _ = asked.send(());
+            std::future::pending::<Result<Decision, approval_host::Failure>>()
+        },
+    );
+    let (seen, mut delivered) = mpsc::unbounded_channel();
+    let _s = service.subscribe(
+        "s",
+        "watch",
+        move |_: &str, record: &approval_host::event::Record| {
+            if let Event::Decided(decided) = &record.event {
+                let _ = seen.send(decided.outcome);
+            }
+            Ok(())
+        },
+    );
+    let agent = service.agent("s", "a").await.unwrap();
+    service.start_turn("s").await.unwrap();
+    let request = tokio::spawn({
+        let (service, agent) = (service.clone(), agent.clone());
+        async move { service.request(ApprovalRequest::new(&agent, "bash")).await }
+    });
+    was_asked.recv().await.unwrap();
+    request.abort();
+    assert!(request.await.unwrap_err().is_cancelled());
+    // Nobody waits for the cancellation's commit; its record is delivered all the same.
+    let cancelled = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        delivered.recv().await
+    })
+    .await
+    .expect("the cancellation reached the subscriber");
+    assert_eq!(cancelled, Some(Outcome::Cancelled));
 }

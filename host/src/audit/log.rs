@@ -139,7 +139,25 @@ pub(crate) enum Ticket {
     /// Already committed as far as needed.
     Ready,
     /// Waiting for a commit round.
-    Waiting(oneshot::Receiver<Result<(), LogError>>, Arc<Core>),
+    Waiting(Waiting),
+}
+
+/// A ticket's wait for a commit round. A detached commit leaves the delivery to subscribers to
+/// the appends it woke: one dropped after being woken, before it was polled, still delivers.
+pub(crate) struct Waiting {
+    rx: Option<oneshot::Receiver<Result<(), LogError>>>,
+    core: Arc<Core>,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if let Some(mut rx) = self.rx.take()
+            && self.core.detached
+            && matches!(rx.try_recv(), Ok(Ok(())))
+        {
+            self.core.deliver();
+        }
+    }
 }
 
 impl Ticket {
@@ -147,19 +165,28 @@ impl Ticket {
     pub(crate) async fn wait(self) -> Result<(), LogError> {
         match self {
             Ticket::Ready => Ok(()),
-            Ticket::Waiting(rx, core) => match rx.await {
-                Ok(Ok(())) => {
-                    // A detached commit ends on the journal's thread, which leaves the delivery
-                    // to subscribers (which may block) to the appends it made durable.
-                    if core.detached {
-                        core.deliver();
+            Ticket::Waiting(mut waiting) => {
+                let answer = match waiting.rx.as_mut() {
+                    Some(rx) => rx.await.ok(),
+                    None => None,
+                };
+                waiting.rx = None;
+                let core = &waiting.core;
+                match answer {
+                    Some(Ok(())) => {
+                        // A detached commit ends on the journal's thread, which leaves the
+                        // delivery to subscribers (which may block) to the appends it made
+                        // durable.
+                        if core.detached {
+                            core.deliver();
+                        }
+                        Ok(())
                     }
-                    Ok(())
+                    Some(Err(e)) => Err(e),
+                    // Dropped without an answer: only when the log failed and was torn down.
+                    None => Err(core.poisoned_error(&core.lock())),
                 }
-                Ok(result) => result,
-                // Dropped without an answer: only when the log failed and was torn down.
-                Err(_) => Err(core.poisoned_error(&core.lock())),
-            },
+            }
         }
     }
 }
@@ -477,6 +504,36 @@ pub(crate) struct Appended {
     pub(crate) ticket: Ticket,
 }
 
+/// What a detached round ends with: its records and where it started.
+struct Round {
+    core: Arc<Core>,
+    started: std::time::Instant,
+    from: u64,
+    to: (u64, Head),
+    records: Vec<Record>,
+}
+
+/// A detached round's end, owed by its journal: reported once, or, when the journal drops it
+/// unreported, the round fails and the log stops, rather than leave its appends waiting forever.
+struct RoundEnd(Option<Round>);
+
+impl RoundEnd {
+    fn report(mut self, result: std::io::Result<()>) {
+        if let Some(round) = self.0.take() {
+            round.core.clone().end_detached_round(round, result);
+        }
+    }
+}
+
+impl Drop for RoundEnd {
+    fn drop(&mut self) {
+        if let Some(round) = self.0.take() {
+            let error = std::io::Error::other(crate::audit::store::NO_REPORT);
+            round.core.clone().end_detached_round(round, Err(error));
+        }
+    }
+}
+
 impl Core {
     /// The record to write for `event` when `[audit] redact` changes it: a `tool/call` whose
     /// arguments hold a value it names.
@@ -523,7 +580,7 @@ impl Core {
         if state.poisoned.is_some() {
             let (tx, rx) = oneshot::channel();
             let _ = tx.send(Err(self.poisoned_error(state)));
-            return (Ticket::Waiting(rx, self.clone()), false);
+            return (self.waiting(rx), false);
         }
         state.wanted = state.wanted.max(seq);
         let (done, rx) = oneshot::channel();
@@ -537,7 +594,14 @@ impl Core {
                 commit::schedule(self.clone());
             }
         }
-        (Ticket::Waiting(rx, self.clone()), lead)
+        (self.waiting(rx), lead)
+    }
+
+    fn waiting(self: &Arc<Self>, rx: oneshot::Receiver<Result<(), LogError>>) -> Ticket {
+        Ticket::Waiting(Waiting {
+            rx: Some(rx),
+            core: self.clone(),
+        })
     }
 
     /// Runs the commit rounds [`Core::want`] left to this thread, until nothing more is wanted;
@@ -575,34 +639,44 @@ impl Core {
         };
         let sync = written.map(|()| journal.detach_sync());
         drop(state);
+        let end = RoundEnd(Some(Round {
+            core: self.clone(),
+            started,
+            from,
+            to: (target, head),
+            records,
+        }));
         match sync {
-            Ok(sync) => {
-                let core = self.clone();
-                sync.start(Box::new(move |result| {
-                    core.end_detached_round(result, started, from, (target, head), records);
-                }));
-            }
-            Err(e) => self.end_detached_round(Err(e), started, from, (target, head), records),
+            Ok(sync) => sync.start(Box::new(move |result| end.report(result))),
+            Err(e) => end.report(Err(e)),
         }
     }
 
     /// The end of a detached round, on whichever thread the journal reported from: wakes the
     /// satisfied appends (which deliver to the subscribers themselves) and starts the next round
     /// when more is wanted.
-    fn end_detached_round(
-        self: &Arc<Self>,
-        result: std::io::Result<()>,
-        started: std::time::Instant,
-        from: u64,
-        (target, head): (u64, Head),
-        records: Vec<Record>,
-    ) {
+    fn end_detached_round(self: &Arc<Self>, round: Round, result: std::io::Result<()>) {
+        let (target, head) = round.to;
         crate::audit::stats::round(
-            target.saturating_sub(from),
-            started.elapsed().as_nanos() as u64,
+            target.saturating_sub(round.from),
+            round.started.elapsed().as_nanos() as u64,
             result.is_ok(),
         );
-        if self.end_round(None, result, (target, head), records, false) {
+        let (more, answered) = self.end_round(None, result, (target, head), round.records, false);
+        if !answered && self.undelivered() {
+            // Every append this round made durable went away before it could deliver (a request
+            // dropped mid-way, its cancellation's ticket discarded): deliver off the journal's
+            // thread, which must not wait on subscribers.
+            let core = self.clone();
+            let spawned = std::thread::Builder::new()
+                .name("log-deliver".to_owned())
+                .stack_size(256 << 10)
+                .spawn(move || core.deliver());
+            if spawned.is_err() {
+                self.deliver();
+            }
+        }
+        if more {
             self.start_detached_round();
         }
     }
@@ -678,7 +752,9 @@ impl Core {
         drop(state);
 
         let Some(mut journal) = journal else {
-            return self.end_round(None, Ok(()), (target, head), records, true);
+            return self
+                .end_round(None, Ok(()), (target, head), records, true)
+                .0;
         };
         let started = (self.mode != CommitMode::Inline).then(std::time::Instant::now);
         let result = match self.mode {
@@ -688,7 +764,13 @@ impl Core {
                 } else {
                     journal.write(&bytes)
                 };
-                written.and_then(|()| journal.sync())
+                written.and_then(|()| {
+                    if self.detached {
+                        crate::audit::store::wait_for(journal.detach_sync())
+                    } else {
+                        journal.sync()
+                    }
+                })
             }
             CommitMode::Inline | CommitMode::Blocking => {
                 if bytes.is_empty() {
@@ -706,6 +788,7 @@ impl Core {
             );
         }
         self.end_round(Some(journal), result, (target, head), records, true)
+            .0
     }
 
     fn end_round(
@@ -715,7 +798,7 @@ impl Core {
         (target, head): (u64, Head),
         records: Vec<Record>,
         deliver: bool,
-    ) -> bool {
+    ) -> (bool, bool) {
         let mut state = self.lock();
         if journal.is_some() {
             state.journal = journal;
@@ -755,10 +838,17 @@ impl Core {
         if deliver {
             self.deliver();
         }
+        let mut answered = deliver;
         for w in ready {
-            let _ = w.done.send(Ok(()));
+            answered |= w.done.send(Ok(())).is_ok();
         }
-        more
+        (more, answered)
+    }
+
+    /// Whether durable records wait for delivery with nobody delivering them.
+    fn undelivered(&self) -> bool {
+        let state = self.lock();
+        !state.outbox.is_empty() && !state.delivering
     }
 
     /// Delivers durable records to the subscribers, in order, outside the lock; one task at a

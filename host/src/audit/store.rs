@@ -68,8 +68,10 @@ pub trait Journal: Send + 'static {
 
 /// A sync taken by [`Journal::detach_sync`].
 pub trait DetachedSync: Send {
-    /// Starts the sync; `done` is called exactly once, from any thread (perhaps before this
-    /// returns), when the lines are durable or with why they are not. `done` does not block.
+    /// Starts the sync; `done` is called once, from any thread, when the lines are durable or
+    /// with why they are not; dropping it uncalled stops the log ([`NO_REPORT`]). `done` does not
+    /// block, and may start the log's next sync: report success from elsewhere than this call
+    /// (a failure may be reported before it returns).
     fn start(self: Box<Self>, done: SyncDone);
 }
 
@@ -79,6 +81,19 @@ pub type SyncDone = Box<dyn FnOnce(io::Result<()>) + Send + Sync>;
 /// Why a log stopped whose journal says it syncs detached but has no way to.
 pub const NO_DETACHED_SYNC: &str =
     "this journal says it syncs detached but does not implement detach_sync";
+
+/// Why a log stopped whose journal dropped a detached sync without reporting it.
+pub const NO_REPORT: &str = "the journal dropped a sync without reporting whether it was durable";
+
+/// Starts `sync` and waits for its report, on this thread: for a log being closed.
+pub(crate) fn wait_for(sync: Box<dyn DetachedSync>) -> io::Result<()> {
+    let (tell, told) = std::sync::mpsc::sync_channel(1);
+    sync.start(Box::new(move |result| {
+        let _ = tell.send(result);
+    }));
+    told.recv()
+        .unwrap_or_else(|_| Err(io::Error::other(NO_REPORT)))
+}
 
 /// The sync of a journal that said it syncs detached and has no way to.
 struct Refused;

@@ -24,27 +24,23 @@ const MAX_ROWS: usize = 4096;
 
 /// The batch insert: the leases of the batch's sessions that this host still owns are locked in
 /// session order (as the lease renewal locks them: two statements never wait on each other in a
-/// circle) and renewed, so a takeover waits for this batch instead of reading past it; the rows of
-/// those sessions (with their owner: a log's rows are fenced by its own lease) are inserted, and
-/// how many went in for each session is returned. A session appears once in a batch: a log syncs
-/// one round at a time.
+/// circle) for share, so a takeover, which updates the lease, waits for this batch instead of
+/// reading past it, and a batch after a takeover finds the new owner; the rows of those sessions
+/// (with their owner: a log's rows are fenced by its own lease) are inserted, and how many went in
+/// for each session is returned. The lease is not renewed here (the renewal loop keeps it):
+/// a share lock writes no new row version. A session appears once in a batch: a log syncs one
+/// round at a time.
 const APPEND_BATCH: &str = "WITH batch AS (
         SELECT * FROM unnest($1::TEXT[], $2::TEXT[], $3::INT8[], $4::TEXT[])
             AS b (session, owner, seq, line)
-    ), locked AS (
+    ), lease AS (
         SELECT l.session, l.owner FROM approval_leases AS l
         WHERE (l.session, l.owner) IN (SELECT session, owner FROM batch)
         ORDER BY l.session
-        FOR UPDATE OF l
-    ), lease AS (
-        UPDATE approval_leases AS l
-        SET expires_at = now() + $5::FLOAT8 * INTERVAL '1 millisecond'
-        FROM locked AS k
-        WHERE l.session = k.session AND l.owner = k.owner
-        RETURNING l.session, l.owner
+        FOR SHARE OF l
     ), inserted AS (
         INSERT INTO approval_records (session, seq, line, written_by)
-        SELECT b.session, b.seq, b.line, $6 FROM batch AS b
+        SELECT b.session, b.seq, b.line, $5 FROM batch AS b
         WHERE (b.session, b.owner) IN (SELECT session, owner FROM lease)
         RETURNING session
     )
@@ -155,14 +151,7 @@ async fn attempt(inner: &Inner, batch: &[Rows]) -> Result<HashMap<String, i64>, 
             let counted = client
                 .query(
                     &append,
-                    &[
-                        &sessions,
-                        &owners,
-                        &seqs,
-                        &lines,
-                        &inner.lease_ms,
-                        &inner.host_label,
-                    ],
+                    &[&sessions, &owners, &seqs, &lines, &inner.host_label],
                 )
                 .await?;
             Ok(counted

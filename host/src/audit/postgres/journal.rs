@@ -1,5 +1,5 @@
 //! A session's journal on the database: lines held until the sync, then committed in the next
-//! batch across sessions (`batch.rs`: the lease renewed and the rows inserted by one statement).
+//! batch across sessions (`batch.rs`: the lease checked and the rows inserted by one statement).
 
 use std::io;
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use super::{Failure, Inner, client};
 
 /// One open session's writer. Lines written are held in memory until the next sync, which
 /// commits them all in one batch (one transaction, shared with other sessions' syncs) that also
-/// renews the lease and refuses them if another host owns it now: an in-process question and its
+/// checks the lease and refuses them if another host owns it now: an in-process question and its
 /// decision cost one commit. The log hands a sync over without waiting ([`Journal::detach_sync`]);
 /// [`Journal::sync`] waits, for a log being closed.
 pub(super) struct PgJournal {
@@ -48,24 +48,10 @@ impl Journal for PgJournal {
     }
 
     fn sync(&mut self) -> io::Result<()> {
-        if self.pending.is_empty() {
-            return Ok(());
-        }
-        // Joins the next batch across sessions (`batch.rs`) and waits for its commit.
-        let (done, committed) = std::sync::mpsc::sync_channel(1);
-        let rows = self.rows(Box::new(move |result| {
-            let _ = done.send(result);
-        }));
-        let count = rows.lines.len() as i64;
-        let result = match self.inner.batches.send(rows) {
-            Ok(()) => committed.recv().unwrap_or(Err(Failure::Stopped)),
-            Err(_) => Err(Failure::Stopped),
-        };
-        // On failure the lines stay uncommitted and the log stops accepting events; reopening
-        // reads back what the database holds.
-        result.map_err(|e| failed(&self.name, e))?;
-        self.next_seq += count;
-        Ok(())
+        // Joins the next batch across sessions (`batch.rs`) and waits for its commit. On failure
+        // the lines stay uncommitted and the log stops accepting events; reopening reads back
+        // what the database holds.
+        crate::audit::store::wait_for(self.detach_sync())
     }
 
     fn syncs_detached(&self) -> bool {

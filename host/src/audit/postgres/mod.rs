@@ -13,8 +13,8 @@
 //!   commits whole or not at all, so torn state cannot exist;
 //! - one writer per session at a time, across hosts: a lease row (owner, expiry) taken with a
 //!   compare-and-set when the log opens, renewed while it is open, released when it closes. Every
-//!   append updates the lease row in its own transaction and fails if another host owns it now, so
-//!   a host that lost its lease (paused past the expiry, cut off) cannot write after the new
+//!   append locks the lease row for share in its own transaction and fails if another host owns
+//!   it now (a takeover, which updates the row, waits for the append's commit), so a host that lost its lease (paused past the expiry, cut off) cannot write after the new
 //!   owner has read the log. When a host dies its leases expire and the next host to open the
 //!   session recovers it as after a crash.
 //!
