@@ -73,6 +73,9 @@ rule = "mcp__notes__roots"
 effect = "allow"
 "#;
 
+/// What the gateway answers a `delete_note` call under [`RULES`].
+const DELETE_REJECTED: &str = "tool \"mcp__notes__delete_note\" was rejected by policy \"rule:deployment-2\": notes are never deleted";
+
 pub(crate) struct Setup {
     dir: tempfile::TempDir,
 }
@@ -340,9 +343,7 @@ fn stdio_calls_are_asked_then_forwarded_or_refused_with_the_reason_and_the_rest_
     );
     assert_eq!(
         client.call("delete_note", json!({"name": "welcome"})),
-        refused(
-            "tool \"mcp__notes__delete_note\" was rejected by policy \"rule:deployment-2\": notes are never deleted"
-        )
+        refused(DELETE_REJECTED)
     );
     // Nobody to ask: fail closed.
     assert_eq!(
@@ -428,9 +429,7 @@ fn over_stdio_the_gateway_syncs_each_decision_on_its_own_one_thread() {
     );
     assert_eq!(
         client.call("delete_note", json!({"name": "welcome"})),
-        refused(
-            "tool \"mcp__notes__delete_note\" was rejected by policy \"rule:deployment-2\": notes are never deleted"
-        )
+        refused(DELETE_REJECTED)
     );
     let gateway = children(client.child.id())
         .into_iter()
@@ -624,9 +623,7 @@ fn a_server_that_dies_mid_call_gives_the_client_an_error_and_the_log_pairs_every
     );
     assert_eq!(
         client.call("delete_note", json!({"name": "welcome"})),
-        refused(
-            "tool \"mcp__notes__delete_note\" was rejected by policy \"rule:deployment-2\": notes are never deleted"
-        )
+        refused(DELETE_REJECTED)
     );
     client.quit();
     assert_eq!(
@@ -887,7 +884,7 @@ fn over_streamable_http_the_binary_asks_every_call_cancels_at_the_server_and_rep
     );
     assert_eq!(
         client.call("delete_note", json!({"name": "welcome"}))["text"],
-        "tool \"mcp__notes__delete_note\" was rejected by policy \"rule:deployment-2\": notes are never deleted"
+        DELETE_REJECTED
     );
     client.quit();
     // A second client is a second session.

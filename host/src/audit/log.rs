@@ -504,6 +504,24 @@ pub(crate) struct Appended {
     pub(crate) ticket: Ticket,
 }
 
+/// What a commit round takes from the state: the pending bytes and records, and the durable
+/// point it starts from and ends at.
+struct Taken {
+    from: u64,
+    bytes: Vec<u8>,
+    records: Vec<Record>,
+    to: (u64, Head),
+}
+
+fn take_round(state: &mut State) -> Taken {
+    Taken {
+        from: state.durable,
+        bytes: mem::take(&mut state.pending),
+        records: mem::take(&mut state.pending_records),
+        to: (state.records, state.head),
+    }
+}
+
 /// What a detached round ends with: its records and where it started.
 struct Round {
     core: Arc<Core>,
@@ -620,13 +638,12 @@ impl Core {
     fn start_detached_round(self: &Arc<Self>) {
         let started = std::time::Instant::now();
         let mut state = self.lock();
-        let from = state.durable;
-        let (bytes, records, target, head) = (
-            mem::take(&mut state.pending),
-            mem::take(&mut state.pending_records),
-            state.records,
-            state.head,
-        );
+        let Taken {
+            from,
+            bytes,
+            records,
+            to: (target, head),
+        } = take_round(&mut state);
         let Some(journal) = state.journal.as_mut() else {
             drop(state);
             self.end_round(None, Ok(()), (target, head), records, false);
@@ -741,13 +758,12 @@ impl Core {
     /// syncs without the lock, then wakes the satisfied waiters. Returns whether more is wanted.
     pub(crate) fn commit_round(&self) -> bool {
         let mut state = self.lock();
-        let from = state.durable;
-        let (bytes, records, target, head) = (
-            mem::take(&mut state.pending),
-            mem::take(&mut state.pending_records),
-            state.records,
-            state.head,
-        );
+        let Taken {
+            from,
+            bytes,
+            records,
+            to: (target, head),
+        } = take_round(&mut state);
         let journal = state.journal.take();
         drop(state);
 

@@ -59,40 +59,28 @@ impl Journal for PgJournal {
     }
 
     fn detach_sync(&mut self) -> Box<dyn DetachedSync> {
-        // The report goes where `start` says; a placeholder until then.
-        let rows = self.rows(Box::new(|_| {}));
+        let lines = std::mem::take(&mut self.pending);
+        let first_seq = self.next_seq;
         // Counted as sent: a batch that fails stops the log, which is reopened from the rows the
         // database holds.
-        self.next_seq += rows.lines.len() as i64;
+        self.next_seq += lines.len() as i64;
         Box::new(Detached {
-            rows,
+            session: self.session.clone(),
+            owner: self.owner.clone(),
+            first_seq,
+            lines,
             queue: self.inner.batches.clone(),
             name: self.name.clone(),
         })
     }
 }
 
-impl PgJournal {
-    /// The lines written since the last sync, as a batch's rows that report to `done`.
-    fn rows(&mut self, done: Box<dyn FnOnce(Result<(), Failure>) + Send + Sync>) -> Rows {
-        Rows {
-            session: self.session.clone(),
-            owner: self.owner.clone(),
-            first_seq: self.next_seq,
-            lines: std::mem::take(&mut self.pending),
-            done,
-        }
-    }
-}
-
-/// What a sync failure says: the log's name and why.
-fn failed(name: &str, failure: Failure) -> io::Error {
-    io::Error::other(format!("{name}: {failure}"))
-}
-
-/// A sync this journal handed over: its rows, queued for the next batch when started.
+/// A sync this journal handed over: its lines, queued for the next batch when started.
 struct Detached {
-    rows: Rows,
+    session: String,
+    owner: String,
+    first_seq: i64,
+    lines: Vec<String>,
     queue: Queue,
     name: String,
 }
@@ -100,14 +88,26 @@ struct Detached {
 impl DetachedSync for Detached {
     fn start(self: Box<Self>, done: SyncDone) {
         let Detached {
-            mut rows,
+            session,
+            owner,
+            first_seq,
+            lines,
             queue,
             name,
         } = *self;
-        if rows.lines.is_empty() {
+        if lines.is_empty() {
             return done(Ok(()));
         }
-        rows.done = Box::new(move |result| done(result.map_err(|e| failed(&name, e))));
+        let rows = Rows {
+            session,
+            owner,
+            first_seq,
+            lines,
+            // What a sync failure says: the log's name and why.
+            done: Box::new(move |result| {
+                done(result.map_err(|e| io::Error::other(format!("{name}: {e}"))))
+            }),
+        };
         if let Err(refused) = queue.send(rows) {
             (refused.0.done)(Err(Failure::Stopped));
         }

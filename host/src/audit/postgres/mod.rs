@@ -14,17 +14,18 @@
 //! - one writer per session at a time, across hosts: a lease row (owner, expiry) taken with a
 //!   compare-and-set when the log opens, renewed while it is open, released when it closes. Every
 //!   append locks the lease row for share in its own transaction and fails if another host owns
-//!   it now (a takeover, which updates the row, waits for the append's commit), so a host that lost its lease (paused past the expiry, cut off) cannot write after the new
-//!   owner has read the log. When a host dies its leases expire and the next host to open the
-//!   session recovers it as after a crash.
+//!   it now (a takeover, which updates the row, waits for the append's commit), so a host that
+//!   lost its lease (paused past the expiry, cut off) cannot write after the new owner has read
+//!   the log. When a host dies its leases expire and the next host to open the session recovers
+//!   it as after a crash.
 //!
 //! The store runs its own small tokio runtime: the [`Store`] and [`Journal`] calls are
 //! synchronous (they run on the commit threads or in `spawn_blocking`) and wait on a channel for
 //! the work done there, so they never block the runtime they are called from. A log's commit
 //! does not wait at all: the asking task hands its rows to the batcher
-//! ([`Journal::detach_sync`]), whose report wakes the asker with no thread between them. Transactions that
-//! fail with a serialization failure or a deadlock (SQLSTATE 40001, 40P01; routine on
-//! CockroachDB and YugabyteDB) are retried.
+//! ([`Journal::detach_sync`]), whose report wakes the asker with no thread between them.
+//! Transactions that fail with a serialization failure or a deadlock (SQLSTATE 40001, 40P01;
+//! routine on CockroachDB and YugabyteDB) are retried.
 //!
 //! The files: `options.rs` (how to reach the database, and [`DbError`]), `lease.rs` (taking,
 //! renewing and releasing a session's lease), `journal.rs` (a session's writer), `batch.rs`
