@@ -46,6 +46,19 @@ const APPEND_BATCH: &str = "WITH batch AS (
     )
     SELECT session, count(*) FROM inserted GROUP BY session";
 
+/// A batch of one session's rows (one asker, or a quiet fleet): the same fence and insert as
+/// [`APPEND_BATCH`] for a single session, without the arrays of sessions and owners, the joins
+/// or the count per session, which cost the database about as much again as the insert itself
+/// (one client: 5,600 against 8,400 bare `INSERT`s a second; this statement 7,200). Only one
+/// lease is locked, so the lock order cannot matter. The rows inserted are the statement's count.
+const APPEND_ONE: &str = "INSERT INTO approval_records (session, seq, line, written_by)
+    SELECT $1::TEXT, s.seq, s.line, $5::TEXT FROM unnest($3::INT8[], $4::TEXT[]) AS s (seq, line)
+    WHERE EXISTS (
+        SELECT FROM approval_leases AS l
+        WHERE l.session = $1::TEXT AND l.owner = $2::TEXT
+        FOR SHARE OF l
+    )";
+
 /// One session's rows waiting for a batch, and where its answer goes.
 pub(super) struct Rows {
     pub(super) session: String,
@@ -128,6 +141,9 @@ fn fail(batch: Vec<Rows>, failure: &Failure) {
 
 /// Rows committed per session, retried while the failure is a serialization failure or deadlock.
 async fn attempt(inner: &Inner, batch: &[Rows]) -> Result<HashMap<String, i64>, Failure> {
+    if let [one] = batch {
+        return attempt_one(inner, one).await;
+    }
     let total: usize = batch.iter().map(|r| r.lines.len()).sum();
     let mut sessions = Vec::with_capacity(total);
     let mut owners = Vec::with_capacity(total);
@@ -163,6 +179,38 @@ async fn attempt(inner: &Inner, batch: &[Rows]) -> Result<HashMap<String, i64>, 
         match result {
             Err(e) if again(inner, &e, &mut tries).await => {}
             other => return other,
+        }
+    }
+}
+
+/// [`attempt`] for a batch of one session's rows, through [`APPEND_ONE`].
+async fn attempt_one(inner: &Inner, rows: &Rows) -> Result<HashMap<String, i64>, Failure> {
+    let seqs: Vec<i64> = (0..rows.lines.len() as i64)
+        .map(|i| rows.first_seq + i)
+        .collect();
+    let client = client(&inner.pool).await?;
+    let mut tries = 0;
+    loop {
+        let result: Result<u64, Failure> = async {
+            let append = client.prepare_cached(APPEND_ONE).await?;
+            Ok(client
+                .execute(
+                    &append,
+                    &[
+                        &rows.session,
+                        &rows.owner,
+                        &seqs,
+                        &rows.lines,
+                        &inner.host_label,
+                    ],
+                )
+                .await?)
+        }
+        .await;
+        match result {
+            Ok(inserted) => return Ok(HashMap::from([(rows.session.clone(), inserted as i64)])),
+            Err(e) if again(inner, &e, &mut tries).await => {}
+            Err(e) => return Err(e),
         }
     }
 }
