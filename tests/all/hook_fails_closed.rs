@@ -43,8 +43,21 @@ fn clis() -> Vec<(&'static str, Value)> {
 
 /// Runs `approval-host GLOBAL… hook CLI ARGS…` with `stdin`, and `fault` injected if given.
 fn hook(global: &[&str], cli: &str, args: &[&str], stdin: &str, fault: Option<&str>) -> Output {
+    hook_in(global, cli, args, stdin, fault, &[])
+}
+
+/// [`hook`] with `env` added to its environment.
+fn hook_in(
+    global: &[&str],
+    cli: &str,
+    args: &[&str],
+    stdin: &str,
+    fault: Option<&str>,
+    env: &[(&str, &str)],
+) -> Output {
     use std::io::Write as _;
     let mut command = Command::new(env!("CARGO_BIN_EXE_approval-host"));
+    command.envs(env.iter().copied());
     command
         .args(global)
         .args(["hook", cli])
@@ -52,7 +65,6 @@ fn hook(global: &[&str], cli: &str, args: &[&str], stdin: &str, fault: Option<&s
         .env_remove("RUST_LOG")
         .env_remove("TRACEPARENT")
         .env_remove("APPROVAL_HOST_TEST_FAULT")
-        .env_remove("APPROVAL_HOST_HOOK_CHILD")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -246,6 +258,31 @@ fn every_step_that_breaks_blocks_the_call_the_way_each_cli_honours() {
         for (case, out, why) in &cases {
             assert_blocked(cli, out, why, case);
         }
+    }
+}
+
+#[test]
+fn no_environment_turns_the_supervisor_off() {
+    // The marker the supervised child once carried in its environment.
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let good = write(dir.path(), "good.toml", "[approval]\npolicy = \"ask\"\n");
+    let env = [("APPROVAL_HOST_HOOK_CHILD", "1")];
+    for (cli, input) in clis() {
+        let out = hook_in(
+            &["--state-dir", state.to_str().unwrap()],
+            cli,
+            &["--config", &good],
+            &input.to_string(),
+            Some("abort-ask"),
+            &env,
+        );
+        assert_blocked(
+            cli,
+            &out,
+            "the hook stopped abnormally",
+            "an abort, marker set",
+        );
     }
 }
 

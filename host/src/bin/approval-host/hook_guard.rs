@@ -6,12 +6,14 @@
 //!
 //! Some failures end a process where nothing inside it can answer: a stack overflow or an
 //! allocation failure aborts, and the kernel may kill it. So the hook process is a supervisor: it
-//! runs the hook again as its child ([`CHILD_ENV`]), passes the child's answer on when the child
-//! ended the way a hook answers (exit 0, or exit 2 with its reason), and blocks the call itself
-//! when the child ended any other way.
+//! forks the hook into a child ([`supervise`]), passes the child's answer on when the child ended
+//! the way a hook answers (exit 0, or exit 2 with its reason), and blocks the call itself when
+//! the child ended any other way.
 
 use std::ffi::OsString;
 use std::io::Write as _;
+use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
+use std::os::unix::process::ExitStatusExt as _;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::process::ExitCode;
 use std::sync::Mutex;
@@ -101,67 +103,136 @@ impl Target {
     }
 }
 
-/// Set in the supervised child's environment: this process answers; its parent supervises.
-pub(crate) const CHILD_ENV: &str = "APPROVAL_HOST_HOOK_CHILD";
+/// Where a process is after [`supervise`]: the supervisor, done, with the status to exit with;
+/// or its forked child, which answers the hook.
+pub(crate) enum Supervised {
+    /// The supervisor: the child ended and this is the answer passed on (or the block).
+    Done(ExitCode),
+    /// The child: stdout and stderr are the supervisor's pipes; run the hook and exit.
+    Child,
+}
 
-/// Runs the hook as a child of this process and answers from how it ended: its own answer when
-/// it exited 0 or 2, the CLI's block otherwise.
-pub(crate) fn supervise(target: Target) -> ExitCode {
-    use std::io::Read as _;
-    use std::process::{Command, Stdio};
-    let mut input = Vec::new();
-    if let Err(e) = std::io::stdin().lock().read_to_end(&mut input) {
-        return target.block(&format!("approval-host: reading the hook input: {e}"));
+/// Forks the hook into a child that answers (its stdout and stderr captured, its stdin this
+/// process's) and, in this process, answers from how the child ended: its own answer when it
+/// exited 0 or 2, the CLI's block otherwise.
+///
+/// A fork, not a second run of the program: the child starts where this process stands, without
+/// loading and relocating the binary again, and nothing in the environment can make a process
+/// skip its supervisor. It must be called while the process has one thread, before anything else
+/// has run: `main` calls it first.
+pub(crate) fn supervise(target: Target) -> Supervised {
+    let (out_read, out_write) = match pipe() {
+        Ok(ends) => ends,
+        Err(e) => {
+            return Supervised::Done(
+                target.block(&format!("approval-host: starting the hook: {e}")),
+            );
+        }
+    };
+    let (err_read, err_write) = match pipe() {
+        Ok(ends) => ends,
+        Err(e) => {
+            return Supervised::Done(
+                target.block(&format!("approval-host: starting the hook: {e}")),
+            );
+        }
+    };
+    // Something outside this program (a preloaded library, a profiler) may have started a
+    // thread before `main`; a fork would then copy locks that thread holds, and the child could
+    // hang until the CLI gives up on the hook, which most CLIs read as no objection.
+    if let Some(threads) = threads().filter(|&n| n != 1) {
+        return Supervised::Done(target.block(&format!(
+            "approval-host: the hook process has {threads} threads before it started; the call is blocked"
+        )));
     }
-    let exe = match std::env::current_exe() {
-        Ok(exe) => exe,
-        Err(e) => return target.block(&format!("approval-host: finding this program: {e}")),
-    };
-    let child = Command::new(exe)
-        .args(std::env::args_os().skip(1))
-        .env(CHILD_ENV, "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match child {
-        Ok(child) => child,
-        Err(e) => return target.block(&format!("approval-host: starting the hook: {e}")),
-    };
-    // Written beside the wait, so a child that stops reading early cannot stall this one.
-    let writer = child.stdin.take().map(|mut stdin| {
-        std::thread::spawn(move || {
-            let _ = stdin.write_all(&input);
-        })
-    });
-    let out = match child.wait_with_output() {
-        Ok(out) => out,
-        Err(e) => return target.block(&format!("approval-host: waiting for the hook: {e}")),
-    };
-    if let Some(writer) = writer {
-        let _ = writer.join();
+    // A SIGCHLD ignored by whoever started this process would reap the child before it is
+    // waited for, and every call would be blocked.
+    // SAFETY: restoring the default disposition of a signal this program does not handle.
+    unsafe { libc::signal(libc::SIGCHLD, libc::SIG_DFL) };
+    // SAFETY: the process has one thread (checked above), so the child gets a consistent copy of
+    // the whole program: no lock is held by a thread that does not exist in it.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        let e = std::io::Error::last_os_error();
+        return Supervised::Done(target.block(&format!("approval-host: starting the hook: {e}")));
     }
+    if pid == 0 {
+        drop((out_read, err_read));
+        // SAFETY: duplicating descriptors this process owns onto its standard output and error.
+        let redirected = unsafe {
+            libc::dup2(out_write.as_raw_fd(), libc::STDOUT_FILENO) >= 0
+                && libc::dup2(err_write.as_raw_fd(), libc::STDERR_FILENO) >= 0
+        };
+        if !redirected {
+            // The supervisor reads this as an abnormal end and blocks the call.
+            std::process::abort();
+        }
+        drop((out_write, err_write));
+        return Supervised::Child;
+    }
+    drop((out_write, err_write));
+    Supervised::Done(answer_from(target, pid, out_read, err_read))
+}
+
+/// This process's threads, from `/proc/self/stat` (its 20th field); `None` where that cannot be
+/// read.
+fn threads() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces: count from after it.
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(17)?.parse().ok()
+}
+
+/// A pipe whose ends close on exec.
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 succeeded, so both are open descriptors owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Reads the child's output to its end, waits for it, and answers from how it ended.
+fn answer_from(target: Target, pid: libc::pid_t, out: OwnedFd, err: OwnedFd) -> ExitCode {
+    let drained = drain(out, err);
+    let status = loop {
+        let mut status = 0;
+        // SAFETY: waiting for this process's own child.
+        match unsafe { libc::waitpid(pid, &mut status, 0) } {
+            -1 if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
+            -1 => {
+                let e = std::io::Error::last_os_error();
+                return target.block(&format!("approval-host: waiting for the hook: {e}"));
+            }
+            _ => break std::process::ExitStatus::from_raw(status),
+        }
+    };
+    let (stdout, stderr) = match drained {
+        Ok(both) => both,
+        Err(e) => return target.block(&format!("approval-host: reading the hook's answer: {e}")),
+    };
     let passed_on = |code: u8| {
-        let _ = std::io::stderr().lock().write_all(&out.stderr);
-        let mut stdout = std::io::stdout().lock();
-        match stdout.write_all(&out.stdout).and_then(|()| stdout.flush()) {
+        let _ = std::io::stderr().lock().write_all(&stderr);
+        let mut out = std::io::stdout().lock();
+        match out.write_all(&stdout).and_then(|()| out.flush()) {
             Ok(()) => ExitCode::from(code),
             Err(_) => ExitCode::from(BLOCKING_EXIT),
         }
     };
-    match out.status.code() {
+    match status.code() {
         Some(0) => passed_on(0),
         Some(code) if code == i32::from(BLOCKING_EXIT) => passed_on(BLOCKING_EXIT),
         _ => {
-            let said = String::from_utf8_lossy(&out.stderr);
+            let said = String::from_utf8_lossy(&stderr);
             let last = said
                 .lines()
                 .rev()
                 .find(|l| !l.trim().is_empty())
                 .unwrap_or("");
             target.block(&format!(
-                "approval-host: the hook stopped abnormally ({}){}; the call is blocked",
-                out.status,
+                "approval-host: the hook stopped abnormally ({status}){}; the call is blocked",
                 if last.is_empty() {
                     String::new()
                 } else {
@@ -170,6 +241,52 @@ pub(crate) fn supervise(target: Target) -> ExitCode {
             ))
         }
     }
+}
+
+/// The child's stdout and stderr, each read to its end. Both are drained together on this one
+/// thread (a child that fills one pipe while this waits on the other cannot stall), and no
+/// thread is started: a supervisor that could not start one would have no answer to give.
+fn drain(out: OwnedFd, err: OwnedFd) -> std::io::Result<(Vec<u8>, Vec<u8>)> {
+    let mut open = [
+        Some(std::fs::File::from(out)),
+        Some(std::fs::File::from(err)),
+    ];
+    let mut read = [Vec::new(), Vec::new()];
+    let mut chunk = [0u8; 16 * 1024];
+    while open.iter().any(Option::is_some) {
+        let mut polled: Vec<libc::pollfd> = open
+            .iter()
+            .map(|f| libc::pollfd {
+                fd: f.as_ref().map_or(-1, |f| f.as_raw_fd()),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: `polled` holds `polled.len()` pollfds; a negative fd is ignored by poll.
+        if unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, -1) } < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        for (i, p) in polled.iter().enumerate() {
+            if p.revents == 0 {
+                continue;
+            }
+            let Some(file) = open[i].as_mut() else {
+                continue;
+            };
+            match std::io::Read::read(file, &mut chunk) {
+                Ok(0) => open[i] = None,
+                Ok(n) => read[i].extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    let [stdout, stderr] = read;
+    Ok((stdout, stderr))
 }
 
 /// The last panic's message, kept by the panic hook for the blocking answer.

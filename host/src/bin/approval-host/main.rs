@@ -281,9 +281,10 @@ fn main() -> ExitCode {
     // A hook blocks its call whatever goes wrong, from reading its own command line on.
     if let Some(target) = hook_guard::Target::of_args(&args) {
         // The after-tool hook never blocks, so nothing needs to watch it end.
-        if target != hook_guard::Target::After && std::env::var_os(hook_guard::CHILD_ENV).is_none()
+        if target != hook_guard::Target::After
+            && let hook_guard::Supervised::Done(code) = hook_guard::supervise(target)
         {
-            return hook_guard::supervise(target);
+            return code;
         }
         return hook_guard::run(target, || start(args));
     }

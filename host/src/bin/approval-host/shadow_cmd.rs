@@ -129,7 +129,6 @@ pub(crate) fn start_settle(ctx: &Context, config: &std::path::Path, session: &st
         .args(["shadow", "settle", "--config"])
         .arg(config)
         .args(["--session", session, "--call-id", call_id])
-        .env_remove(crate::hook_guard::CHILD_ENV)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
