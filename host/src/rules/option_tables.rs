@@ -9,7 +9,7 @@
 //! and fd by their documented options.
 
 use std::collections::HashMap;
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
 use super::grammar::Table;
 
@@ -963,59 +963,76 @@ const GIT_CAT_FILE: &str = "
     --no-mailmap
 ";
 
-/// The tables, by program name (or `git <subcommand>`).
-static TABLES: LazyLock<HashMap<&'static str, Table>> = LazyLock::new(|| {
-    let joined = |parts: &[&'static str]| -> &'static str {
-        // Tables that share parts are built once, at first use, and live as long as the
-        // process: leaking the joined text is the same as a static.
-        Box::leak(parts.concat().into_boxed_str())
-    };
-    let git = |spec: &'static str| Table::parse(spec, false);
-    let mut t = HashMap::new();
-    t.insert("sort", Table::parse(SORT, true));
-    t.insert("uniq", Table::parse(UNIQ, true).with_numbers());
-    t.insert("sed", Table::parse(SED, true));
-    for grep in ["grep", "egrep", "fgrep"] {
-        t.insert(grep, Table::parse(GREP, true).with_numbers());
-    }
-    t.insert("tar", Table::parse(TAR, false));
-    t.insert("curl", Table::parse(CURL, false));
-    t.insert("wget", Table::parse(WGET, false));
-    for awk in ["awk", "mawk", "gawk", "nawk"] {
-        t.insert(awk, Table::parse(AWK, false).stopping_at_operand());
-    }
-    t.insert("rg", Table::parse(RG, false));
-    for fd in ["fd", "fdfind"] {
-        t.insert(fd, Table::parse(FD, false));
-    }
-    let log = joined(&[GIT_REVS, GIT_DIFF]);
-    t.insert("git log", git(log).with_numbers());
-    t.insert("git show", git(log).with_numbers());
-    t.insert("git whatchanged", git(log).with_numbers());
-    t.insert("git rev-list", git(log).with_numbers());
-    t.insert("git diff", git(GIT_DIFF));
-    t.insert(
-        "git shortlog",
-        git(joined(&[GIT_REVS, GIT_SHORTLOG])).with_numbers(),
-    );
-    t.insert("git status", git(GIT_STATUS));
-    t.insert("git branch", git(GIT_BRANCH));
-    t.insert("git tag", git(GIT_TAG));
-    t.insert("git grep", git(GIT_GREP).with_numbers());
-    t.insert("git blame", git(GIT_BLAME));
-    t.insert("git ls-files", git(GIT_LS_FILES));
-    t.insert("git fetch", git(GIT_FETCH));
-    t.insert("git rev-parse", git(GIT_REV_PARSE));
-    t.insert("git show-ref", git(GIT_SHOW_REF));
-    t.insert("git describe", git(GIT_DESCRIBE));
-    t.insert("git ls-tree", git(GIT_LS_TREE));
-    t.insert("git cat-file", git(GIT_CAT_FILE));
-    t
+/// How each table is built, by program name (or `git <subcommand>`).
+type Build = fn() -> Table;
+
+/// Tables that share parts are built from their joined text, which lives as long as the process
+/// (leaked once per table built: the same as a static).
+fn joined(parts: &[&'static str]) -> &'static str {
+    Box::leak(parts.concat().into_boxed_str())
+}
+
+fn git(spec: &'static str) -> Table {
+    Table::parse(spec, false)
+}
+
+fn git_log() -> Table {
+    git(joined(&[GIT_REVS, GIT_DIFF])).with_numbers()
+}
+
+/// The builders, by program name (or `git <subcommand>`).
+const BUILDS: &[(&str, Build)] = &[
+    ("sort", || Table::parse(SORT, true)),
+    ("uniq", || Table::parse(UNIQ, true).with_numbers()),
+    ("sed", || Table::parse(SED, true)),
+    ("grep", || Table::parse(GREP, true).with_numbers()),
+    ("egrep", || Table::parse(GREP, true).with_numbers()),
+    ("fgrep", || Table::parse(GREP, true).with_numbers()),
+    ("tar", || Table::parse(TAR, false)),
+    ("curl", || Table::parse(CURL, false)),
+    ("wget", || Table::parse(WGET, false)),
+    ("awk", || Table::parse(AWK, false).stopping_at_operand()),
+    ("mawk", || Table::parse(AWK, false).stopping_at_operand()),
+    ("gawk", || Table::parse(AWK, false).stopping_at_operand()),
+    ("nawk", || Table::parse(AWK, false).stopping_at_operand()),
+    ("rg", || Table::parse(RG, false)),
+    ("fd", || Table::parse(FD, false)),
+    ("fdfind", || Table::parse(FD, false)),
+    ("git log", git_log),
+    ("git show", git_log),
+    ("git whatchanged", git_log),
+    ("git rev-list", git_log),
+    ("git diff", || git(GIT_DIFF)),
+    ("git shortlog", || {
+        git(joined(&[GIT_REVS, GIT_SHORTLOG])).with_numbers()
+    }),
+    ("git status", || git(GIT_STATUS)),
+    ("git branch", || git(GIT_BRANCH)),
+    ("git tag", || git(GIT_TAG)),
+    ("git grep", || git(GIT_GREP).with_numbers()),
+    ("git blame", || git(GIT_BLAME)),
+    ("git ls-files", || git(GIT_LS_FILES)),
+    ("git fetch", || git(GIT_FETCH)),
+    ("git rev-parse", || git(GIT_REV_PARSE)),
+    ("git show-ref", || git(GIT_SHOW_REF)),
+    ("git describe", || git(GIT_DESCRIBE)),
+    ("git ls-tree", || git(GIT_LS_TREE)),
+    ("git cat-file", || git(GIT_CAT_FILE)),
+];
+
+/// The tables, by name, each parsed at its first use: a hook process reads one command and
+/// needs one or two tables, not all thirty-four.
+static TABLES: LazyLock<HashMap<&'static str, (Build, OnceLock<Table>)>> = LazyLock::new(|| {
+    BUILDS
+        .iter()
+        .map(|&(name, build)| (name, (build, OnceLock::new())))
+        .collect()
 });
 
 /// The table of `program` (a base name, or `git <subcommand>`).
 pub(super) fn table(program: &str) -> Option<&'static Table> {
-    TABLES.get(program)
+    let (build, table) = TABLES.get(program)?;
+    Some(table.get_or_init(build))
 }
 
 /// The programs and git subcommands with a table, for the rules chapter's list and the tests.

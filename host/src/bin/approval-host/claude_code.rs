@@ -304,7 +304,7 @@ pub(crate) fn with_agent(
     ask: impl AsyncFnOnce(&ApprovalService, &Agent) -> Result<Option<Value>, ApprovalError>,
 ) -> Result<Option<Value>> {
     let state_dir = ctx.dir.as_path();
-    let runtime = tokio::runtime::Runtime::new()?;
+    let runtime = crate::wiring::one_question_runtime()?;
     let mut telemetry = None;
     let answered = runtime.block_on(async {
         crate::hook_guard::fault_point("ask");

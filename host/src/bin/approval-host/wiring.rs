@@ -150,6 +150,17 @@ pub(crate) fn server_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     build(tokio::runtime::Builder::new_multi_thread())
 }
 
+/// The async runtime of a hook answering in process: one question, asked on the hook's own
+/// thread, with no workers to start and wake (what blocks still runs off it, as in
+/// [`run_one_client`]). Its log commits on that thread too ([`commit_in_place`]): the hook has
+/// nothing else to do while a sync waits.
+///
+/// [`commit_in_place`]: approval_host::audit::log::commit_in_place
+pub(crate) fn one_question_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    approval_host::audit::log::commit_in_place();
+    build(tokio::runtime::Builder::new_current_thread())
+}
+
 /// Runs `future` as a server with one client, `mcp` over stdio, does: on one thread (with
 /// [`SERVER_STACK`], like a server's workers), so that a call goes from the agent to its question
 /// and on to its server with no hand-off between workers (in the gateway bench, 8–9% less CPU
