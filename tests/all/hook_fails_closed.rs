@@ -5,6 +5,7 @@
 //! let the call through on any other failing status), a printed `deny` for Copilot CLI. The same
 //! inputs with nothing broken are answered normally, so each case can fail.
 
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
@@ -334,5 +335,72 @@ fn a_command_nested_deeper_than_any_reader_follows_is_answered_not_a_crash() {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
+    }
+}
+
+#[test]
+fn a_plugin_stuck_in_a_read_does_not_hold_the_hook_s_answer() {
+    // A file in a directory granted to a plugin (the agent can write there) made a FIFO: the
+    // plugin's read never returns. The plugin is given up at its budget and the hook answers;
+    // what the plugin left blocked must not keep the process from ending, since a CLI lets the
+    // call through when its hook does not end in time.
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules");
+    std::fs::create_dir(&rules).unwrap();
+    assert!(
+        Command::new("mkfifo")
+            .arg(rules.join("stuck"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    let config = write(
+        dir.path(),
+        "stuck.toml",
+        &format!(
+            "[approval]\npolicy = \"ask\"\n\n[[plugin]]\nname = \"probe\"\npath = {:?}\n\
+             role = \"gate\"\ntimeout_ms = 200\n[plugin.config]\nprobe = \"read\"\n\
+             path = \"/rules/stuck\"\n[plugin.files]\n\"/rules\" = \"rules\"\n",
+            approval_host::bundled::SANDBOX_PROBE_PATH
+        ),
+    );
+    let state = dir.path().join("state");
+    for (cli, input) in clis() {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_approval-host"));
+        command
+            .arg("--state-dir")
+            .arg(&state)
+            .args(["hook", cli, "--config", &config])
+            .env_remove("RUST_LOG")
+            .env_remove("APPROVAL_HOST_TEST_FAULT")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().unwrap();
+        let pid = child.id();
+        {
+            use std::io::Write as _;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(input.to_string().as_bytes())
+                .unwrap();
+        }
+        let (ended, out) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = ended.send(child.wait_with_output());
+        });
+        // A bound on a hang, not a measure of speed: the answer comes in well under a second.
+        let Ok(out) = out.recv_timeout(std::time::Duration::from_secs(60)) else {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            // A writer that comes and goes ends the read, and with it the hook's child.
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(rules.join("stuck"));
+            panic!("{cli}: the hook had not ended a minute after the plugin was given up");
+        };
+        assert_answered(cli, &out.unwrap());
     }
 }
