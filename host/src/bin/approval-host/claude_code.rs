@@ -311,9 +311,14 @@ pub(crate) fn with_agent(
         let service = crate::wiring::service(ctx, deployment)?;
         telemetry = approval_host::assemble::telemetry(&service, deployment)?;
         // The deciding plugins only: the shadows run after the hook has answered and exited.
-        let _plugins = crate::wiring::mount_deciding(&service, deployment, state_dir, ctx.quiet)?;
+        let plugins = crate::wiring::mount_deciding(&service, deployment, state_dir, ctx.quiet)?;
         let agent = open_agent(&service, session, agent_id).await?;
-        anyhow::Ok(ask(&service, &agent).await?)
+        let answer = ask(&service, &agent).await;
+        // The process ends once the answer is printed: unloading the plugins (each unregistered,
+        // the engine's memory unmapped) would only delay it. They hold nothing to make durable;
+        // the session's log, which does, is closed as usual.
+        std::mem::forget(plugins);
+        anyhow::Ok(answer?)
     });
     if let Some(telemetry) = telemetry {
         telemetry.shutdown();
