@@ -75,6 +75,69 @@ async fn an_expired_lease_is_taken_over_and_the_old_owner_can_no_longer_write() 
 }
 
 #[tokio::test]
+async fn a_takeover_that_commits_while_an_append_waits_for_the_lease_refuses_the_append() {
+    let url = fresh_schema();
+    let a = store(&url, "host-a", LEASE);
+    let stale = SessionLog::open(&a, "s1").unwrap();
+    stale.append(Event::TurnStart).await.unwrap();
+    // Another host's takeover, begun and not committed: it holds the lease row.
+    let (taker, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let taker_pid: i32 = taker
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    taker
+        .batch_execute(
+            "BEGIN; UPDATE approval_leases SET owner = 'host-b #takeover' WHERE session = 's1'",
+        )
+        .await
+        .unwrap();
+    // The append's commit (one session's rows: the one-session statement) waits for that lock.
+    let append = tokio::spawn(async move {
+        stale
+            .append(Event::TurnEnd)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    });
+    let (watcher, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    loop {
+        assert!(
+            !append.is_finished(),
+            "the append ended without waiting for the takeover: {:?}",
+            append.await
+        );
+        let waiting: i64 = watcher
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+                &[&taker_pid],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if waiting > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    taker.batch_execute("COMMIT").await.unwrap();
+    // The lock's recheck finds the new owner: refused, named, and nothing of it stored.
+    let refused = append.await.unwrap().unwrap_err();
+    assert!(
+        refused.contains("the session's lease was taken over by host-b #takeover"),
+        "{refused}"
+    );
+    assert_eq!(a.log_len("s1").unwrap(), Some(1));
+}
+
+#[tokio::test]
 async fn serialization_failures_are_retried_and_the_batch_commits_once() {
     let url = fresh_schema();
     let a = store(&url, "host-a", LEASE);
