@@ -47,18 +47,10 @@ fn hook(global: &[&str], cli: &str, args: &[&str], stdin: &str, fault: Option<&s
     hook_in(global, cli, args, stdin, fault, &[])
 }
 
-/// [`hook`] with `env` added to its environment.
-fn hook_in(
-    global: &[&str],
-    cli: &str,
-    args: &[&str],
-    stdin: &str,
-    fault: Option<&str>,
-    env: &[(&str, &str)],
-) -> Output {
-    use std::io::Write as _;
+/// `approval-host GLOBAL… hook CLI ARGS…` with piped standard streams and none of the
+/// variables that change a hook's run.
+fn hook_command(global: &[&str], cli: &str, args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_approval-host"));
-    command.envs(env.iter().copied());
     command
         .args(global)
         .args(["hook", cli])
@@ -69,6 +61,21 @@ fn hook_in(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    command
+}
+
+/// [`hook`] with `env` added to its environment.
+fn hook_in(
+    global: &[&str],
+    cli: &str,
+    args: &[&str],
+    stdin: &str,
+    fault: Option<&str>,
+    env: &[(&str, &str)],
+) -> Output {
+    use std::io::Write as _;
+    let mut command = hook_command(global, cli, args);
+    command.envs(env.iter().copied());
     if let Some(step) = fault {
         command.env("APPROVAL_HOST_TEST_FAULT", step);
     }
@@ -365,18 +372,11 @@ fn a_plugin_stuck_in_a_read_does_not_hold_the_hook_s_answer() {
         ),
     );
     let state = dir.path().join("state");
+    let state = state.to_str().unwrap();
     for (cli, input) in clis() {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_approval-host"));
-        command
-            .arg("--state-dir")
-            .arg(&state)
-            .args(["hook", cli, "--config", &config])
-            .env_remove("RUST_LOG")
-            .env_remove("APPROVAL_HOST_TEST_FAULT")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = command.spawn().unwrap();
+        let mut child = hook_command(&["--state-dir", state], cli, &["--config", &config])
+            .spawn()
+            .unwrap();
         let pid = child.id();
         {
             use std::io::Write as _;
