@@ -4,6 +4,8 @@
 //! in each enum here; older plugins keep loading through theirs, unchanged. The version modules
 //! sit below this dispatch (what they share is [`super::world`]), so nothing imports in a circle.
 
+use std::sync::OnceLock;
+
 use wasmtime::Store;
 use wasmtime::component::{Component, Linker};
 
@@ -78,27 +80,63 @@ impl Api {
     }
 }
 
-/// The linkers, one per served version, sharing the WASI imports.
+/// The linkers, one per served version with or without WASI, each built the first time a plugin
+/// needs it: a hook answers one question with a plugin or two of one version, so building all
+/// six (WASI and `wasi:http` are most of their functions) cost every call time none of its
+/// plugins used.
 pub(crate) struct Linkers {
-    v0_1: Linker<PluginState>,
-    v0_2: Linker<PluginState>,
-    v0_3: Linker<PluginState>,
+    engine: wasmtime::Engine,
+    /// By version, then by whether the component imports anything beyond the plugin API.
+    built: [[OnceLock<Linker<PluginState>>; 2]; 3],
 }
 
 impl Linkers {
-    pub(crate) fn new(engine: &wasmtime::Engine) -> wasmtime::Result<Linkers> {
-        let mut v0_1 = Linker::new(engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut v0_1)?;
-        v0_1::add_to_linker(&mut v0_1)?;
-        let mut v0_2 = Linker::new(engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut v0_2)?;
-        v0_2::add_to_linker(&mut v0_2)?;
-        // Only 0.3 may reach out: an older plugin importing `wasi:http` does not link.
-        let mut v0_3 = Linker::new(engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut v0_3)?;
-        wasmtime_wasi_http::p2::add_only_http_to_linker_sync(&mut v0_3)?;
-        v0_3::add_to_linker(&mut v0_3)?;
-        Ok(Linkers { v0_1, v0_2, v0_3 })
+    /// Linkers for `engine`; none is built yet.
+    pub(crate) fn new(engine: &wasmtime::Engine) -> Linkers {
+        Linkers {
+            engine: engine.clone(),
+            built: Default::default(),
+        }
+    }
+
+    /// The linker for a component of `api` that imports WASI (`wasi`), or only the plugin API.
+    /// A component of the second kind links against exactly the plugin API: a WASI import it
+    /// does not declare is never there to reach.
+    pub(crate) fn get(&self, api: Api, wasi: bool) -> wasmtime::Result<&Linker<PluginState>> {
+        let cell = &self.built[api as usize][usize::from(wasi)];
+        if let Some(linker) = cell.get() {
+            return Ok(linker);
+        }
+        let linker = self.build(api, wasi)?;
+        // Two loads racing build one each; the first kept serves both.
+        Ok(cell.get_or_init(|| linker))
+    }
+
+    /// Which linkers have been built, by version and WASI: for tests.
+    #[cfg(test)]
+    pub(crate) fn built(&self) -> Vec<(Api, bool)> {
+        [Api::V0_1, Api::V0_2, Api::V0_3]
+            .into_iter()
+            .flat_map(|api| [false, true].map(|wasi| (api, wasi)))
+            .filter(|&(api, wasi)| self.built[api as usize][usize::from(wasi)].get().is_some())
+            .collect()
+    }
+
+    fn build(&self, api: Api, wasi: bool) -> wasmtime::Result<Linker<PluginState>> {
+        let mut linker = Linker::new(&self.engine);
+        if wasi {
+            wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+            // Only 0.3 may reach out: an older plugin importing `wasi:http` does not link.
+            if api.reaches_out() {
+                wasmtime_wasi_http::p2::add_only_http_to_linker_sync(&mut linker)?;
+            }
+        }
+        match api {
+            Api::V0_1 => v0_1::add_to_linker(&mut linker)?,
+            Api::V0_2 => v0_2::add_to_linker(&mut linker)?,
+            Api::V0_3 => v0_3::add_to_linker(&mut linker)?,
+        }
+        Ok(linker)
     }
 }
 
@@ -117,24 +155,16 @@ pub(crate) enum Instance {
 }
 
 impl Template {
+    /// Pre-links `component`, of version `api`, against `linker` (from [`Linkers::get`]).
     pub(crate) fn new(
         api: Api,
-        linkers: &Linkers,
+        linker: &Linker<PluginState>,
         component: &Component,
     ) -> wasmtime::Result<Template> {
         match api {
-            Api::V0_1 => Ok(Template::V0_1(v0_1::Template::new(
-                &linkers.v0_1,
-                component,
-            )?)),
-            Api::V0_2 => Ok(Template::V0_2(v0_2::Template::new(
-                &linkers.v0_2,
-                component,
-            )?)),
-            Api::V0_3 => Ok(Template::V0_3(v0_3::Template::new(
-                &linkers.v0_3,
-                component,
-            )?)),
+            Api::V0_1 => Ok(Template::V0_1(v0_1::Template::new(linker, component)?)),
+            Api::V0_2 => Ok(Template::V0_2(v0_2::Template::new(linker, component)?)),
+            Api::V0_3 => Ok(Template::V0_3(v0_3::Template::new(linker, component)?)),
         }
     }
 

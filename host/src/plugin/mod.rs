@@ -251,8 +251,7 @@ impl PluginHost {
     ) -> Result<Self, PluginError> {
         let engine = Engine::new(&engine::config(instances))
             .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
-        let linkers =
-            api::Linkers::new(&engine).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        let linkers = api::Linkers::new(&engine);
         let ticker = engine::Ticker::start(engine.clone())
             .map_err(|e| PluginError::Engine(format!("epoch ticker: {e}")))?;
         Ok(PluginHost {
@@ -417,16 +416,20 @@ impl PluginHost {
                 ),
             });
         }
-        let template = api::Template::new(api, &self.inner.linkers, &inspection.component)
-            .map_err(|e| {
-                component_error(format!("does not implement {}: {e:#}", inspect::WORLD))
-            })?;
         // WASI's blocking calls re-enter the async runtime, which they cannot do from an async
         // worker: only a component that imports nothing but the host interface runs in place.
         let inline = inspection
             .imports
             .iter()
             .all(|i| i.starts_with(api::PACKAGE));
+        let linker = self
+            .inner
+            .linkers
+            .get(api, !inline)
+            .map_err(|e| PluginError::Engine(format!("linking the plugin API: {e:#}")))?;
+        let template = api::Template::new(api, linker, &inspection.component).map_err(|e| {
+            component_error(format!("does not implement {}: {e:#}", inspect::WORLD))
+        })?;
         let shared = Arc::new(Shared {
             spec: spec.clone(),
             sink: self.inner.sink.clone(),
@@ -455,5 +458,58 @@ impl PluginHost {
                 message,
             })?;
         Ok(plugin)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The served version `bytes` are built against, and whether they import WASI.
+    fn kind(host: &PluginHost, bytes: &[u8]) -> (api::Api, bool) {
+        let inspection = host.inspect(bytes).unwrap();
+        let wasi = inspection.imports.iter().any(|i| i.starts_with("wasi:"));
+        (
+            api::Api::for_version(&inspection.api_version).unwrap(),
+            wasi,
+        )
+    }
+
+    #[test]
+    fn a_linker_is_built_for_what_the_loaded_plugins_import_and_no_more() {
+        let host = PluginHost::new().unwrap();
+        assert_eq!(
+            host.inner.linkers.built(),
+            [],
+            "nothing built before a load"
+        );
+        let mut expected = Vec::new();
+        for (name, bytes) in [
+            ("allow-tools", crate::bundled::ALLOW_TOOLS),
+            ("reject-all", crate::bundled::REJECT_ALL),
+            ("sandbox-probe", crate::bundled::SANDBOX_PROBE),
+            ("http-probe", crate::bundled::HTTP_PROBE),
+        ] {
+            let spec = PluginSpec::new(name, name, spec::Role::Gate);
+            host.load_bytes(&spec, bytes)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let kind = kind(&host, bytes);
+            if !expected.contains(&kind) {
+                expected.push(kind);
+            }
+            let mut built = host.inner.linkers.built();
+            let mut want = expected.clone();
+            let order = |(api, wasi): &(api::Api, bool)| (*api as usize, *wasi);
+            built.sort_by_key(order);
+            want.sort_by_key(order);
+            assert_eq!(built, want, "after loading {name}");
+        }
+        // The pure gates import only the plugin API; the probes import WASI (and `wasi:http`).
+        assert!(!kind(&host, crate::bundled::ALLOW_TOOLS).1);
+        assert!(kind(&host, crate::bundled::SANDBOX_PROBE).1);
+        assert_eq!(
+            kind(&host, crate::bundled::HTTP_PROBE),
+            (api::Api::V0_3, true)
+        );
     }
 }
