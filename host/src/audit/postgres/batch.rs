@@ -161,60 +161,60 @@ async fn attempt(inner: &Inner, batch: &[Rows]) -> Result<HashMap<String, i64>, 
             lines.push(line.as_str());
         }
     }
-    let client = client(&inner.pool).await?;
-    let mut tries = 0;
-    loop {
-        let result = async {
-            // Prepared once per connection: unprepared, every commit would cost a second round
-            // trip (parse, then bind).
-            let append = client.prepare_cached(APPEND_BATCH).await?;
-            let counted = client
-                .query(
-                    &append,
-                    &[&sessions, &owners, &seqs, &lines, &inner.host_label],
-                )
-                .await?;
-            Ok(counted
-                .iter()
-                .map(|row| (row.get::<_, String>(0), row.get::<_, i64>(1)))
-                .collect())
-        }
-        .await;
-        match result {
-            Err(e) if again(inner, &e, &mut tries).await => {}
-            other => return other,
-        }
-    }
+    let client = &client(&inner.pool).await?;
+    let values = (&sessions, &owners, &seqs, &lines);
+    retrying(inner, || async move {
+        let (sessions, owners, seqs, lines) = values;
+        // Prepared once per connection: unprepared, every commit would cost a second round trip
+        // (parse, then bind).
+        let append = client.prepare_cached(APPEND_BATCH).await?;
+        let counted = client
+            .query(&append, &[sessions, owners, seqs, lines, &inner.host_label])
+            .await?;
+        Ok(counted
+            .iter()
+            .map(|row| (row.get::<_, String>(0), row.get::<_, i64>(1)))
+            .collect())
+    })
+    .await
 }
 
 /// [`attempt`] for a batch of one session's rows, through [`APPEND_ONE`].
 async fn attempt_one(inner: &Inner, rows: &Rows) -> Result<HashMap<String, i64>, Failure> {
-    let seqs: Vec<i64> = (0..rows.lines.len() as i64)
+    let seqs = &(0..rows.lines.len() as i64)
         .map(|i| rows.first_seq + i)
-        .collect();
-    let client = client(&inner.pool).await?;
+        .collect::<Vec<i64>>();
+    let client = &client(&inner.pool).await?;
+    retrying(inner, || async move {
+        let append = client.prepare_cached(APPEND_ONE).await?;
+        let inserted = client
+            .execute(
+                &append,
+                &[
+                    &rows.session,
+                    &rows.owner,
+                    seqs,
+                    &rows.lines,
+                    &inner.host_label,
+                ],
+            )
+            .await?;
+        Ok(HashMap::from([(rows.session.clone(), inserted as i64)]))
+    })
+    .await
+}
+
+/// Runs `statement` (one attempt each call) again while [`again`] says its failure is worth
+/// another try.
+async fn retrying<T, F>(inner: &Inner, mut statement: impl FnMut() -> F) -> Result<T, Failure>
+where
+    F: Future<Output = Result<T, Failure>>,
+{
     let mut tries = 0;
     loop {
-        let result: Result<u64, Failure> = async {
-            let append = client.prepare_cached(APPEND_ONE).await?;
-            Ok(client
-                .execute(
-                    &append,
-                    &[
-                        &rows.session,
-                        &rows.owner,
-                        &seqs,
-                        &rows.lines,
-                        &inner.host_label,
-                    ],
-                )
-                .await?)
-        }
-        .await;
-        match result {
-            Ok(inserted) => return Ok(HashMap::from([(rows.session.clone(), inserted as i64)])),
+        match statement().await {
             Err(e) if again(inner, &e, &mut tries).await => {}
-            Err(e) => return Err(e),
+            other => return other,
         }
     }
 }
