@@ -365,3 +365,54 @@ fn parallel_calls_of_one_session_are_all_answered_and_paired_through_the_socket_
         );
     }
 }
+
+#[test]
+fn serve_holds_a_hook_s_session_open_between_calls_so_each_call_does_not_read_its_log_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    let config = deployment(state, "");
+    let server = SocketServer::start(state, &config);
+    let store = approval_host::DirStore::new(state);
+    let calls = [
+        ("Read", json!({"file_path": "/w/a"}), "allow"),
+        ("Bash", json!({"command": "rm -rf build"}), "deny"),
+        ("Read", json!({"file_path": "/w/b"}), "allow"),
+    ];
+    for (i, (tool, args, want)) in calls.iter().enumerate() {
+        let out = hook(
+            state,
+            &["--socket", server.socket()],
+            &input(
+                "cc-warm",
+                tool,
+                args.clone(),
+                &format!("toolu_{i}"),
+                "default",
+            ),
+        );
+        assert_eq!(decision(&out).0, *want, "call {i}");
+        // The call is over and the server still holds the session: its log stays open there
+        // (and locked against every other writer) for the next call.
+        match approval_host::log::SessionLog::open(&store, "cc-warm") {
+            Err(approval_host::LogError::Locked { .. }) => {}
+            other => panic!("after call {i}: {:?}", other.map(|log| log.len())),
+        }
+    }
+    drop(server);
+    // Each call wrote its own turn once, in order, and the log reopens whole.
+    let log = approval_host::log::SessionLog::open(&store, "cc-warm").unwrap();
+    assert_eq!(log.len(), 15);
+    drop(log);
+    let types: Vec<String> = events_at(&log_path(state, "cc-warm"))
+        .into_iter()
+        .map(|(t, _)| t)
+        .collect();
+    let turn = [
+        "turn/start",
+        "tool/call",
+        "approval/asked",
+        "approval/decided",
+        "turn/end",
+    ];
+    assert_eq!(types, turn.repeat(3));
+}

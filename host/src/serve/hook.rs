@@ -4,12 +4,16 @@
 //! in-process hook writes ([`crate::claude_code`], [`crate::cli_hooks`]); parallel calls of one
 //! session share a turn.
 //!
+//! The server holds a hook's session open for a while after each call ([`super::warm`]), so the
+//! next call of a long session does not read its whole log again.
+//!
 //! A hook's session belongs to the first token that asks about it here ([`HookOwners`]);
 //! another token, or a session a connection opened with `session/open`, is refused, so one
 //! client can neither end another's turn (cancelling its questions) nor write into its log.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::Instant;
 
 use serde_json::{Value, json};
 
@@ -18,6 +22,7 @@ use crate::cli_hooks::Cli;
 use crate::service::ApprovalService;
 
 use super::rpc::{self, RpcError, opt_str_param};
+use super::warm::WarmSessions;
 
 /// Which token asks about each hook session, and through which method, for the server's life.
 #[derive(Debug, Default)]
@@ -83,6 +88,7 @@ pub(super) fn session_of(cli: Option<Cli>, params: &Value) -> Option<String> {
 /// result is `{output: <what the hook prints, or null to print nothing>, outcome, answerer?}`.
 pub(super) async fn call(
     service: &ApprovalService,
+    warm: &WarmSessions,
     turns: &HookTurns,
     base: HookOptions,
     params: &Value,
@@ -104,6 +110,7 @@ pub(super) async fn call(
     let answer = claude_code::ask_until(service, turns, &agent, &input, &options, cancel)
         .await
         .map_err(RpcError::failed)?;
+    warm.keep(&input.session_id, agent, Instant::now());
     let mut result = answer.verdict.to_json();
     result["output"] = json!(answer.output);
     Ok(result)
@@ -114,6 +121,7 @@ pub(super) async fn call(
 /// answerer?}`.
 pub(super) async fn call_cli(
     service: &ApprovalService,
+    warm: &WarmSessions,
     turns: &HookTurns,
     cli: Cli,
     params: &Value,
@@ -136,6 +144,7 @@ pub(super) async fn call_cli(
         crate::cli_hooks::ask_until(service, turns, &agent, cli, &parsed, &options, cancel)
             .await
             .map_err(RpcError::failed)?;
+    warm.keep(&parsed.input.session_id, agent, Instant::now());
     let mut result = answer.verdict.to_json();
     result["output"] = json!(answer.output);
     Ok(result)
@@ -150,6 +159,7 @@ pub(super) fn is_after(params: &Value) -> bool {
 /// `{output: null, unasked: bool}` (an after-tool hook prints nothing).
 pub(super) async fn after(
     service: &ApprovalService,
+    warm: &WarmSessions,
     cli: Option<Cli>,
     params: &Value,
 ) -> Result<Value, RpcError> {
@@ -165,6 +175,7 @@ pub(super) async fn after(
     let seen = crate::after_tool::record(service, &agent, &ran)
         .await
         .map_err(RpcError::failed)?;
+    warm.keep(&session, agent, Instant::now());
     Ok(json!({
         "output": null,
         "unasked": matches!(seen, crate::after_tool::Seen::Unasked(_)),

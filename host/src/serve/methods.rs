@@ -274,12 +274,20 @@ impl Server {
                         .claim(&session, &grant.name, method)?;
                 }
                 if hook::is_after(&params) {
-                    return hook::after(service, cli, &params).await;
+                    return hook::after(service, &self.inner.warm, cli, &params).await;
                 }
                 let cancel = self.inner.stopping.child_token();
                 match cli {
                     Some(cli) => {
-                        hook::call_cli(service, &self.inner.hook_turns, cli, &params, cancel).await
+                        hook::call_cli(
+                            service,
+                            &self.inner.warm,
+                            &self.inner.hook_turns,
+                            cli,
+                            &params,
+                            cancel,
+                        )
+                        .await
                     }
                     None => {
                         let base = self
@@ -288,7 +296,15 @@ impl Server {
                             .lock()
                             .unwrap_or_else(|p| p.into_inner())
                             .clone();
-                        hook::call(service, &self.inner.hook_turns, base, &params, cancel).await
+                        hook::call(
+                            service,
+                            &self.inner.warm,
+                            &self.inner.hook_turns,
+                            base,
+                            &params,
+                            cancel,
+                        )
+                        .await
                     }
                 }
             }

@@ -31,6 +31,7 @@ pub mod rpc;
 mod rules;
 pub mod tls;
 mod transport;
+mod warm;
 mod watch;
 
 use std::collections::HashMap;
@@ -120,6 +121,8 @@ struct Inner {
     hook_turns: crate::claude_code::HookTurns,
     /// Which token asks about each Claude Code session.
     hook_owners: hook::HookOwners,
+    /// The hook sessions held open between calls.
+    warm: Arc<warm::WarmSessions>,
     /// The deployment's tokens and the failed attempts per peer.
     gatekeeper: Arc<auth::Gatekeeper>,
     /// The deployment's `[limits]` and the connections open under them.
@@ -215,7 +218,7 @@ impl Server {
             ms = started.elapsed().as_secs_f64() * 1e3,
             "deployment loaded"
         );
-        Ok(Server {
+        let server = Server {
             inner: Arc::new(Inner {
                 options,
                 service,
@@ -228,6 +231,7 @@ impl Server {
                 hook_options: Mutex::new(hook_options),
                 hook_turns: crate::claude_code::HookTurns::default(),
                 hook_owners: hook::HookOwners::default(),
+                warm: Arc::default(),
                 gatekeeper,
                 admission,
                 stopping: tokio_util::sync::CancellationToken::new(),
@@ -235,7 +239,12 @@ impl Server {
                 web,
                 telemetry,
             }),
-        })
+        };
+        warm::sweep_while(
+            Arc::downgrade(&server.inner.warm),
+            server.inner.stopping.clone(),
+        );
+        Ok(server)
     }
 
     /// The approval service behind the server.
@@ -386,6 +395,7 @@ impl Server {
         {
             tracing::warn!("questions still in flight at shutdown");
         }
+        self.inner.warm.clear();
         let sessions: Vec<String> = self.inner.lock_sessions().keys().cloned().collect();
         for session in sessions {
             if let Err(e) = self.inner.service.end_turn_if_open(&session).await {
