@@ -452,6 +452,43 @@ async fn rules_and_revocations_survive_a_restart() {
     assert_eq!(ids, [user.id]);
 }
 
+#[tokio::test]
+async fn a_session_rule_revoked_while_its_session_is_closed_stays_revoked() {
+    let mut host = Host::new();
+    enable(&host, vec![], rules::system_clock());
+    let session = host
+        .service
+        .add_rule(rule("Bash(pwd)", Effect::Allow, RuleScope::Session))
+        .await
+        .unwrap();
+    // A new host: the rule comes back with its session, which then closes (no agent holds it).
+    host.restart(Policy::Ask);
+    let book = enable(&host, vec![], rules::system_clock());
+    assert_eq!(
+        bash(&host.service, "c1", "pwd").await.outcome,
+        Outcome::AllowedOnce
+    );
+    assert!(host.service.open_sessions().await.is_empty());
+    // Revoking opens the session to write the revocation; the log it opens still holds the rule.
+    host.service
+        .revoke_rule(&session.id, "test", None)
+        .await
+        .unwrap();
+    assert!(book.list(None).is_empty(), "{:?}", book.list(None));
+    assert_eq!(
+        bash(&host.service, "c2", "pwd").await.outcome,
+        Outcome::Unavailable
+    );
+    let revoked: Vec<Value> = host
+        .events("s1")
+        .into_iter()
+        .filter(|(t, _)| t == "rule/revoked")
+        .map(|(_, d)| d)
+        .collect();
+    assert_eq!(revoked.len(), 1);
+    assert_eq!(revoked[0]["id"], session.id.as_str());
+}
+
 fn proposing_gate(calls: Arc<AtomicUsize>, scope: RuleScope) -> impl approval_host::Listener {
     Explained(move |_q| {
         calls.fetch_add(1, Ordering::SeqCst);

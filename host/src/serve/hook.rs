@@ -103,14 +103,18 @@ pub(super) async fn call(
     if let Some(w) = opt_str_param(params, "whenUndecided")? {
         options.when_undecided = w.parse::<WhenUndecided>().map_err(RpcError::params)?;
     }
-    let agent = service
-        .agent(&input.session_id, claude_code::AGENT_ID)
-        .await
-        .map_err(RpcError::failed)?;
-    let answer = claude_code::ask_until(service, turns, &agent, &input, &options, cancel)
-        .await
-        .map_err(RpcError::failed)?;
-    warm.keep(&input.session_id, agent, Instant::now());
+    let done = async {
+        let agent = service
+            .agent(&input.session_id, claude_code::AGENT_ID)
+            .await
+            .map_err(RpcError::failed)?;
+        let answer = claude_code::ask_until(service, turns, &agent, &input, &options, cancel)
+            .await
+            .map_err(RpcError::failed)?;
+        Ok((agent, answer))
+    }
+    .await;
+    let answer = hold(warm, &input.session_id, done)?;
     let mut result = answer.verdict.to_json();
     result["output"] = json!(answer.output);
     Ok(result)
@@ -136,18 +140,41 @@ pub(super) async fn call_cli(
     if let Some(w) = opt_str_param(params, "whenUndecided")? {
         options.when_undecided = w.parse::<WhenUndecided>().map_err(RpcError::params)?;
     }
-    let agent = service
-        .agent(&parsed.input.session_id, cli.agent_id())
-        .await
-        .map_err(RpcError::failed)?;
-    let answer =
-        crate::cli_hooks::ask_until(service, turns, &agent, cli, &parsed, &options, cancel)
+    let done = async {
+        let agent = service
+            .agent(&parsed.input.session_id, cli.agent_id())
             .await
             .map_err(RpcError::failed)?;
-    warm.keep(&parsed.input.session_id, agent, Instant::now());
+        let answer =
+            crate::cli_hooks::ask_until(service, turns, &agent, cli, &parsed, &options, cancel)
+                .await
+                .map_err(RpcError::failed)?;
+        Ok((agent, answer))
+    }
+    .await;
+    let answer = hold(warm, &parsed.input.session_id, done)?;
     let mut result = answer.verdict.to_json();
     result["output"] = json!(answer.output);
     Ok(result)
+}
+
+/// After a call on `session`: holds the session for the next call when it answered, lets it go
+/// when it failed (its log may be one that accepts nothing more until it is opened again).
+fn hold<T>(
+    warm: &WarmSessions,
+    session: &str,
+    done: Result<(crate::agent::Agent, T), RpcError>,
+) -> Result<T, RpcError> {
+    match done {
+        Ok((agent, value)) => {
+            warm.keep(session, agent, Instant::now());
+            Ok(value)
+        }
+        Err(e) => {
+            warm.forget(session);
+            Err(e)
+        }
+    }
 }
 
 /// Whether `params` carry an after-tool hook's input (`after: true`).
@@ -168,14 +195,18 @@ pub(super) async fn after(
         .ok_or_else(|| RpcError::params("missing input"))?;
     let (session, agent_id, ran) =
         crate::cli_hooks::after_input(cli, input).map_err(RpcError::params)?;
-    let agent = service
-        .agent(&session, agent_id)
-        .await
-        .map_err(RpcError::failed)?;
-    let seen = crate::after_tool::record(service, &agent, &ran)
-        .await
-        .map_err(RpcError::failed)?;
-    warm.keep(&session, agent, Instant::now());
+    let done = async {
+        let agent = service
+            .agent(&session, agent_id)
+            .await
+            .map_err(RpcError::failed)?;
+        let seen = crate::after_tool::record(service, &agent, &ran)
+            .await
+            .map_err(RpcError::failed)?;
+        Ok((agent, seen))
+    }
+    .await;
+    let seen = hold(warm, &session, done)?;
     Ok(json!({
         "output": null,
         "unasked": matches!(seen, crate::after_tool::Seen::Unasked(_)),

@@ -395,7 +395,7 @@ impl Server {
         {
             tracing::warn!("questions still in flight at shutdown");
         }
-        self.inner.warm.clear();
+        self.inner.warm.clear().await;
         let sessions: Vec<String> = self.inner.lock_sessions().keys().cloned().collect();
         for session in sessions {
             if let Err(e) = self.inner.service.end_turn_if_open(&session).await {

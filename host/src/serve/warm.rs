@@ -5,8 +5,9 @@
 //! session for a while after its call instead, so the next call finds it open.
 //!
 //! The hold is bounded both ways: at most [`MOST`] sessions, the one idle longest let go first,
-//! and none longer than [`IDLE`] after its last call, so the log's lock goes back to other
-//! processes once the agent stops. Letting go only drops the server's handle: a session a
+//! and none much longer than [`IDLE`] after its last call ([`SWEEP`] more at most), so the log's
+//! lock goes back to other processes once the agent stops. A call that fails lets its session go,
+//! so the next one opens the log again. Letting go only drops the server's handle: a session a
 //! connection or a question still uses stays open through theirs.
 
 use std::collections::HashMap;
@@ -18,6 +19,10 @@ use crate::agent::Agent;
 /// How long a hook's session stays open after its last call.
 pub const IDLE: Duration = Duration::from_secs(300);
 
+/// How often held sessions are checked for [`IDLE`]: a session is let go at most this long after
+/// its time is up.
+pub const SWEEP: Duration = Duration::from_secs(30);
+
 /// Most hook sessions held open between calls: an open session keeps its fold, which holds the
 /// arguments of every tool call it recorded, in memory.
 pub const MOST: usize = 16;
@@ -25,58 +30,101 @@ pub const MOST: usize = 16;
 /// The hook sessions held open, each with its agent and when it was last asked about.
 #[derive(Default)]
 pub(super) struct WarmSessions {
-    held: Mutex<HashMap<String, (Agent, Instant)>>,
+    held: Mutex<Held>,
 }
+
+#[derive(Default)]
+struct Held {
+    sessions: HashMap<String, (Agent, Instant)>,
+    /// Set when the server stops: nothing is held from then on.
+    closed: bool,
+}
+
+/// Handles let go of, to be dropped where blocking is allowed: closing a log may sync it, and on
+/// PostgreSQL gives its lease back through the database.
+type Released = Vec<(Agent, Instant)>;
 
 impl WarmSessions {
     /// Holds `agent`'s session open after a call at `now`, letting go of what is over the bounds.
     pub(super) fn keep(&self, session: &str, agent: Agent, now: Instant) {
         let released = {
             let mut held = self.lock();
-            held.insert(session.to_owned(), (agent, now));
-            let mut released = take_idle(&mut held, now);
-            while held.len() > MOST {
+            if held.closed {
+                drop(held);
+                close(vec![(agent, now)]);
+                return;
+            }
+            held.sessions.insert(session.to_owned(), (agent, now));
+            let mut released = take_idle(&mut held.sessions, now);
+            while held.sessions.len() > MOST {
                 let Some(oldest) = held
+                    .sessions
                     .iter()
                     .min_by_key(|(_, (_, at))| *at)
                     .map(|(id, _)| id.clone())
                 else {
                     break;
                 };
-                released.extend(held.remove(&oldest));
+                released.extend(held.sessions.remove(&oldest));
             }
             released
         };
-        // Closing a log may sync it: never under the lock.
-        drop(released);
+        close(released);
+    }
+
+    /// Lets go of `session` (a call about it failed: its log may be one that accepts nothing
+    /// more, and the next call should open it again).
+    pub(super) fn forget(&self, session: &str) {
+        let released: Released = self.lock().sessions.remove(session).into_iter().collect();
+        close(released);
     }
 
     /// Lets go of the sessions idle for [`IDLE`] or more at `now`.
     pub(super) fn sweep(&self, now: Instant) {
-        let released = take_idle(&mut self.lock(), now);
-        drop(released);
+        let released = take_idle(&mut self.lock().sessions, now);
+        close(released);
     }
 
-    /// Lets go of every session (the server stops).
-    pub(super) fn clear(&self) {
-        let released: Vec<_> = self.lock().drain().collect();
-        drop(released);
+    /// Lets go of every session and holds none from now on (the server stops); returns once
+    /// their logs are closed.
+    pub(super) async fn clear(&self) {
+        let released: Released = {
+            let mut held = self.lock();
+            held.closed = true;
+            held.sessions.drain().map(|(_, entry)| entry).collect()
+        };
+        if !released.is_empty() {
+            let _ = tokio::task::spawn_blocking(move || drop(released)).await;
+        }
     }
 
     /// The sessions held now.
     #[cfg(test)]
     pub(super) fn sessions(&self) -> Vec<String> {
-        let mut ids: Vec<String> = self.lock().keys().cloned().collect();
+        let mut ids: Vec<String> = self.lock().sessions.keys().cloned().collect();
         ids.sort();
         ids
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Agent, Instant)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
         self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
-fn take_idle(held: &mut HashMap<String, (Agent, Instant)>, now: Instant) -> Vec<(Agent, Instant)> {
+/// Drops `released` off the async workers (never under the lock).
+fn close(released: Released) {
+    if released.is_empty() {
+        return;
+    }
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            runtime.spawn_blocking(move || drop(released));
+        }
+        Err(_) => drop(released),
+    }
+}
+
+fn take_idle(held: &mut HashMap<String, (Agent, Instant)>, now: Instant) -> Released {
     let idle: Vec<String> = held
         .iter()
         .filter(|(_, (_, at))| now.saturating_duration_since(*at) >= IDLE)
@@ -85,11 +133,10 @@ fn take_idle(held: &mut HashMap<String, (Agent, Instant)>, now: Instant) -> Vec<
     idle.iter().filter_map(|id| held.remove(id)).collect()
 }
 
-/// Lets go of idle sessions every quarter of [`IDLE`] while `warm` lives and `stopping` is not
-/// cancelled.
+/// Lets go of idle sessions every [`SWEEP`] while `warm` lives and `stopping` is not cancelled.
 pub(super) fn sweep_while(warm: Weak<WarmSessions>, stopping: tokio_util::sync::CancellationToken) {
     tokio::spawn(async move {
-        let mut every = tokio::time::interval(IDLE / 4);
+        let mut every = tokio::time::interval(SWEEP);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
@@ -100,7 +147,7 @@ pub(super) fn sweep_while(warm: Weak<WarmSessions>, stopping: tokio_util::sync::
             warm.sweep(Instant::now());
         }
         if let Some(warm) = warm.upgrade() {
-            warm.clear();
+            warm.clear().await;
         }
     });
 }
@@ -144,7 +191,16 @@ mod tests {
         let held = warm.sessions();
         assert_eq!(held.len(), MOST);
         assert!(!held.contains(&"b".to_owned()), "b was idle longest");
-        warm.clear();
+        warm.forget("s000");
+        assert_eq!(
+            warm.sessions().len(),
+            MOST - 1,
+            "a failed call lets its session go"
+        );
+        warm.clear().await;
+        assert!(warm.sessions().is_empty());
+        // After the server stops nothing is held, though a late call may still end.
+        warm.keep("late", agent(&service, "late").await, later);
         assert!(warm.sessions().is_empty());
     }
 }

@@ -209,7 +209,9 @@ impl RuleBook {
         Ok(SessionLog::open_waiting(&*self.store, name, LOCK_PATIENCE)?)
     }
 
-    /// Indexes the session rules a session's log holds (called when the session opens).
+    /// Indexes the session rules a session's log holds (called when the session opens). A rule
+    /// this host has revoked stays out: revoking a rule of a closed session opens the session to
+    /// write the revocation, and until it is written the log still holds the rule.
     pub fn load_session(&self, session: &str, log: &SessionLog) {
         let rules: Vec<Result<Rule, String>> = log.with_fold(|f| {
             f.rules()
@@ -217,8 +219,10 @@ impl RuleBook {
                 .collect()
         });
         let mut index = self.write();
+        let revoked = self.revoked.lock().unwrap_or_else(|p| p.into_inner());
         for rule in rules {
             match rule {
+                Ok(rule) if revoked.contains(&rule.id) => {}
                 Ok(rule) if !index.by_id.contains_key(&rule.id) => index.insert(Arc::new(rule)),
                 Ok(_) => {}
                 Err(e) => {
