@@ -52,6 +52,7 @@ mod private_by_default;
 mod real_agent_clis;
 mod reload;
 mod replay;
+mod revocation;
 mod rule_corpus;
 mod rules;
 mod rules_cli;

@@ -54,8 +54,12 @@ impl WarmSessions {
                 close(vec![(agent, now)]);
                 return;
             }
-            held.sessions.insert(session.to_owned(), (agent, now));
-            let mut released = take_idle(&mut held.sessions, now);
+            let mut released: Released = held
+                .sessions
+                .insert(session.to_owned(), (agent, now))
+                .into_iter()
+                .collect();
+            released.extend(take_idle(&mut held.sessions, now));
             while held.sessions.len() > MOST {
                 let Some(oldest) = held
                     .sessions

@@ -120,6 +120,21 @@ impl ApprovalService {
         by: &str,
         reason: Option<String>,
     ) -> Result<(), ApprovalError> {
+        // A revocation runs to its end even when its caller stops waiting (a console request
+        // whose browser went away): its first step takes the rule out and only its last puts a
+        // reject rule back when the write failed, so stopping between them would lose the rule.
+        let (service, id, by) = (self.clone(), id.to_owned(), by.to_owned());
+        tokio::spawn(async move { service.revoke_rule_whole(&id, &by, reason).await })
+            .await
+            .map_err(|e| ApprovalError::Internal(format!("revoking a rule: {e}")))?
+    }
+
+    async fn revoke_rule_whole(
+        &self,
+        id: &str,
+        by: &str,
+        reason: Option<String>,
+    ) -> Result<(), ApprovalError> {
         let book = self.rules().ok_or(ApprovalError::RulesOff)?;
         let Some(session_id) = book.get(id).and_then(|r| r.session.clone()) else {
             return Ok(book.revoke_shared(id, by, reason).await?);
