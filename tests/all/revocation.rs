@@ -3,33 +3,19 @@
 //! browser went away) must not leave the rule out with no revocation in its log, where the next
 //! start would find it again.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use approval_host::Policy;
 use approval_host::answer::{Effect, RuleScope};
 use approval_host::log::SessionLog;
-use approval_host::rules::{self, NewRule, RuleBook};
+use approval_host::rules::NewRule;
 
-use super::support::Host;
-
-fn enable(host: &Host) -> Arc<RuleBook> {
-    let book = RuleBook::open(
-        host.service.store(),
-        "test-project",
-        vec![],
-        vec![],
-        rules::system_clock(),
-    )
-    .unwrap();
-    host.service.set_rules(Some(book.clone()));
-    book
-}
+use super::support::{Host, rules_on};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revocation_whose_caller_stops_waiting_still_ends_whole() {
     let mut host = Host::new();
-    enable(&host);
+    rules_on(&host.service, "test-project");
     let reject = host
         .service
         .add_rule(NewRule {
@@ -45,7 +31,7 @@ async fn a_revocation_whose_caller_stops_waiting_still_ends_whole() {
         .unwrap();
     // A new host, with the session's rules indexed and the session closed again.
     host.restart(Policy::Ask);
-    let book = enable(&host);
+    let book = rules_on(&host.service, "test-project");
     host.service.load_session_rules("s1").await.unwrap();
     assert_eq!(book.list(None).len(), 1);
     // Another writer holds the session's log, so the revocation waits to open it, with its rule
@@ -76,7 +62,7 @@ async fn a_revocation_whose_caller_stops_waiting_still_ends_whole() {
     assert!(book.list(None).is_empty());
     // And the next start agrees.
     host.restart(Policy::Ask);
-    let book = enable(&host);
+    let book = rules_on(&host.service, "test-project");
     host.service.load_session_rules("s1").await.unwrap();
     assert!(book.list(None).is_empty(), "{:?}", book.list(None));
 }

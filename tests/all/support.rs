@@ -586,3 +586,18 @@ pub fn spawn_hook(state: &Path, cli: &str, args: &[&str], stdin: &str) -> std::p
         .unwrap();
     child
 }
+
+/// Turns on standing rules for `service`: a fresh rule book for project `project` over its store,
+/// with no deployment rules, no plugin-made scopes and the system clock.
+pub fn rules_on(service: &ApprovalService, project: &str) -> Arc<approval_host::rules::RuleBook> {
+    let book = approval_host::rules::RuleBook::open(
+        service.store(),
+        project,
+        vec![],
+        vec![],
+        approval_host::rules::system_clock(),
+    )
+    .unwrap();
+    service.set_rules(Some(book.clone()));
+    book
+}

@@ -17,19 +17,10 @@ use approval_host::{
 };
 use serde_json::{Value, json};
 
-use super::support::{Host, log_path};
+use super::support::{Host, log_path, rules_on};
 
 fn enable(host: &Host) -> Arc<RuleBook> {
-    let book = RuleBook::open(
-        host.service.store(),
-        "trust",
-        vec![],
-        vec![],
-        rules::system_clock(),
-    )
-    .unwrap();
-    host.service.set_rules(Some(book.clone()));
-    book
+    rules_on(&host.service, "trust")
 }
 
 async fn add(host: &Host, text: &str, effect: Effect) -> String {
