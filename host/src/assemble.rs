@@ -14,11 +14,13 @@ use std::sync::Arc;
 
 use crate::acp::AgentOptions;
 use crate::audit::checkpoint::{self, Checkpointer, KeyError};
+use crate::audit::kept::{FoldKey, KeySource};
 use crate::audit::postgres::{DbError, PgStore};
 use crate::audit::store::{DirStore, Store};
 use crate::claude_code::{HookOptions, WhenUndecided};
 use crate::config::Deployment;
 use crate::conformance;
+use crate::plugin::cache::CacheKey;
 use crate::plugin::mount::{Mounted, ReloadReport};
 use crate::plugin::shadow::Shadows;
 use crate::plugin::slot::QuarantinePolicy;
@@ -103,13 +105,30 @@ pub fn open_store(
             match deployment.and_then(|d| d.limits.open_logs) {
                 Some(open_logs) => DirStore::with_open_logs(state_dir, open_logs),
                 None => DirStore::new(state_dir),
-            },
+            }
+            .keeping_folds(fold_keys()),
         )),
         Some(mut options) => {
             options.migrate = migrate;
             Ok(Arc::new(PgStore::connect(options)?))
         }
     }
+}
+
+/// What the directory store seals its kept folds with: a key derived from the host's local key
+/// (the compiled cache's, outside the state directory), read or made the first time a log opens.
+/// Without it no fold is kept, and every open reads its whole log.
+fn fold_keys() -> Arc<KeySource> {
+    KeySource::new(|| {
+        let path = CacheKey::default_path()?;
+        match CacheKey::load_or_create(&path) {
+            Ok(key) => Some(FoldKey::from_bytes(key.derive(b"kept session folds"))),
+            Err(e) => {
+                tracing::debug!(key = %path.display(), error = %e, "no key: session folds are not kept");
+                None
+            }
+        }
+    })
 }
 
 /// The checkpointer the deployment asks for (`[audit] signing-key`, and `checkpoint-copy`),

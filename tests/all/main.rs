@@ -26,6 +26,7 @@ mod hostile_clients;
 mod hostile_network_plugins;
 mod init;
 mod init_mcp;
+mod kept_fold;
 mod layering;
 mod log_bytes;
 mod log_contract;

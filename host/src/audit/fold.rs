@@ -69,13 +69,16 @@ pub struct OpenQuestion {
     pub seq: u64,
 }
 
-/// The state of one session, folded from its events.
-#[derive(Debug, Clone)]
+/// The state of one session, folded from its events. It is serialized only into a session's kept
+/// fold ([`crate::audit::kept`]), whose format changes with the host's version.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SessionFold {
     turn_open: bool,
     /// Every question id asked, and the open ones with their `approval/asked` seq: keyed so that
     /// the host's own ids cost no allocation.
     asked: HashSet<QuestionKey>,
+    #[serde(with = "pairs")]
     open: HashMap<QuestionKey, u64>,
     policy: Option<PolicySwitch>,
     tool_calls: HashMap<String, Value>,
@@ -302,8 +305,47 @@ impl SessionFold {
         self.delegated
     }
 
+    /// This fold with the arguments of the calls in `written` as given there: what a log holds
+    /// for calls it wrote with `[audit] redact`'s values replaced, while this fold kept what the
+    /// agent sent.
+    pub fn with_calls_as_written(&self, written: &HashMap<String, Value>) -> SessionFold {
+        let mut fold = self.clone();
+        for (call, arguments) in written {
+            if let Some(held) = fold.tool_calls.get_mut(call) {
+                *held = arguments.clone();
+            }
+        }
+        fold
+    }
+
     /// The arguments of the recorded `tool/call` with this call id (the latest, if repeated).
     pub fn call_arguments(&self, call_id: &str) -> Option<&Value> {
         self.tool_calls.get(call_id)
+    }
+}
+
+/// A map whose keys are not strings, serialized as a list of pairs (JSON keys must be strings).
+mod pairs {
+    use std::collections::HashMap;
+    use std::hash::Hash;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<K: Serialize, V: Serialize, S: Serializer>(
+        map: &HashMap<K, V>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(map.iter())
+    }
+
+    pub fn deserialize<'de, K, V, D>(deserializer: D) -> Result<HashMap<K, V>, D::Error>
+    where
+        K: Deserialize<'de> + Eq + Hash,
+        V: Deserialize<'de>,
+        D: Deserializer<'de>,
+    {
+        Ok(Vec::<(K, V)>::deserialize(deserializer)?
+            .into_iter()
+            .collect())
     }
 }

@@ -34,6 +34,7 @@ use crate::audit::error::LogError;
 use crate::audit::event::Asked;
 use crate::audit::event::{Event, Record};
 use crate::audit::fold::SessionFold;
+use crate::audit::kept::Resumed;
 use crate::audit::redact::RedactionCell;
 use crate::audit::store::{CommitMode, Journal, OpenedLog, Store, validate_session_id};
 use crate::audit::subscribe::Subscribers;
@@ -72,6 +73,9 @@ struct State {
     /// Appends waiting for durability, in seq order.
     waiters: Vec<Waiter>,
     poisoned: Option<String>,
+    /// `tool/call` arguments as the log holds them where `[audit] redact` changed them: the fold
+    /// holds what the agent sent, and a fold kept beside the log must hold what the log does.
+    written_calls: std::collections::HashMap<String, serde_json::Value>,
     /// Durable records not yet delivered, and whether someone is delivering them.
     outbox: Vec<Record>,
     delivering: bool,
@@ -238,24 +242,33 @@ impl SessionLog {
         redaction: RedactionCell,
     ) -> Result<SessionLog, LogError> {
         validate_session_id(session)?;
-        let OpenedLog {
-            name,
-            records,
-            tail,
-            journal,
-            taken_over,
-        } = store.open(session)?;
+        let (
+            OpenedLog {
+                name,
+                records,
+                tail,
+                journal,
+                taken_over,
+            },
+            resumed,
+        ) = store.open_resuming(session)?;
         let head = tail.unwrap_or_else(|| chain::genesis(session));
-        let mut fold = SessionFold::new();
+        // A kept fold stands for the records before the ones read; the rest are checked on it.
+        let (mut fold, before) = match resumed {
+            Some(Resumed { fold, records }) => (fold, records),
+            None => (SessionFold::new(), 0),
+        };
         for (i, r) in records.iter().enumerate() {
             fold.push(r.seq, &r.event)
                 .map_err(|violation| LogError::Inconsistent {
                     log: name.clone(),
-                    line: i + 1,
+                    line: usize::try_from(before)
+                        .unwrap_or(usize::MAX)
+                        .saturating_add(i + 1),
                     violation,
                 })?;
         }
-        let count = records.len() as u64;
+        let count = before + records.len() as u64;
         Ok(SessionLog {
             core: Arc::new(Core {
                 session: session.to_owned(),
@@ -278,6 +291,7 @@ impl SessionLog {
                     committing: false,
                     waiters: Vec::new(),
                     poisoned: None,
+                    written_calls: std::collections::HashMap::new(),
                     outbox: Vec::new(),
                     delivering: false,
                 }),
@@ -452,6 +466,14 @@ impl SessionLog {
         state
             .fold
             .apply(record.seq, sent.as_ref().unwrap_or(&record.event));
+        if let Event::ToolCall(call) = &record.event {
+            if sent.is_some() {
+                let written = call.arguments.clone();
+                state.written_calls.insert(call.call_id.clone(), written);
+            } else if !state.written_calls.is_empty() {
+                state.written_calls.remove(&call.call_id);
+            }
+        }
         state.records += 1;
         read(&state.fold);
         let seq = record.seq;
@@ -908,6 +930,24 @@ impl Drop for SessionLog {
             drop(state);
             while core.commit_round() {}
             state = core.lock();
+        }
+        if state.poisoned.is_none() && state.pending.is_empty() && state.durable == state.records {
+            // Everything is on disk: the store may keep the fold for the next open.
+            let State {
+                journal,
+                fold,
+                records,
+                head,
+                written_calls,
+                ..
+            } = &mut *state;
+            if let Some(journal) = journal.as_mut() {
+                if written_calls.is_empty() {
+                    journal.keep(*records, head, fold);
+                } else {
+                    journal.keep(*records, head, &fold.with_calls_as_written(written_calls));
+                }
+            }
         }
         let journal = state.journal.take();
         drop(state);

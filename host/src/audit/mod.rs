@@ -9,7 +9,8 @@
 //!   `commit`: the shared threads that sync every open log.
 //! - [`store`]: where logs live (the directory store is the embedded default); [`postgres`]: the
 //!   store several hosts share, with a lease per session; [`scratch`]: the store of a dry run;
-//!   [`descriptors`]: the directory store's open files, bounded.
+//!   [`descriptors`]: the directory store's open files, bounded; [`kept`]: a session's fold kept
+//!   beside its log, so an open reads only what was appended since.
 //! - [`subscribe`]: subscribers to durable events; [`redact`]: argument values kept out of logs;
 //!   [`stats`]: what the commit threads have done.
 //! - [`check`]: reading a log back for `approval-host log`; [`verify`]: checking chains, seq
@@ -25,6 +26,7 @@ pub mod error;
 pub mod event;
 pub mod evidence;
 pub mod fold;
+pub mod kept;
 pub mod log;
 pub mod postgres;
 pub(crate) mod question_key;

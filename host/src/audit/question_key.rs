@@ -7,8 +7,9 @@
 
 use uuid::Uuid;
 
-/// A question id, exactly.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// A question id, exactly. Kept in a session's kept fold ([`crate::audit::kept`]) as a number
+/// or as the text.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub(crate) enum QuestionKey {
     /// A UUID in its canonical spelling (`8-4-4-4-12` lowercase hex digits).
     Uuid(u128),

@@ -6,13 +6,16 @@
 //! complete line survives; and one process at a time writes a session (an exclusive file lock).
 
 use std::fs::{self, File};
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::audit::chain::{self, Head};
 use crate::audit::descriptors::{Descriptors, Handle, lock_patiently};
 use crate::audit::error::LogError;
 use crate::audit::event::Record;
+use crate::audit::fold::SessionFold;
+use crate::audit::kept::{self, KeySource, Mark, Resumed};
 
 /// Durable storage for one session's records, appended in batches.
 ///
@@ -64,6 +67,12 @@ pub trait Journal: Send + 'static {
     fn detach_sync(&mut self) -> Box<dyn DetachedSync> {
         Box::new(Refused)
     }
+
+    /// Called as the log closes with every record durable: it holds `records`, its last line's
+    /// chain value is `head`, and `fold` is its state. A store that keeps folds beside its logs
+    /// ([`crate::audit::kept`]) may keep this one, at its own pace. Best effort: a fold not kept
+    /// costs the next open time, nothing else. The default keeps none.
+    fn keep(&mut self, _records: u64, _head: &Head, _fold: &SessionFold) {}
 }
 
 /// A sync taken by [`Journal::detach_sync`].
@@ -144,6 +153,13 @@ pub trait Store: Send + Sync + 'static {
     /// Opens the log of `session` (already validated by [`validate_session_id`]), creating it
     /// when absent.
     fn open(&self, session: &str) -> Result<OpenedLog, LogError>;
+
+    /// [`Store::open`], starting from a fold the store kept beside the log ([`Journal::keep`])
+    /// when it still fits the log: the opened log's `records` are then only the ones after it.
+    /// The default keeps none and reads every record.
+    fn open_resuming(&self, session: &str) -> Result<(OpenedLog, Option<Resumed>), LogError> {
+        Ok((self.open(session)?, None))
+    }
 
     /// The size of `session`'s log without opening it, when the store can tell cheaply: a reader
     /// that keeps a log's state (the rule book) rereads it only when this changes. `None` means
@@ -254,6 +270,8 @@ pub fn validate_session_id(id: &str) -> Result<(), LogError> {
 pub struct DirStore {
     state_dir: PathBuf,
     descriptors: Arc<Descriptors>,
+    /// The key kept folds are sealed with; none are kept or read without it.
+    folds: Option<Arc<KeySource>>,
 }
 
 impl DirStore {
@@ -269,7 +287,22 @@ impl DirStore {
         DirStore {
             state_dir: state_dir.into(),
             descriptors: Descriptors::new(open_logs),
+            folds: None,
         }
+    }
+
+    /// This store, keeping each long session's fold beside its log (`<session>.fold`, sealed
+    /// with the key `keys` gives), so that an open reads only the records appended since
+    /// ([`crate::audit::kept`]).
+    pub fn keeping_folds(mut self, keys: Arc<KeySource>) -> Self {
+        self.folds = Some(keys);
+        self
+    }
+
+    /// Where the kept fold of one session lives.
+    pub fn kept_fold_path(&self, session: &str) -> PathBuf {
+        self.sessions_dir()
+            .join(format!("{session}{}", kept::SUFFIX))
     }
 
     /// The files of its logs it may keep open, and keeps open now.
@@ -342,12 +375,42 @@ impl Store for DirStore {
     }
 
     fn open(&self, session: &str) -> Result<OpenedLog, LogError> {
+        let (path, file) = self.open_file(session)?;
+        let read = read_whole(&path, &file)?;
+        self.opened(session, path, file, read, 0)
+    }
+
+    fn open_resuming(&self, session: &str) -> Result<(OpenedLog, Option<Resumed>), LogError> {
+        let (path, file) = self.open_file(session)?;
+        if let Some((mark, fold)) = self.kept_fold(session) {
+            if let Some(read) = read_after(&path, &file, &mark)? {
+                let opened = self.opened(session, path, file, read, mark.records)?;
+                let resumed = Resumed {
+                    fold,
+                    records: mark.records,
+                };
+                return Ok((opened, Some(resumed)));
+            }
+            tracing::debug!(
+                log = %path.display(),
+                reason = %kept::NotUsed::Stale(mark.records),
+                "reading the whole log: its kept fold does not fit it"
+            );
+        }
+        let read = read_whole(&path, &file)?;
+        Ok((self.opened(session, path, file, read, 0)?, None))
+    }
+}
+
+impl DirStore {
+    /// Opens the file of `session` (creating it and its directory) and takes its lock.
+    fn open_file(&self, session: &str) -> Result<(PathBuf, File), LogError> {
         validate_session_id(session)?;
         let dir = self.sessions_dir();
         crate::private::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
         let path = self.session_path(session);
         let existed = path.exists();
-        let mut file = crate::private::open_options()
+        let file = crate::private::open_options()
             .read(true)
             .append(true)
             .create(true)
@@ -360,33 +423,151 @@ impl Store for DirStore {
                 .and_then(|d| d.sync_all())
                 .map_err(|e| io_err(&dir, e))?;
         }
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes).map_err(|e| io_err(&path, e))?;
-        let complete = recover_torn_tail(&path, &file, &bytes)?;
-        let records = parse_lines(&path.display().to_string(), &bytes[..complete])?;
-        let body = &bytes[..complete];
-        let tail = body.strip_suffix(b"\n").map(|b| {
-            let start = b.iter().rposition(|&c| c == b'\n').map_or(0, |i| i + 1);
-            crate::audit::chain::line_hash(&b[start..])
-        });
+        Ok((path, file))
+    }
+
+    /// The kept fold of `session`, when this store keeps folds, has its key and finds one sealed
+    /// with it. Read under the log's lock, so no writer replaces it meanwhile.
+    fn kept_fold(&self, session: &str) -> Option<(Mark, SessionFold)> {
+        let key = self.folds.as_ref()?.get()?;
+        let path = self.kept_fold_path(session);
+        let bytes = match read_regular(&path) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                if e.kind() != io::ErrorKind::NotFound {
+                    tracing::debug!(fold = %path.display(), error = %e, "kept fold unreadable");
+                }
+                return None;
+            }
+        };
+        match kept::unseal(key, session, &bytes) {
+            Ok(kept) => Some(kept),
+            Err(why) => {
+                tracing::debug!(fold = %path.display(), reason = %why, "kept fold not used");
+                None
+            }
+        }
+    }
+
+    /// The opened log, its journal appending to `file` after what was `read`; its kept fold
+    /// covers the first `kept` records.
+    fn opened(
+        &self,
+        session: &str,
+        path: PathBuf,
+        file: File,
+        read: LogRead,
+        kept: u64,
+    ) -> Result<OpenedLog, LogError> {
         Ok(OpenedLog {
             name: path.display().to_string(),
-            records,
-            tail,
+            records: read.records,
+            tail: read.tail,
             journal: Box::new(FileJournal {
                 handle: self.descriptors.admit(file).map_err(|e| io_err(&path, e))?,
                 descriptors: self.descriptors.clone(),
+                fold_path: self.kept_fold_path(session),
+                session: session.to_owned(),
                 path,
-                len: complete as u64,
+                len: read.len,
+                last_line: read.last_line,
+                folds: self.folds.clone(),
+                kept,
             }),
             taken_over: None,
         })
     }
 }
 
+/// What an open read of a log file.
+struct LogRead {
+    /// The records read (all, or those after a kept fold).
+    records: Vec<Record>,
+    /// The chain value of the log's last line.
+    tail: Option<Head>,
+    /// The length of its complete lines.
+    len: u64,
+    /// The length of its last line, with the newline (0 for an empty log).
+    last_line: u64,
+}
+
+/// Reads every line of the log.
+fn read_whole(path: &Path, mut file: &File) -> Result<LogRead, LogError> {
+    let mut bytes = Vec::new();
+    file.seek(io::SeekFrom::Start(0))
+        .and_then(|_| file.read_to_end(&mut bytes))
+        .map_err(|e| io_err(path, e))?;
+    let complete = recover_torn_tail(path, file, 0, &bytes)?;
+    let body = &bytes[..complete];
+    let records = parse_lines(&path.display().to_string(), body)?;
+    let last_line = last_line_len(body);
+    Ok(LogRead {
+        records,
+        tail: (last_line > 0).then(|| chain::line_hash(&body[complete - last_line..])),
+        len: complete as u64,
+        last_line: last_line as u64,
+    })
+}
+
+/// Reads the lines after `mark`, when the log still ends its first `mark.records` records with
+/// the line the mark hashed; `None` when it does not.
+fn read_after(path: &Path, mut file: &File, mark: &Mark) -> Result<Option<LogRead>, LogError> {
+    let start = mark.last_line_start();
+    let mut bytes = Vec::new();
+    file.seek(io::SeekFrom::Start(start))
+        .and_then(|_| file.read_to_end(&mut bytes))
+        .map_err(|e| io_err(path, e))?;
+    let last = usize::try_from(mark.last_line).unwrap_or(usize::MAX);
+    if bytes.len() < last || !mark.ends_with(&bytes[..last]) {
+        return Ok(None);
+    }
+    let complete = last + recover_torn_tail(path, file, mark.bytes, &bytes[last..])?;
+    let after = &bytes[last..complete];
+    let records = parse_lines_after(&path.display().to_string(), after, mark.records)?;
+    let (tail, last_line) = match last_line_len(after) {
+        0 => (mark.head, mark.last_line),
+        n => (chain::line_hash(&after[after.len() - n..]), n as u64),
+    };
+    Ok(Some(LogRead {
+        records,
+        tail: Some(tail),
+        len: start + complete as u64,
+        last_line,
+    }))
+}
+
+/// The bytes of the regular file at `path`: not through a link, and never waiting on a pipe or
+/// a device someone put there.
+fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// The length of the last line of `body` (whole lines), with its newline; 0 for no line.
+fn last_line_len(body: &[u8]) -> usize {
+    match body.strip_suffix(b"\n") {
+        None => 0,
+        Some(b) => body.len() - b.iter().rposition(|&c| c == b'\n').map_or(0, |i| i + 1),
+    }
+}
+
 /// Truncates bytes after the last newline (a line torn by a crash mid-write) and returns the
-/// length of the complete part.
-fn recover_torn_tail(path: &Path, file: &File, bytes: &[u8]) -> Result<usize, LogError> {
+/// length of the complete part of `bytes`, which were read from `offset` to the file's end.
+fn recover_torn_tail(
+    path: &Path,
+    file: &File,
+    offset: u64,
+    bytes: &[u8],
+) -> Result<usize, LogError> {
     let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
     if complete < bytes.len() {
         tracing::warn!(
@@ -394,7 +575,7 @@ fn recover_torn_tail(path: &Path, file: &File, bytes: &[u8]) -> Result<usize, Lo
             torn_bytes = bytes.len() - complete,
             "truncating a torn last line left by an interrupted write"
         );
-        file.set_len(complete as u64)
+        file.set_len(offset + complete as u64)
             .and_then(|()| file.sync_all())
             .map_err(|e| io_err(path, e))?;
     }
@@ -404,22 +585,30 @@ fn recover_torn_tail(path: &Path, file: &File, bytes: &[u8]) -> Result<usize, Lo
 /// Parses complete lines; any line that does not parse, or a `seq` out of order, is corruption
 /// that names the line, never silently skipped.
 pub fn parse_lines(name: &str, bytes: &[u8]) -> Result<Vec<Record>, LogError> {
+    parse_lines_after(name, bytes, 0)
+}
+
+/// [`parse_lines`] for the lines after the first `before` records of a log: the first must be
+/// `seq` `before + 1`, and errors name lines as the whole log numbers them.
+pub fn parse_lines_after(name: &str, bytes: &[u8], before: u64) -> Result<Vec<Record>, LogError> {
     let mut records = Vec::new();
     let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
     if body.is_empty() {
         return Ok(records);
     }
+    let before = usize::try_from(before).unwrap_or(usize::MAX);
     for (i, line) in body.split(|&b| b == b'\n').enumerate() {
+        let number = before.saturating_add(i + 1);
         let record = Record::parse_line(line).map_err(|reason| LogError::Corrupt {
             log: name.to_owned(),
-            line: i + 1,
+            line: number,
             reason,
         })?;
-        let expected = records.len() as u64 + 1;
+        let expected = number as u64;
         if record.seq != expected {
             return Err(LogError::Corrupt {
                 log: name.to_owned(),
-                line: i + 1,
+                line: number,
                 reason: format!("seq {} where {expected} was expected", record.seq),
             });
         }
@@ -436,6 +625,14 @@ struct FileJournal {
     path: PathBuf,
     /// Length of the complete part of the file (durable once synced).
     len: u64,
+    /// The length of the last complete line, with its newline.
+    last_line: u64,
+    session: String,
+    /// Where its kept fold goes, and the key it is sealed with (none kept without).
+    fold_path: PathBuf,
+    folds: Option<Arc<KeySource>>,
+    /// The records the kept fold on disk covers (0: none that fits).
+    kept: u64,
 }
 
 impl Drop for FileJournal {
@@ -466,6 +663,11 @@ impl Journal for FileJournal {
             Ok(()) => {
                 open.set_dirty(true);
                 self.len += bytes.len() as u64;
+                // Whole lines: the batch's last line is the log's.
+                let lines = last_line_len(bytes);
+                if lines > 0 {
+                    self.last_line = lines as u64;
+                }
                 Ok(())
             }
             Err(e) => {
@@ -486,6 +688,53 @@ impl Journal for FileJournal {
         open.file().sync_data()?;
         open.set_dirty(false);
         Ok(())
+    }
+
+    fn keep(&mut self, records: u64, head: &Head, fold: &SessionFold) {
+        if records < self.kept.saturating_add(kept::KEEP_AFTER) || self.last_line == 0 {
+            return;
+        }
+        let Some(key) = self.folds.as_ref().and_then(|k| k.get()) else {
+            return;
+        };
+        // Under the log's lock (taken again if its file was closed to spare a descriptor, and
+        // only if nobody wrote it meanwhile), so the fold written is of the log as it is.
+        let open = match self
+            .descriptors
+            .use_file(&self.handle, &self.path, self.len)
+        {
+            Ok(open) => open,
+            Err(e) => {
+                tracing::debug!(log = %self.path.display(), error = %e, "fold not kept");
+                return;
+            }
+        };
+        let mark = Mark {
+            records,
+            bytes: self.len,
+            last_line: self.last_line,
+            head: *head,
+        };
+        let sealed = kept::seal(key, &self.session, &mark, fold);
+        // Written aside and renamed into place: a reader finds the old fold or the new, whole.
+        // Not synced: a fold lost in a crash only makes the next open read the whole log.
+        let aside = self.fold_path.with_extension("fold.new");
+        // A new file, never through whatever else is at that name (a link someone left there).
+        let _ = fs::remove_file(&aside);
+        let written = crate::private::open_options()
+            .write(true)
+            .create_new(true)
+            .open(&aside)
+            .and_then(|mut f| f.write_all(&sealed))
+            .and_then(|()| fs::rename(&aside, &self.fold_path));
+        drop(open);
+        match written {
+            Ok(()) => self.kept = records,
+            Err(e) => {
+                let _ = fs::remove_file(&aside);
+                tracing::debug!(fold = %self.fold_path.display(), error = %e, "fold not kept");
+            }
+        }
     }
 }
 

@@ -127,6 +127,15 @@ impl CacheKey {
         })
     }
 
+    /// A key for another purpose, derived from this one (HMAC-SHA-256 of `purpose`): one secret
+    /// file outside the state directory, and keys that cannot stand in for each other.
+    pub fn derive(&self, purpose: &[u8]) -> [u8; 32] {
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0).expect("any key length");
+        mac.update(b"approval-host derived key\0");
+        mac.update(purpose);
+        mac.finalize().into_bytes().into()
+    }
+
     fn mac(&self, digest: &str, artifact: &[u8]) -> Hmac<Sha256> {
         let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0).expect("any key length");
         mac.update(MAC_CONTEXT);
