@@ -234,6 +234,14 @@ async fn a_kept_fold_that_does_not_fit_its_log_is_never_used() {
             log[at] = if log[at] == b'0' { b'1' } else { b'0' };
             std::fs::write(&p, log).unwrap();
         }),
+        ("the fold grown larger than any fold of its log", |s, _| {
+            let log = std::fs::metadata(s.session_path(SESSION)).unwrap().len();
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(s.kept_fold_path(SESSION))
+                .unwrap();
+            f.set_len(log + kept::MOST_OVER_LOG + 1).unwrap();
+        }),
         ("the fold replaced by a pipe", |s, _| {
             let p = s.kept_fold_path(SESSION);
             std::fs::remove_file(&p).unwrap();
@@ -298,6 +306,71 @@ async fn an_older_kept_fold_still_fits_and_the_records_after_it_are_read() {
     assert_eq!(
         log.with_fold(SessionFold::clone),
         whole(dir.path(), SESSION)
+    );
+}
+
+/// What a fold holds comes back to the bit: the host's own question ids (kept as numbers), numbers
+/// in a call's arguments, arguments nested as deep as a log lets them, across generations of
+/// kept folds.
+#[tokio::test]
+async fn a_kept_fold_holds_question_ids_numbers_and_deep_arguments_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = keeping(dir.path(), key(1));
+    let mut deep = json!("bottom");
+    for _ in 0..125 {
+        deep = json!([deep]);
+    }
+    let numbers = json!([
+        0.1,
+        1e-300,
+        5e-324,
+        1.7976931348623157e308,
+        123456.789e10,
+        -0.0,
+        2.5e-8,
+        18446744073709551615u64,
+        -9223372036854775808i64
+    ]);
+    for generation in 0..3 {
+        let log = SessionLog::open(&store, SESSION).unwrap();
+        for t in 0..15 {
+            let n = generation * 15 + t;
+            // A host id: a canonical UUID, which the fold keeps as its 128 bits.
+            let id = format!("0b0e9f4c-3f6e-4a47-9a36-5c1c4d2e{n:04x}");
+            log.append(Event::TurnStart).await.unwrap();
+            log.append(call(
+                &format!("n{n}"),
+                json!({"numbers": numbers, "n": n as f64 / 3.0}),
+            ))
+            .await
+            .unwrap();
+            log.append(call(&format!("d{n}"), json!({"deep": deep})))
+                .await
+                .unwrap();
+            log.append(asked(&id, "Bash")).await.unwrap();
+            log.append(decided(&id)).await.unwrap();
+            log.append(Event::TurnEnd).await.unwrap();
+        }
+        drop(log);
+        assert_eq!(
+            resumes_at(&store, SESSION),
+            Some(90 * (generation as u64 + 1))
+        );
+    }
+    let log = SessionLog::open(&store, SESSION).unwrap();
+    let fold = log.with_fold(SessionFold::clone);
+    assert_eq!(fold, whole(dir.path(), SESSION));
+    assert_eq!(
+        fold.call_arguments("n44"),
+        Some(&json!({"numbers": numbers, "n": 44.0 / 3.0}))
+    );
+    assert_eq!(fold.call_arguments("d0"), Some(&json!({"deep": deep})));
+    // A question id asked in the first generation is still known in the third.
+    let again = "0b0e9f4c-3f6e-4a47-9a36-5c1c4d2e0000";
+    log.append(Event::TurnStart).await.unwrap();
+    assert_eq!(
+        crate::session_log::refused(log.append(asked(again, "Bash")).await.unwrap_err()),
+        Violation::RepeatedId(again.to_owned())
     );
 }
 

@@ -41,8 +41,39 @@ pub const KEEP_AFTER: u64 = 64;
 pub const SUFFIX: &str = ".fold";
 
 /// The format of a kept fold. Raise it whenever what [`SessionFold`] holds, or how an event folds,
-/// changes: a fold kept by another format is not read.
+/// changes in a file [`SOURCE`] does not name: a fold kept by another format is not read.
 const FORMAT: u32 = 1;
+
+/// The source that gives a fold its meaning (the fold, the events and how they read, question
+/// keys, policies and rule effects). Its hash is sealed into every kept fold, so a build whose fold
+/// reads events differently never starts from a fold an earlier build kept, even when nobody
+/// raised [`FORMAT`] or the version.
+const SOURCE: &str = concat!(
+    include_str!("fold.rs"),
+    include_str!("question_key.rs"),
+    include_str!("event/mod.rs"),
+    include_str!("event/record.rs"),
+    include_str!("../policy.rs"),
+    include_str!("../answer.rs"),
+);
+
+/// FNV-1a of [`SOURCE`], computed when the host is compiled.
+const SOURCE_HASH: u64 = fnv1a(SOURCE.as_bytes());
+
+const fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut i = 0;
+    while i < bytes.len() {
+        hash ^= bytes[i] as u64;
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+        i += 1;
+    }
+    hash
+}
+
+/// How much larger than its log a kept fold may be (a fold holds less than the records it folds,
+/// but spells question ids its own way): a larger file is not read at all.
+pub const MOST_OVER_LOG: u64 = 64 * 1024;
 
 /// What the MAC covers before the session id and the body.
 const MAC_CONTEXT: &[u8] = b"approval-host kept fold\0";
@@ -71,6 +102,7 @@ impl FoldKey {
             <Hmac<Sha256> as Mac>::new_from_slice(&self.0).expect("HMAC takes a key of any length");
         mac.update(MAC_CONTEXT);
         mac.update(&FORMAT.to_le_bytes());
+        mac.update(&SOURCE_HASH.to_le_bytes());
         mac.update(env!("CARGO_PKG_VERSION").as_bytes());
         mac.update(b"\0");
         mac.update(session.as_bytes());
@@ -175,6 +207,9 @@ pub enum NotUsed {
     /// The file is shorter than its MAC.
     #[error("it is too short to hold a MAC")]
     Short,
+    /// The file is larger than any fold of its log could be.
+    #[error("it is larger than any fold of its log")]
+    Large,
     /// The MAC does not check: another key, session, format or version, or changed bytes.
     #[error("its MAC does not check under this host's key for this session and version")]
     Mac,
@@ -209,8 +244,13 @@ pub fn unseal(key: &FoldKey, session: &str, bytes: &[u8]) -> Result<(Mark, Sessi
     key.mac(session, body)
         .verify_slice(tag)
         .map_err(|_| NotUsed::Mac)?;
-    let sealed: Sealed =
-        serde_json::from_slice(body).map_err(|e| NotUsed::Unreadable(e.to_string()))?;
+    // Sealed by this host, so no limit on nesting is needed against a hostile file: the fold
+    // nests a call's arguments (which the log let through at its own limit) a few levels deeper.
+    let mut reader = serde_json::Deserializer::from_slice(body);
+    reader.disable_recursion_limit();
+    let sealed = Sealed::deserialize(&mut reader)
+        .and_then(|sealed| reader.end().map(|()| sealed))
+        .map_err(|e| NotUsed::Unreadable(e.to_string()))?;
     if sealed.mark.last_line == 0 || sealed.mark.last_line > sealed.mark.bytes {
         return Err(NotUsed::Unreadable(
             "its mark's last line does not lie within the log".to_owned(),

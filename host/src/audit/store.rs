@@ -382,7 +382,8 @@ impl Store for DirStore {
 
     fn open_resuming(&self, session: &str) -> Result<(OpenedLog, Option<Resumed>), LogError> {
         let (path, file) = self.open_file(session)?;
-        if let Some((mark, fold)) = self.kept_fold(session) {
+        let log_len = file.metadata().map_err(|e| io_err(&path, e))?.len();
+        if let Some((mark, fold)) = self.kept_fold(session, log_len) {
             if let Some(read) = read_after(&path, &file, &mark)? {
                 let opened = self.opened(session, path, file, read, mark.records)?;
                 let resumed = Resumed {
@@ -428,10 +429,11 @@ impl DirStore {
 
     /// The kept fold of `session`, when this store keeps folds, has its key and finds one sealed
     /// with it. Read under the log's lock, so no writer replaces it meanwhile.
-    fn kept_fold(&self, session: &str) -> Option<(Mark, SessionFold)> {
+    fn kept_fold(&self, session: &str, log_len: u64) -> Option<(Mark, SessionFold)> {
         let key = self.folds.as_ref()?.get()?;
         let path = self.kept_fold_path(session);
-        let bytes = match read_regular(&path) {
+        let most = log_len.saturating_add(kept::MOST_OVER_LOG);
+        let bytes = match read_regular(&path, most) {
             Ok(bytes) => bytes,
             Err(e) => {
                 if e.kind() != io::ErrorKind::NotFound {
@@ -536,19 +538,27 @@ fn read_after(path: &Path, mut file: &File, mark: &Mark) -> Result<Option<LogRea
     }))
 }
 
-/// The bytes of the regular file at `path`: not through a link, and never waiting on a pipe or
-/// a device someone put there.
-fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
+/// The bytes of the regular file at `path`, when it holds at most `most`: not through a link,
+/// and never waiting on a pipe or a device someone put there.
+fn read_regular(path: &Path, most: u64) -> io::Result<Vec<u8>> {
     use std::os::unix::fs::OpenOptionsExt;
-    let mut file = File::options()
+    let file = File::options()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)?;
-    if !file.metadata()?.is_file() {
+    let meta = file.metadata()?;
+    if !meta.is_file() {
         return Err(io::Error::other("not a regular file"));
     }
+    if meta.len() > most {
+        return Err(io::Error::other(kept::NotUsed::Large.to_string()));
+    }
+    // The file may grow while it is read: never past the bound.
     let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)?;
+    file.take(most + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > most {
+        return Err(io::Error::other(kept::NotUsed::Large.to_string()));
+    }
     Ok(bytes)
 }
 
