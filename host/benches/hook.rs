@@ -7,7 +7,9 @@
 //! question answered).
 //!
 //! Goals (issue 41): the first call after `init` at most 1.5× a warm one; a warm call in process
-//! at most 3× `true` plus the plugin time.
+//! at most 3× `true` plus the plugin time. Last, a warm call in a long session (1,000 and 5,000
+//! tool calls already recorded) beside a fresh session's: the kept fold keeps it from growing
+//! with the log.
 //!
 //! Run: `RUST_BACKTRACE=0 RUST_LIB_BACKTRACE=0 cargo bench -p approval-host --bench hook`
 //! (`BENCH_SAMPLES`, default 40 warm calls per mode; `BENCH_FIRSTS`, default 5 fresh projects
@@ -244,6 +246,42 @@ fn plugin_time(project: &Project) -> Duration {
     took
 }
 
+/// Fills the `bench` session of `project` with `calls` tool calls as a hook records them (five
+/// records each: the turn, the call, its question and decision), straight through the store.
+fn long_session(project: &Project, calls: usize) -> u64 {
+    use approval_host::event::{Asked, Decided, Event, ToolCall};
+    let store = approval_host::DirStore::new(&project.state);
+    let log = approval_host::log::SessionLog::open(&store, "bench").unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        for i in 0..calls {
+            let call_id = format!("toolu_long_{i}");
+            let id = uuid::Uuid::new_v4().to_string();
+            let mut asked = Asked::new(&id, "Bash");
+            asked.call_id = Some(call_id.clone());
+            for event in [
+                Event::TurnStart,
+                Event::ToolCall(ToolCall {
+                    call_id,
+                    name: "Bash".to_owned(),
+                    arguments: json!({"command": format!("cargo test -p approval-host --test all case_{i} -- --nocapture"), "description": "Run one test"}),
+                    permission_mode: Some("default".to_owned()),
+                    redacted: Vec::new(),
+                }),
+                Event::Asked(asked),
+                Event::Decided(Decided::bare(&id, Outcome::Rejected)),
+                Event::TurnEnd,
+            ] {
+                log.append(event).await.unwrap();
+            }
+        }
+    });
+    log.len()
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -330,6 +368,36 @@ fn main() {
         ms(plugins)
     );
     let budget = 3.0 * ms(bare) + ms(plugins);
+    println!();
+    println!(
+        "a long session ({}): its first call reads the whole log and keeps the session's fold; warm calls read only what follows it, beside warm calls in a fresh session of another project, taken in turn",
+        CLIS[0].name
+    );
+    println!(
+        "{:>10} {:>8} {:>20} {:>10} {:>14} {:>8}",
+        "tool calls", "records", "first (reads it all)", "warm", "fresh session", "ratio"
+    );
+    for calls in [1_000, 5_000] {
+        let cli = &CLIS[0];
+        let (project, fresh) = (init(cli), init(cli));
+        let records = long_session(&project, calls);
+        n += 1;
+        let first = hook(cli, &project, None, n);
+        let (mut long, mut short) = (Vec::new(), Vec::new());
+        for _ in 0..samples.min(30) {
+            n += 1;
+            long.push(hook(cli, &project, None, n));
+            short.push(hook(cli, &fresh, None, n));
+        }
+        let (long, short) = (p50(long), p50(short));
+        println!(
+            "{calls:>10} {records:>8} {:>17.1} ms {:>7.1} ms {:>11.1} ms {:>7.2}×",
+            ms(first),
+            ms(long),
+            ms(short),
+            long.as_secs_f64() / short.as_secs_f64()
+        );
+    }
     for (cli, warm) in CLIS.iter().zip(&warm_all) {
         println!(
             "{:<12} warm in process {:.1} ms against 3 × true + plugins = {budget:.1} ms: {:.2}×",

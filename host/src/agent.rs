@@ -75,7 +75,7 @@ impl Agent {
         self.inner
             .session
             .log
-            .with_fold(|f| f.call_arguments(call_id).cloned())
+            .with_fold(|f| f.call_arguments(call_id))
     }
 
     pub(crate) fn queue_notice(&self, notice: String) {

@@ -116,7 +116,7 @@ async fn a_long_session_reopens_from_its_kept_fold_and_folds_as_reading_it_whole
     resumed.with_fold(|f| {
         assert_eq!(f.effective_policy(Policy::Ask), Policy::Never);
         assert_eq!(f.rules().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["r1"]);
-        assert_eq!(f.call_arguments("c3"), Some(&json!({"command": "echo 3"})));
+        assert_eq!(f.call_arguments("c3"), Some(json!({"command": "echo 3"})));
         assert_eq!(f.open_questions().len(), 1);
         assert!(f.turn_open());
     });
@@ -362,9 +362,9 @@ async fn a_kept_fold_holds_question_ids_numbers_and_deep_arguments_exactly() {
     assert_eq!(fold, whole(dir.path(), SESSION));
     assert_eq!(
         fold.call_arguments("n44"),
-        Some(&json!({"numbers": numbers, "n": 44.0 / 3.0}))
+        Some(json!({"numbers": numbers, "n": 44.0 / 3.0}))
     );
-    assert_eq!(fold.call_arguments("d0"), Some(&json!({"deep": deep})));
+    assert_eq!(fold.call_arguments("d0"), Some(json!({"deep": deep})));
     // A question id asked in the first generation is still known in the third.
     let again = "0b0e9f4c-3f6e-4a47-9a36-5c1c4d2e0000";
     log.append(Event::TurnStart).await.unwrap();
@@ -466,10 +466,10 @@ async fn what_redact_keeps_out_of_the_log_stays_out_of_the_kept_fold() {
     assert_eq!(
         fold.call_arguments("c5"),
         Some(
-            &json!({"command": "deploy", "apiKey": approval_host::audit::redact::REDACTED, "n": 5})
+            json!({"command": "deploy", "apiKey": approval_host::audit::redact::REDACTED, "n": 5})
         )
     );
-    assert_eq!(fold.call_arguments("c0"), Some(&json!({"command": "ls"})));
+    assert_eq!(fold.call_arguments("c0"), Some(json!({"command": "ls"})));
 }
 
 #[tokio::test]

@@ -77,11 +77,12 @@ pub struct SessionFold {
     turn_open: bool,
     /// Every question id asked, and the open ones with their `approval/asked` seq: keyed so that
     /// the host's own ids cost no allocation.
+    #[serde(with = "asked_keys")]
     asked: HashSet<QuestionKey>,
     #[serde(with = "pairs")]
     open: HashMap<QuestionKey, u64>,
     policy: Option<PolicySwitch>,
-    tool_calls: HashMap<String, Value>,
+    tool_calls: HashMap<String, Arguments>,
     sandbox: Option<SandboxSwitch>,
     /// Still reading the delegation seed at the head of the log (only `delegation` switches so far).
     in_seed: bool,
@@ -221,7 +222,7 @@ impl SessionFold {
             Event::Policy(p) => self.policy = Some(p.clone()),
             Event::ToolCall(c) if self.keep_calls => {
                 self.tool_calls
-                    .insert(c.call_id.clone(), c.arguments.clone());
+                    .insert(c.call_id.clone(), Arguments::Value(c.arguments.clone()));
             }
             Event::Sandbox(s) => self.sandbox = Some(s.clone()),
             Event::RuleAdded(r) => {
@@ -312,15 +313,116 @@ impl SessionFold {
         let mut fold = self.clone();
         for (call, arguments) in written {
             if let Some(held) = fold.tool_calls.get_mut(call) {
-                *held = arguments.clone();
+                *held = Arguments::Value(arguments.clone());
             }
         }
         fold
     }
 
     /// The arguments of the recorded `tool/call` with this call id (the latest, if repeated).
-    pub fn call_arguments(&self, call_id: &str) -> Option<&Value> {
-        self.tool_calls.get(call_id)
+    pub fn call_arguments(&self, call_id: &str) -> Option<Value> {
+        self.tool_calls.get(call_id).and_then(Arguments::value)
+    }
+}
+
+/// A recorded call's arguments: as the event carried them, or as a kept fold holds them (their JSON
+/// text, read only when a plugin asks for them: most never are, and reading every call's
+/// arguments would cost an open of a long session what the kept fold saves).
+#[derive(Debug, Clone)]
+enum Arguments {
+    Value(Value),
+    Text(Box<serde_json::value::RawValue>),
+}
+
+impl serde::Serialize for Arguments {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Arguments::Value(value) => value.serialize(serializer),
+            Arguments::Text(text) => text.serialize(serializer),
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Arguments {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Box::<serde_json::value::RawValue>::deserialize(deserializer).map(Arguments::Text)
+    }
+}
+
+impl Arguments {
+    fn value(&self) -> Option<Value> {
+        match self {
+            Arguments::Value(value) => Some(value.clone()),
+            Arguments::Text(text) => match serde_json::from_str(text.get()) {
+                Ok(value) => Some(value),
+                Err(e) => {
+                    // Written by this host from a value, sealed, and checked: not expected.
+                    tracing::warn!(error = %e, "a kept call's arguments do not read");
+                    None
+                }
+            },
+        }
+    }
+}
+
+impl PartialEq for Arguments {
+    fn eq(&self, other: &Self) -> bool {
+        self.value() == other.value()
+    }
+}
+
+/// The question ids a session asked: the host's own (UUIDs) as one string of 32 hex digits each,
+/// which reads back in a fraction of the time a list of numbers or strings does, and any other
+/// id as written.
+mod asked_keys {
+    use std::collections::HashSet;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::audit::question_key::QuestionKey;
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Asked {
+        uuids: String,
+        other: Vec<Box<str>>,
+    }
+
+    pub fn serialize<S: Serializer>(
+        keys: &HashSet<QuestionKey>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        let mut asked = Asked {
+            uuids: String::with_capacity(keys.len() * 32),
+            other: Vec::new(),
+        };
+        for key in keys {
+            match key {
+                QuestionKey::Uuid(bits) => {
+                    use std::fmt::Write as _;
+                    let _ = write!(asked.uuids, "{bits:032x}");
+                }
+                QuestionKey::Other(id) => asked.other.push(id.clone()),
+            }
+        }
+        asked.serialize(serializer)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<HashSet<QuestionKey>, D::Error> {
+        let asked = Asked::deserialize(deserializer)?;
+        if asked.uuids.len() % 32 != 0 {
+            return Err(serde::de::Error::custom("uuids is not whole 32-digit ids"));
+        }
+        let mut keys = HashSet::with_capacity(asked.uuids.len() / 32 + asked.other.len());
+        for chunk in asked.uuids.as_bytes().chunks_exact(32) {
+            let digits = std::str::from_utf8(chunk).map_err(serde::de::Error::custom)?;
+            let bits = u128::from_str_radix(digits, 16).map_err(serde::de::Error::custom)?;
+            keys.insert(QuestionKey::Uuid(bits));
+        }
+        keys.extend(asked.other.into_iter().map(QuestionKey::Other));
+        Ok(keys)
     }
 }
 
