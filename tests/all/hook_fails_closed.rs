@@ -345,6 +345,52 @@ fn a_command_nested_deeper_than_any_reader_follows_is_answered_not_a_crash() {
     }
 }
 
+/// Copilot sends a call's arguments as a string of JSON, which may nest as deep as the JSON reader
+/// takes: more than a log line may. Such a call is blocked (its record would make the session's
+/// log unreadable), and the session goes on answering.
+#[test]
+fn arguments_nested_deeper_than_a_log_line_may_are_blocked_and_the_session_still_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "good.toml",
+        "[approval]\npolicy = \"ask\"\n\n[[rule]]\nrule = \"Bash\"\n",
+    );
+    let state = dir.path().join("state");
+    let state = state.to_str().unwrap();
+    let (cli, benign) = clis()
+        .into_iter()
+        .find(|(cli, _)| *cli == "copilot")
+        .unwrap();
+    let mut deep = json!("x");
+    for _ in 0..126 {
+        deep = json!([deep]);
+    }
+    let mut input = benign.clone();
+    input["toolArgs"] = json!(json!({"command": "ls", "x": deep}).to_string());
+    let run = |input: &Value| {
+        hook(
+            &["--state-dir", state],
+            cli,
+            &["--config", &config],
+            &input.to_string(),
+            None,
+        )
+    };
+    assert_blocked(cli, &run(&input), "nests its JSON", "arguments 127 deep");
+    for _ in 0..2 {
+        let out = run(&benign);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(printed["permissionDecision"], "allow", "{printed}");
+    }
+}
+
 #[test]
 fn a_plugin_stuck_in_a_read_does_not_hold_the_hook_s_answer() {
     // A file in a directory granted to a plugin (the agent can write there) made a FIFO: the

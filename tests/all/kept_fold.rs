@@ -317,7 +317,8 @@ async fn a_kept_fold_holds_question_ids_numbers_and_deep_arguments_exactly() {
     let dir = tempfile::tempdir().unwrap();
     let store = keeping(dir.path(), key(1));
     let mut deep = json!("bottom");
-    for _ in 0..125 {
+    // As deep as a record may nest: the line, its data, the arguments, then these.
+    for _ in 0..approval_host::event::MOST_NESTING - 3 {
         deep = json!([deep]);
     }
     let numbers = json!([
@@ -360,6 +361,20 @@ async fn a_kept_fold_holds_question_ids_numbers_and_deep_arguments_exactly() {
     let log = SessionLog::open(&store, SESSION).unwrap();
     let fold = log.with_fold(SessionFold::clone);
     assert_eq!(fold, whole(dir.path(), SESSION));
+    // As text, so that key order and the sign of zero count too (values compare without them).
+    for call in ["n0", "n44", "d0", "d44"] {
+        assert_eq!(
+            serde_json::to_string(&fold.call_arguments(call)).unwrap(),
+            serde_json::to_string(&whole(dir.path(), SESSION).call_arguments(call)).unwrap(),
+            "{call}"
+        );
+    }
+    assert!(
+        serde_json::to_string(&fold.call_arguments("n1"))
+            .unwrap()
+            .contains("-0.0"),
+        "the negative zero kept its sign"
+    );
     assert_eq!(
         fold.call_arguments("n44"),
         Some(json!({"numbers": numbers, "n": 44.0 / 3.0}))

@@ -201,3 +201,66 @@ async fn a_session_reopened_while_its_last_handle_closes_elsewhere_opens() {
     dropper.join().unwrap();
     reopen.await.unwrap().unwrap();
 }
+
+/// A record whose JSON nests deeper than a log line may is refused before anything is written:
+/// written, its line could not be read back, and the session's log would not open again.
+#[tokio::test]
+async fn an_event_nested_deeper_than_a_log_line_may_is_refused_and_the_log_still_opens() {
+    use approval_host::event::{MOST_NESTING, ToolCall, ToolResult};
+    let dir = tempfile::tempdir().unwrap();
+    let store = DirStore::new(dir.path());
+    let nested = |depth: usize| {
+        let mut v = json!("x");
+        for _ in 0..depth {
+            v = json!([v]);
+        }
+        v
+    };
+    let call = |id: &str, arguments| {
+        Event::ToolCall(ToolCall {
+            call_id: id.to_owned(),
+            name: "Bash".to_owned(),
+            arguments,
+            permission_mode: None,
+            redacted: Vec::new(),
+        })
+    };
+    let log = SessionLog::open(&store, "deep").unwrap();
+    log.append(Event::TurnStart).await.unwrap();
+    // The line, its data and the arguments' object, then the arrays.
+    log.append(call("fits", json!({"x": nested(MOST_NESTING - 3)})))
+        .await
+        .unwrap();
+    for depth in [MOST_NESTING - 2, 126, 127, 200] {
+        assert_eq!(
+            refused(
+                log.append(call("deep", json!({"x": nested(depth)})))
+                    .await
+                    .unwrap_err()
+            ),
+            Violation::TooDeep("tool/call"),
+            "{depth}"
+        );
+    }
+    let result = Event::ToolResult(
+        serde_json::from_value::<ToolResult>(
+            json!({"callId": "fits", "isError": false, "content": nested(127)}),
+        )
+        .unwrap(),
+    );
+    assert_eq!(
+        refused(log.append(result).await.unwrap_err()),
+        Violation::TooDeep("tool/result")
+    );
+    // Brackets inside a string are text, not nesting.
+    log.append(call("text", json!({"command": "[".repeat(500)})))
+        .await
+        .unwrap();
+    drop(log);
+    let log = SessionLog::open(&store, "deep").unwrap();
+    assert_eq!(log.len(), 3);
+    assert_eq!(
+        log.with_fold(|f| f.call_arguments("text")),
+        Some(json!({"command": "[".repeat(500)}))
+    );
+}

@@ -58,6 +58,11 @@ pub enum Violation {
     /// `rule/revoked` for a rule this log does not hold active.
     #[error("rule/revoked for {0:?}, which is not an active rule of this log")]
     UnknownRule(String),
+    /// An event whose record would nest its JSON deeper than a log line may
+    /// ([`MOST_NESTING`](crate::audit::event::MOST_NESTING)): written, it could not be
+    /// read back.
+    #[error("{0} nests its JSON more than {most} levels deep, deeper than a log line may", most = crate::audit::event::MOST_NESTING)]
+    TooDeep(&'static str),
 }
 
 /// An open approval question as the log knows it.
@@ -417,6 +422,14 @@ mod asked_keys {
         }
         let mut keys = HashSet::with_capacity(asked.uuids.len() / 32 + asked.other.len());
         for chunk in asked.uuids.as_bytes().chunks_exact(32) {
+            if !chunk
+                .iter()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
+            {
+                return Err(serde::de::Error::custom(
+                    "uuids holds other than lowercase hex",
+                ));
+            }
             let digits = std::str::from_utf8(chunk).map_err(serde::de::Error::custom)?;
             let bits = u128::from_str_radix(digits, 16).map_err(serde::de::Error::custom)?;
             keys.insert(QuestionKey::Uuid(bits));

@@ -459,6 +459,15 @@ impl SessionLog {
         let start = state.pending.len();
         let head = state.head;
         record.write_chained_line(&head, &mut state.pending);
+        if crate::audit::event::nesting(&state.pending[start..]) > crate::audit::event::MOST_NESTING
+        {
+            state.pending.truncate(start);
+            return Err(LogError::Refused {
+                session: core.session.clone(),
+                kind: record.event.kind(),
+                violation: crate::audit::fold::Violation::TooDeep(record.event.kind()),
+            });
+        }
         state.head = chain::line_hash(&state.pending[start..]);
         if core.subscribers.active() {
             state.pending_records.push(record.clone());

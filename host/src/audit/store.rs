@@ -555,7 +555,7 @@ fn read_regular(path: &Path, most: u64) -> io::Result<Vec<u8>> {
     }
     // The file may grow while it is read: never past the bound.
     let mut bytes = Vec::new();
-    file.take(most + 1).read_to_end(&mut bytes)?;
+    file.take(most.saturating_add(1)).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > most {
         return Err(io::Error::other(kept::NotUsed::Large.to_string()));
     }

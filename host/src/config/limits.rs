@@ -15,6 +15,8 @@
 //! console_streams_per_login = 8   # the console: live pages (event streams) open at once per login
 //! failed_login_addresses = 4096   # addresses whose failed logins are remembered at once
 //! open_logs = 1024                # session files the directory store keeps open (default: 1024, or a quarter of the descriptor limit when lower)
+//! held_sessions = 16              # hook sessions `serve` keeps open between calls
+//! held_session_idle_s = 300       # how long after its last call a hook session is kept open
 //! ```
 
 use std::time::Duration;
@@ -25,7 +27,7 @@ use super::key::{Key, Section};
 use super::read::{Ctx, known_key, positive, table, unread};
 use super::{ConfigError, Deployment};
 
-const KEYS: [Key; 12] = [
+const KEYS: [Key; 14] = [
     Key {
         name: "connections",
         kind: "integer (1–1048576)",
@@ -98,6 +100,18 @@ const KEYS: [Key; 12] = [
         default: "`1024`, or a quarter of the descriptor limit when lower",
         meaning: "Session files the directory store keeps open at once; past it, the one unused longest is closed and reopened when next written.",
     },
+    Key {
+        name: "held_sessions",
+        kind: "integer (1–65536)",
+        default: "`16`",
+        meaning: "Hook sessions `serve` keeps open between an agent CLI's calls, so the next call finds the session open; past it, the one idle longest is closed. Each holds its session's state, every recorded call's arguments included, and its log's lock.",
+    },
+    Key {
+        name: "held_session_idle_s",
+        kind: "integer (1–86400)",
+        default: "`300`",
+        meaning: "Seconds after its last call a held hook session is closed (checked every 30 s), giving its log's lock back to other processes.",
+    },
 ];
 
 /// `[limits]` in the reference.
@@ -136,6 +150,10 @@ pub struct Limits {
     /// Session files the directory store keeps open at once; `None`: its default
     /// ([`default_open_logs`](crate::audit::descriptors::default_open_logs)).
     pub open_logs: Option<usize>,
+    /// Hook sessions `serve` keeps open between calls.
+    pub held_sessions: usize,
+    /// How long after its last call a held hook session is kept open.
+    pub held_session_idle: Duration,
 }
 
 impl Default for Limits {
@@ -153,6 +171,8 @@ impl Default for Limits {
             console_streams_per_login: 8,
             failed_login_addresses: 4096,
             open_logs: None,
+            held_sessions: 16,
+            held_session_idle: Duration::from_secs(300),
         }
     }
 }
@@ -177,6 +197,8 @@ pub(super) fn parse(ctx: &Ctx, value: &Value, d: &mut Deployment) -> Result<(), 
             "console_streams_per_login" => l.console_streams_per_login = count(1 << 16)?,
             "failed_login_addresses" => l.failed_login_addresses = count(1 << 24)?,
             "open_logs" => l.open_logs = Some(count(1 << 24)?),
+            "held_sessions" => l.held_sessions = count(1 << 16)?,
+            "held_session_idle_s" => l.held_session_idle = secs(86_400)?,
             other => return Err(unread(ctx, PLACE, other)),
         }
     }

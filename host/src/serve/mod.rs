@@ -187,6 +187,10 @@ impl Server {
         let hook_options = assemble::hook_options(&deployment, None);
         let gatekeeper = Arc::new(auth::Gatekeeper::new(deployment.tokens.clone()));
         gatekeeper.set_failure_capacity(deployment.limits.failed_login_addresses);
+        let held = (
+            deployment.limits.held_sessions,
+            deployment.limits.held_session_idle,
+        );
         let admission = limits::Admission::new(deployment.limits);
         let web = deployment.web_answerer.clone().map(|spec| {
             let pending = Arc::new(console::pending::Pending::default());
@@ -240,6 +244,7 @@ impl Server {
                 telemetry,
             }),
         };
+        server.inner.warm.set_bounds(held.0, held.1);
         warm::sweep_while(
             Arc::downgrade(&server.inner.warm),
             server.inner.stopping.clone(),
@@ -354,6 +359,10 @@ impl Server {
             .gatekeeper
             .set_failure_capacity(deployment.limits.failed_login_addresses);
         self.inner.admission.set_limits(deployment.limits);
+        self.inner.warm.set_bounds(
+            deployment.limits.held_sessions,
+            deployment.limits.held_session_idle,
+        );
         self.inner
             .service
             .set_protected(Some(deployment.protected(&self.inner.options.state_dir)));

@@ -4,9 +4,10 @@
 //! (about 3 µs a line, 14 ms more a call after a thousand tool calls). The server holds a hook's
 //! session for a while after its call instead, so the next call finds it open.
 //!
-//! The hold is bounded both ways: at most [`MOST`] sessions, the one idle longest let go first,
-//! and none much longer than [`IDLE`] after its last call ([`SWEEP`] more at most), so the log's
-//! lock goes back to other processes once the agent stops. A call that fails lets its session go,
+//! The hold is bounded both ways (`[limits] held_sessions` and `held_session_idle_s`, changed by a
+//! reload): at most so many sessions, the one idle longest let go first, and none much longer than
+//! the idle time after its last call ([`SWEEP`] more at most), so the log's lock goes back to other
+//! processes once the agent stops. A call that fails lets its session go,
 //! so the next one opens the log again. Letting go only drops the server's handle: a session a
 //! connection or a question still uses stays open through theirs.
 
@@ -16,16 +17,9 @@ use std::time::{Duration, Instant};
 
 use crate::agent::Agent;
 
-/// How long a hook's session stays open after its last call.
-pub const IDLE: Duration = Duration::from_secs(300);
-
-/// How often held sessions are checked for [`IDLE`]: a session is let go at most this long after
-/// its time is up.
+/// How often held sessions are checked for their idle time: a session is let go at most this
+/// long after its time is up.
 pub const SWEEP: Duration = Duration::from_secs(30);
-
-/// Most hook sessions held open between calls: an open session keeps its fold, which holds the
-/// arguments of every tool call it recorded, in memory.
-pub const MOST: usize = 16;
 
 /// The hook sessions held open, each with its agent and when it was last asked about.
 #[derive(Default)]
@@ -33,11 +27,27 @@ pub(super) struct WarmSessions {
     held: Mutex<Held>,
 }
 
-#[derive(Default)]
 struct Held {
     sessions: HashMap<String, (Agent, Instant)>,
+    /// Most sessions held: an open session keeps its fold, which holds the arguments of every
+    /// tool call it recorded, in memory.
+    most: usize,
+    /// How long a session stays held after its last call.
+    idle: Duration,
     /// Set when the server stops: nothing is held from then on.
     closed: bool,
+}
+
+impl Default for Held {
+    fn default() -> Self {
+        let limits = crate::config::limits::Limits::default();
+        Held {
+            sessions: HashMap::new(),
+            most: limits.held_sessions,
+            idle: limits.held_session_idle,
+            closed: false,
+        }
+    }
 }
 
 /// Handles let go of, to be dropped where blocking is allowed: closing a log may sync it, and on
@@ -45,6 +55,14 @@ struct Held {
 type Released = Vec<(Agent, Instant)>;
 
 impl WarmSessions {
+    /// Holds at most `most` sessions, each up to `idle` after its last call (`[limits]`; at start
+    /// and on a reload). Sessions over the new bounds are let go at the next call or sweep.
+    pub(super) fn set_bounds(&self, most: usize, idle: Duration) {
+        let mut held = self.lock();
+        held.most = most.max(1);
+        held.idle = idle;
+    }
+
     /// Holds `agent`'s session open after a call at `now`, letting go of what is over the bounds.
     pub(super) fn keep(&self, session: &str, agent: Agent, now: Instant) {
         let released = {
@@ -59,18 +77,8 @@ impl WarmSessions {
                 .insert(session.to_owned(), (agent, now))
                 .into_iter()
                 .collect();
-            released.extend(take_idle(&mut held.sessions, now));
-            while held.sessions.len() > MOST {
-                let Some(oldest) = held
-                    .sessions
-                    .iter()
-                    .min_by_key(|(_, (_, at))| *at)
-                    .map(|(id, _)| id.clone())
-                else {
-                    break;
-                };
-                released.extend(held.sessions.remove(&oldest));
-            }
+            released.extend(take_idle(&mut held, now));
+            released.extend(over_bound(&mut held));
             released
         };
         close(released);
@@ -83,9 +91,15 @@ impl WarmSessions {
         close(released);
     }
 
-    /// Lets go of the sessions idle for [`IDLE`] or more at `now`.
+    /// Lets go of the sessions idle for their idle time or more at `now`, and of the ones idle
+    /// longest over the bound.
     pub(super) fn sweep(&self, now: Instant) {
-        let released = take_idle(&mut self.lock().sessions, now);
+        let released = {
+            let mut held = self.lock();
+            let mut released = take_idle(&mut held, now);
+            released.extend(over_bound(&mut held));
+            released
+        };
         close(released);
     }
 
@@ -128,13 +142,34 @@ fn close(released: Released) {
     }
 }
 
-fn take_idle(held: &mut HashMap<String, (Agent, Instant)>, now: Instant) -> Released {
+fn take_idle(held: &mut Held, now: Instant) -> Released {
+    let most_idle = held.idle;
     let idle: Vec<String> = held
+        .sessions
         .iter()
-        .filter(|(_, (_, at))| now.saturating_duration_since(*at) >= IDLE)
+        .filter(|(_, (_, at))| now.saturating_duration_since(*at) >= most_idle)
         .map(|(id, _)| id.clone())
         .collect();
-    idle.iter().filter_map(|id| held.remove(id)).collect()
+    idle.iter()
+        .filter_map(|id| held.sessions.remove(id))
+        .collect()
+}
+
+/// The sessions idle longest, while more are held than the bound.
+fn over_bound(held: &mut Held) -> Released {
+    let mut released = Released::new();
+    while held.sessions.len() > held.most {
+        let Some(oldest) = held
+            .sessions
+            .iter()
+            .min_by_key(|(_, (_, at))| *at)
+            .map(|(id, _)| id.clone())
+        else {
+            break;
+        };
+        released.extend(held.sessions.remove(&oldest));
+    }
+    released
 }
 
 /// Lets go of idle sessions every [`SWEEP`] while `warm` lives and `stopping` is not cancelled.
@@ -174,17 +209,23 @@ mod tests {
             Policy::Ask,
         );
         let warm = WarmSessions::default();
+        let limits = crate::config::limits::Limits::default();
+        let (idle, most) = (limits.held_session_idle, limits.held_sessions);
         let start = Instant::now();
         warm.keep("a", agent(&service, "a").await, start);
-        warm.keep("b", agent(&service, "b").await, start + IDLE / 2);
+        warm.keep("b", agent(&service, "b").await, start + idle / 2);
         assert_eq!(warm.sessions(), ["a", "b"]);
-        warm.sweep(start + IDLE - Duration::from_millis(1));
-        assert_eq!(warm.sessions(), ["a", "b"], "neither idle for IDLE yet");
-        warm.sweep(start + IDLE);
-        assert_eq!(warm.sessions(), ["b"], "a idle for IDLE");
+        warm.sweep(start + idle - Duration::from_millis(1));
+        assert_eq!(
+            warm.sessions(),
+            ["a", "b"],
+            "neither idle for its idle time yet"
+        );
+        warm.sweep(start + idle);
+        assert_eq!(warm.sessions(), ["b"], "a idle for its idle time");
         // Over the bound, the one asked about longest ago goes.
-        let later = start + IDLE / 2 + Duration::from_secs(1);
-        for i in 0..MOST {
+        let later = start + idle / 2 + Duration::from_secs(1);
+        for i in 0..most {
             let id = format!("s{i:03}");
             warm.keep(
                 &id,
@@ -193,12 +234,12 @@ mod tests {
             );
         }
         let held = warm.sessions();
-        assert_eq!(held.len(), MOST);
+        assert_eq!(held.len(), most);
         assert!(!held.contains(&"b".to_owned()), "b was idle longest");
         warm.forget("s000");
         assert_eq!(
             warm.sessions().len(),
-            MOST - 1,
+            most - 1,
             "a failed call lets its session go"
         );
         warm.clear().await;
@@ -206,5 +247,28 @@ mod tests {
         // After the server stops nothing is held, though a late call may still end.
         warm.keep("late", agent(&service, "late").await, later);
         assert!(warm.sessions().is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_bounds_are_the_deployment_s_and_a_reload_tightens_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let service = ApprovalService::with_store(
+            std::sync::Arc::new(crate::DirStore::new(dir.path())),
+            Policy::Ask,
+        );
+        let warm = WarmSessions::default();
+        warm.set_bounds(3, Duration::from_secs(10));
+        let start = Instant::now();
+        for (i, id) in ["a", "b", "c", "d"].into_iter().enumerate() {
+            let at = start + Duration::from_secs(i as u64);
+            warm.keep(id, agent(&service, id).await, at);
+        }
+        assert_eq!(warm.sessions(), ["b", "c", "d"], "three at most: a went");
+        warm.sweep(start + Duration::from_secs(11));
+        assert_eq!(warm.sessions(), ["c", "d"], "b idle for 10 s");
+        // A reload to one session: the one asked about last stays, at the next sweep.
+        warm.set_bounds(1, Duration::from_secs(10));
+        warm.sweep(start + Duration::from_secs(11));
+        assert_eq!(warm.sessions(), ["d"]);
     }
 }

@@ -11,6 +11,8 @@ use crate::outcome::{FailureKind, Outcome};
 use crate::policy::Policy;
 
 mod record;
+pub use record::MOST_NESTING;
+pub(crate) use record::nesting;
 mod stamp;
 
 pub use record::Record;

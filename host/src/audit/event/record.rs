@@ -183,6 +183,46 @@ impl Record {
     }
 }
 
+/// How deep a record's line may nest its JSON (objects and arrays). A line's `data` is read back
+/// on its own, and serde_json refuses to read past 127 levels: an event nested deeper would be
+/// written and then make its log unreadable (an agent could break its own session's log with
+/// deeply nested arguments), so such an event is refused before anything is written. The bound
+/// keeps a margin below what the reader takes.
+pub const MOST_NESTING: usize = 100;
+
+/// How deep `line` (JSON text) nests objects and arrays, counting only up to `MOST_NESTING + 1`.
+pub(crate) fn nesting(line: &[u8]) -> usize {
+    let (mut depth, mut most) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in line {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                if depth > most {
+                    most = depth;
+                    if most > MOST_NESTING {
+                        break;
+                    }
+                }
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    most
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
