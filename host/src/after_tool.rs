@@ -210,7 +210,22 @@ pub async fn record(
         why = unasked.why.as_str(),
         "a tool call ran that no question allowed"
     );
-    log.append(Event::Unasked(unasked.clone())).await?;
+    let unasked = match log.append(Event::Unasked(unasked.clone())).await {
+        Ok(_) => unasked,
+        // Arguments too deep for a log line: the alarm is still raised, without them.
+        Err(crate::audit::error::LogError::Refused {
+            violation: crate::audit::fold::Violation::TooDeep(_),
+            ..
+        }) if unasked.arguments.is_some() => {
+            let bare = Unasked {
+                arguments: None,
+                ..unasked
+            };
+            log.append(Event::Unasked(bare.clone())).await?;
+            bare
+        }
+        Err(e) => return Err(e.into()),
+    };
     Ok(Seen::Unasked(unasked))
 }
 

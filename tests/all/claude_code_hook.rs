@@ -133,6 +133,84 @@ fn the_hook_through_a_warm_serve_answers_and_writes_the_same_log_as_in_process()
     assert_eq!(socket_log[1].1["permissionMode"], "default");
 }
 
+/// A server that answers it could not carry the call out (here: the call nests deeper than a log
+/// line may, so it cannot be recorded) blocks the call, as a hook failing in process does; only a
+/// server that cannot be reached leaves the call to the fallback. Deep enough that the server
+/// could not even read the request, the hook blocks it itself.
+#[test]
+fn a_call_the_server_cannot_record_is_blocked_not_left_to_the_fallback() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    let config = deployment(state, "");
+    let server = SocketServer::start(state, &config);
+    let nested = |depth: usize| {
+        let mut v = json!("x");
+        for _ in 0..depth {
+            v = json!([v]);
+        }
+        v
+    };
+    // Copilot's arguments come as a string: the server reads the request, and refuses the record.
+    let copilot = json!({"sessionId": "cp-deep", "timestamp": 1, "cwd": "/w", "toolName": "bash",
+        "toolArgs": json!({"command": "ls", "x": nested(118)}).to_string()})
+    .to_string();
+    let out =
+        crate::support::spawn_hook(state, "copilot", &["--socket", server.socket()], &copilot)
+            .wait_with_output()
+            .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed["permissionDecision"], "deny", "{printed}");
+    let reason = printed["permissionDecisionReason"].as_str().unwrap();
+    assert!(reason.contains("could not answer the call"), "{reason}");
+    assert!(
+        reason.contains("JSON nests more than 120 levels"),
+        "{reason}"
+    );
+    // Claude Code's arguments are part of its input: the hook finds them too deep itself.
+    for depth in [118, 124] {
+        let deep = input(
+            "cc-deep",
+            "Read",
+            json!({"file_path": "/w/a", "x": nested(depth)}),
+            &format!("toolu_deep_{depth}"),
+            "default",
+        );
+        let out = hook(state, &["--socket", server.socket()], &deep);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{depth}: {stderr}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "", "{depth}");
+        assert!(
+            stderr.contains("could not answer the call"),
+            "{depth}: {stderr}"
+        );
+        assert!(
+            stderr.contains("JSON nests more than 120 levels"),
+            "{depth}: {stderr}"
+        );
+    }
+    // The session goes on: a benign call through the same server is answered.
+    let read = input(
+        "cc-deep",
+        "Read",
+        json!({"file_path": "/w/a"}),
+        "toolu_1",
+        "default",
+    );
+    let (d, _) = decision(&hook(state, &["--socket", server.socket()], &read));
+    assert_eq!(d, "allow");
+    drop(server);
+    let types: Vec<String> = events_at(&log_path(state, "cc-deep"))
+        .into_iter()
+        .map(|(t, _)| t)
+        .collect();
+    assert!(
+        types.iter().filter(|t| *t == "tool/call").count() == 1,
+        "{types:?}"
+    );
+}
+
 #[test]
 fn a_missing_or_silent_server_never_grants_and_says_why() {
     let dir = tempfile::tempdir().unwrap();

@@ -377,7 +377,12 @@ fn arguments_nested_deeper_than_a_log_line_may_are_blocked_and_the_session_still
             None,
         )
     };
-    assert_blocked(cli, &run(&input), "nests its JSON", "arguments 127 deep");
+    assert_blocked(
+        cli,
+        &run(&input),
+        "JSON nests more than 120 levels",
+        "arguments 127 deep",
+    );
     for _ in 0..2 {
         let out = run(&benign);
         assert_eq!(

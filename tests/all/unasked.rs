@@ -340,3 +340,33 @@ fn a_call_whose_question_was_never_answered_is_an_alarm_not_a_run() {
         .collect();
     assert_eq!(decided[0]["failure"]["kind"], "interrupted");
 }
+
+/// A call that ran unasked with arguments nested deeper than a log line may: the alarm is still
+/// recorded, without its arguments, rather than lost with the refused record.
+#[tokio::test]
+async fn an_unasked_call_too_deep_to_record_is_still_an_alarm() {
+    use approval_host::after_tool::{Ran, Seen, record};
+    use approval_host::{ApprovalService, Policy};
+    let dir = tempfile::tempdir().unwrap();
+    let service = ApprovalService::open_dir(dir.path(), Policy::Ask);
+    let agent = service.agent("s-deep", "claude-code").await.unwrap();
+    let mut deep = json!("x");
+    for _ in 0..approval_host::event::MOST_NESTING {
+        deep = json!([deep]);
+    }
+    let ran = Ran {
+        tool_name: "Bash".to_owned(),
+        arguments: json!({"command": "touch x", "x": deep}),
+        call_id: Some("toolu_deep".to_owned()),
+    };
+    let Seen::Unasked(alarm) = record(&service, &agent, &ran).await.unwrap() else {
+        panic!("nothing asked about this call");
+    };
+    assert_eq!(alarm.why.as_str(), "not-asked");
+    assert_eq!(alarm.arguments, None);
+    drop(agent);
+    let alarms = unasked(dir.path(), "s-deep");
+    assert_eq!(alarms.len(), 1, "{alarms:?}");
+    assert_eq!(alarms[0]["callId"], "toolu_deep");
+    assert!(alarms[0].get("arguments").is_none());
+}

@@ -61,7 +61,7 @@ pub enum Violation {
     /// An event whose record would nest its JSON deeper than a log line may
     /// ([`MOST_NESTING`](crate::audit::event::MOST_NESTING)): written, it could not be
     /// read back.
-    #[error("{0} nests its JSON more than {most} levels deep, deeper than a log line may", most = crate::audit::event::MOST_NESTING)]
+    #[error("its JSON nests more than {most} levels deep (the call's arguments, most likely), deeper than a log line may", most = crate::audit::event::MOST_NESTING)]
     TooDeep(&'static str),
 }
 

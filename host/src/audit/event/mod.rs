@@ -11,8 +11,7 @@ use crate::outcome::{FailureKind, Outcome};
 use crate::policy::Policy;
 
 mod record;
-pub use record::MOST_NESTING;
-pub(crate) use record::nesting;
+pub use record::{MOST_NESTING, nesting};
 mod stamp;
 
 pub use record::Record;

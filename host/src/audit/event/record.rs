@@ -186,12 +186,12 @@ impl Record {
 /// How deep a record's line may nest its JSON (objects and arrays). A line's `data` is read back
 /// on its own, and serde_json refuses to read past 127 levels: an event nested deeper would be
 /// written and then make its log unreadable (an agent could break its own session's log with
-/// deeply nested arguments), so such an event is refused before anything is written. The bound
-/// keeps a margin below what the reader takes.
-pub const MOST_NESTING: usize = 100;
+/// deeply nested arguments), so such an event is refused before anything is written. The line
+/// and its data take two levels of the reader's 128, and the bound keeps a margin below the rest.
+pub const MOST_NESTING: usize = 120;
 
 /// How deep `line` (JSON text) nests objects and arrays, counting only up to `MOST_NESTING + 1`.
-pub(crate) fn nesting(line: &[u8]) -> usize {
+pub fn nesting(line: &[u8]) -> usize {
     let (mut depth, mut most) = (0usize, 0usize);
     let (mut in_string, mut escaped) = (false, false);
     for &b in line {

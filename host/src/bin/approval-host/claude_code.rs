@@ -84,7 +84,8 @@ pub fn run(ctx: &crate::Context, options: &Options, text: &str) -> Result<Option
         options,
     ) {
         Ok(printed) => return Ok(printed),
-        Err(why) => why,
+        Err(Unanswered::Failed(why)) => return Err(server_failed(socket, &why)),
+        Err(Unanswered::Unreachable(why)) => why,
     };
     let note = unreachable_note(socket, &why);
     tracing::warn!("{note}");
@@ -111,14 +112,70 @@ pub fn run(ctx: &crate::Context, options: &Options, text: &str) -> Result<Option
     }
 }
 
-/// Asks the server; `Err` says why it could not answer.
+/// Why the server's answer is not printed.
+pub(crate) enum Unanswered {
+    /// It could not be reached, or did not answer in time: the hook falls back (`--fallback`).
+    Unreachable(String),
+    /// It answered that it could not carry the call out (the call could not be recorded, its
+    /// session's log failed): the call is blocked, as when the hook fails in process. Falling
+    /// back would let the CLI decide a call the host refused to record.
+    Failed(String),
+}
+
+/// What a hook says when the server could not carry its call out, before the server's reason.
+pub const SERVER_FAILED: &str = "could not answer the call";
+
+/// The error a hook fails with when `socket`'s server could not carry the call out.
+pub(crate) fn server_failed(socket: &Path, why: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "approval-host serve at {} {SERVER_FAILED}: {why}",
+        socket.display()
+    )
+}
+
+/// Asks the server.
 pub(crate) fn through_server(
     socket: &Path,
     method: &str,
     input: &Value,
     trace_parent: Option<approval_host::service::TraceParent>,
     options: &Options,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, Unanswered> {
+    // The server's request wraps the input two levels deeper than the hook read it, and its
+    // record of the call one level: past the log's bound it could neither read nor record it.
+    if approval_host::event::nesting(input.to_string().as_bytes())
+        >= approval_host::event::MOST_NESTING
+    {
+        return Err(Unanswered::Failed(format!(
+            "the call's JSON nests more than {} levels deep, deeper than a log line may",
+            approval_host::event::MOST_NESTING
+        )));
+    }
+    let reply =
+        exchange(socket, method, input, trace_parent, options).map_err(Unanswered::Unreachable)?;
+    if let Some(e) = reply.get("error") {
+        let message = e.get("message").and_then(Value::as_str).unwrap_or("");
+        if e.get("code").and_then(Value::as_i64) == Some(approval_host::serve::rpc::REQUEST_FAILED)
+        {
+            return Err(Unanswered::Failed(message.to_owned()));
+        }
+        return Err(Unanswered::Unreachable(format!("error {message}")));
+    }
+    match reply.pointer("/result/output") {
+        Some(Value::Null) => Ok(None),
+        Some(o @ Value::Object(_)) => Ok(Some(o.to_string())),
+        _ => Err(Unanswered::Unreachable(format!("bad reply: {reply}"))),
+    }
+}
+
+/// Sends the call and reads the server's reply to it; `Err` says why there was none.
+fn exchange(
+    socket: &Path,
+    method: &str,
+    input: &Value,
+    trace_parent: Option<approval_host::service::TraceParent>,
+    options: &Options,
+) -> Result<Value, String> {
     let deadline = Instant::now() + options.timeout;
     let stream = UnixStream::connect(socket).map_err(|e| e.to_string())?;
     let left = || {
@@ -183,17 +240,7 @@ pub(crate) fn through_server(
         if v.get("id") != Some(&json!(1)) {
             continue;
         }
-        if let Some(e) = v.get("error") {
-            return Err(format!(
-                "error {}",
-                e.get("message").and_then(Value::as_str).unwrap_or("")
-            ));
-        }
-        return match v.pointer("/result/output") {
-            Some(Value::Null) => Ok(None),
-            Some(o @ Value::Object(_)) => Ok(Some(o.to_string())),
-            _ => Err(format!("bad reply: {reply}")),
-        };
+        return Ok(v);
     }
 }
 
@@ -245,7 +292,10 @@ pub(crate) fn record_ran(
         let method = cli.map_or("hook/claude-code", |c| c.method());
         match through_server(socket, method, &raw, None, options) {
             Ok(_) => return Ok(()),
-            Err(why) => tracing::warn!("{}", unreachable_note(socket, &why)),
+            Err(Unanswered::Failed(why)) => return Err(server_failed(socket, &why)),
+            Err(Unanswered::Unreachable(why)) => {
+                tracing::warn!("{}", unreachable_note(socket, &why));
+            }
         }
     }
     let deployment = match &options.config {

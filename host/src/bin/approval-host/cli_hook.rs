@@ -12,7 +12,9 @@ use approval_host::service::Verdict;
 use serde_json::Value;
 
 use crate::UsageError;
-use crate::claude_code::{Fallback, Options, through_server, unreachable_note, with_agent};
+use crate::claude_code::{
+    Fallback, Options, Unanswered, server_failed, through_server, unreachable_note, with_agent,
+};
 
 /// Answers the hook input `text`; returns what to print (nothing when the CLI is left to decide).
 pub(crate) fn run(
@@ -48,7 +50,8 @@ pub(crate) fn run(
         options,
     ) {
         Ok(printed) => return Ok(printed),
-        Err(why) => why,
+        Err(Unanswered::Failed(why)) => return Err(server_failed(socket, &why)),
+        Err(Unanswered::Unreachable(why)) => why,
     };
     let note = unreachable_note(socket, &why);
     tracing::warn!("{note}");
