@@ -169,6 +169,35 @@ fn hook(cli: &Cli, project: &Project, socket: Option<&Path>, n: usize) -> Durati
     took
 }
 
+/// Claude Code's after-tool hook (`PostToolUse`) for call `n`, spawn to exit: it finds the
+/// call's question in the session's log and records that the call ran.
+fn after_tool(project: &Project, n: usize) -> Duration {
+    let mut input = (CLIS[0].call)(n);
+    input["hook_event_name"] = json!("PostToolUse");
+    input["tool_response"] = json!({"stdout": "", "stderr": "", "interrupted": false});
+    let mut c = command(BIN, &project.home);
+    c.arg("--state-dir")
+        .arg(&project.state)
+        .args(["hook", "claude-code", "--after-tool", "--config"])
+        .arg(&project.deployment);
+    let start = Instant::now();
+    let mut child = c.spawn().unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let took = start.elapsed();
+    assert!(
+        out.status.success(),
+        "after-tool: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    took
+}
+
 fn serve(project: &Project) -> (Child, PathBuf) {
     let socket = project.state.join("serve.sock");
     let mut c = command(BIN, &project.home);
@@ -374,14 +403,16 @@ fn main() {
         CLIS[0].name
     );
     println!(
-        "{:>10} {:>8} {:>20} {:>10} {:>10} {:>14} {:>8}",
+        "{:>10} {:>8} {:>20} {:>10} {:>10} {:>14} {:>8} {:>12} {:>14}",
         "tool calls",
         "records",
         "first (reads it all)",
         "warm",
         "warm mean",
         "fresh session",
-        "ratio"
+        "ratio",
+        "after-tool",
+        "fresh session"
     );
     for calls in [1_000, 5_000] {
         let cli = &CLIS[0];
@@ -390,21 +421,26 @@ fn main() {
         n += 1;
         let first = hook(cli, &project, None, n);
         let (mut long, mut short) = (Vec::new(), Vec::new());
+        let (mut long_after, mut short_after) = (Vec::new(), Vec::new());
         for _ in 0..samples.min(30) {
             n += 1;
             long.push(hook(cli, &project, None, n));
             short.push(hook(cli, &fresh, None, n));
+            long_after.push(after_tool(&project, n));
+            short_after.push(after_tool(&fresh, n));
         }
         // The mean counts the calls that write the fold again (one in about thirteen).
         let mean = long.iter().sum::<Duration>() / long.len() as u32;
         let (long, short) = (p50(long), p50(short));
         println!(
-            "{calls:>10} {records:>8} {:>17.1} ms {:>7.1} ms {:>7.1} ms {:>11.1} ms {:>7.2}×",
+            "{calls:>10} {records:>8} {:>17.1} ms {:>7.1} ms {:>7.1} ms {:>11.1} ms {:>7.2}× {:>9.1} ms {:>11.1} ms",
             ms(first),
             ms(long),
             ms(mean),
             ms(short),
-            long.as_secs_f64() / short.as_secs_f64()
+            long.as_secs_f64() / short.as_secs_f64(),
+            ms(p50(long_after)),
+            ms(p50(short_after))
         );
     }
     for (cli, warm) in CLIS.iter().zip(&warm_all) {

@@ -166,7 +166,10 @@ pub async fn record(
     // The arguments as the session's `tool/call` records hold them (redacted alike).
     let arguments = log.redacted(ran.arguments.clone());
     let bytes = service.store().read(log.session())?;
-    let records = crate::audit::store::parse_lines(log.session(), &bytes)?;
+    let records = match &ran.call_id {
+        Some(call_id) => from_last_question(log.session(), &bytes, call_id, &ran.tool_name)?,
+        None => crate::audit::store::parse_lines(log.session(), &bytes)?,
+    };
     let questions = Questions::of(&records);
     let found = questions.find(ran, &arguments);
     let unasked = match found.map(|q| (q, q.printed())) {
@@ -229,6 +232,50 @@ pub async fn record(
     Ok(Seen::Unasked(unasked))
 }
 
+/// The records of a session's log (its complete lines, `bytes`) from its last question about
+/// call `call_id` of `tool` on, or all of them when it has none: everything a search by call id
+/// reads ([`Questions::find`] takes the last such question, and its decision comes after it), so
+/// an after-tool hook in a long session parses a few lines from the end rather than the whole log.
+///
+/// # Errors
+/// A line from there on is corrupt (named by its line in the whole log).
+fn from_last_question(
+    session: &str,
+    bytes: &[u8],
+    call_id: &str,
+    tool: &str,
+) -> Result<Vec<Record>, crate::audit::error::LogError> {
+    let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    if body.is_empty() {
+        return Ok(Vec::new());
+    }
+    let lines: Vec<&[u8]> = body.split(|&b| b == b'\n').collect();
+    let mut records = Vec::new();
+    for (i, line) in lines.iter().enumerate().rev() {
+        let corrupt = |reason: String| crate::audit::error::LogError::Corrupt {
+            log: session.to_owned(),
+            line: i + 1,
+            reason,
+        };
+        let record = Record::parse_line(line).map_err(corrupt)?;
+        if record.seq != i as u64 + 1 {
+            return Err(corrupt(format!(
+                "seq {} where {} was expected",
+                record.seq,
+                i + 1
+            )));
+        }
+        let found = matches!(&record.event, Event::Asked(a)
+            if a.call_id.as_deref() == Some(call_id) && a.tool_name == tool);
+        records.push(record);
+        if found {
+            break;
+        }
+    }
+    records.reverse();
+    Ok(records)
+}
+
 /// The record that a call ran (its result is not kept).
 fn ran_event(call_id: &str) -> Event {
     Event::ToolResult(ToolResult {
@@ -237,4 +284,80 @@ fn ran_event(call_id: &str) -> Event {
         content: Value::Null,
         failed_listener: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::event::{Asked, Decided};
+
+    /// A session's log: call `c1` asked twice (refused, then allowed), other calls around it, one
+    /// of them (`c3`) run already.
+    fn log() -> Vec<u8> {
+        let asked = |id: &str, call: &str, tool: &str| {
+            let mut a = Asked::new(id, tool);
+            a.call_id = Some(call.to_owned());
+            Event::Asked(a)
+        };
+        let events = [
+            Event::TurnStart,
+            asked("q1", "c1", "Bash"),
+            Event::Decided(Decided::bare("q1", Outcome::Rejected)),
+            asked("q2", "c2", "Read"),
+            Event::Decided(Decided::bare("q2", Outcome::AllowedOnce)),
+            asked("q3", "c1", "Bash"),
+            Event::Decided(Decided::bare("q3", Outcome::AllowedOnce)),
+            asked("q4", "c1", "Write"),
+            asked("q5", "c3", "Bash"),
+            Event::Decided(Decided::bare("q5", Outcome::Cancelled)),
+            ran_event("c3"),
+        ];
+        let mut bytes = Vec::new();
+        for (i, event) in events.into_iter().enumerate() {
+            Record::at(i as u64 + 1, std::time::SystemTime::now(), event).write_line(&mut bytes);
+        }
+        bytes
+    }
+
+    #[test]
+    fn the_records_from_the_last_question_find_what_the_whole_log_finds() {
+        let bytes = log();
+        let all = crate::audit::store::parse_lines("s", &bytes).unwrap();
+        let whole = Questions::of(&all);
+        for (call, tool, want) in [
+            ("c1", "Bash", Some(("q3", Printed::LetRun))),
+            ("c1", "Write", Some(("q4", Printed::Nothing))),
+            ("c2", "Read", Some(("q2", Printed::LetRun))),
+            ("c3", "Bash", Some(("q5", Printed::Refused))),
+            ("c1", "Read", None),
+            ("c9", "Bash", None),
+        ] {
+            let ran = Ran {
+                tool_name: tool.to_owned(),
+                arguments: Value::Null,
+                call_id: Some(call.to_owned()),
+            };
+            let tail = from_last_question("s", &bytes, call, tool).unwrap();
+            let found = |q: &Questions| {
+                q.find(&ran, &Value::Null)
+                    .map(|q| (q.id.clone(), q.printed()))
+            };
+            let from_tail = found(&Questions::of(&tail));
+            assert_eq!(from_tail, found(&whole), "{call} {tool}");
+            assert_eq!(
+                from_tail,
+                want.map(|(id, printed)| (id.to_owned(), printed)),
+                "{call} {tool}"
+            );
+            if want.is_none() {
+                assert_eq!(tail.len(), all.len(), "no question: every record read");
+            } else {
+                assert!(
+                    tail.len() < all.len(),
+                    "{call} {tool}: read from its question on"
+                );
+            }
+        }
+        assert_eq!(from_last_question("s", b"", "c1", "Bash").unwrap().len(), 0);
+    }
 }
