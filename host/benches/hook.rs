@@ -141,16 +141,7 @@ fn hook(cli: &Cli, project: &Project, socket: Option<&Path>, n: usize) -> Durati
     if let Some(socket) = socket {
         c.arg("--socket").arg(socket);
     }
-    let start = Instant::now();
-    let mut child = c.spawn().unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let took = start.elapsed();
+    let (took, out) = timed(&mut c, &input);
     let printed: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
         panic!(
             "{}: {} / {}",
@@ -169,6 +160,20 @@ fn hook(cli: &Cli, project: &Project, socket: Option<&Path>, n: usize) -> Durati
     took
 }
 
+/// Runs `command` with `input` on its stdin, spawn to exit.
+fn timed(command: &mut Command, input: &str) -> (Duration, std::process::Output) {
+    let start = Instant::now();
+    let mut child = command.spawn().unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (start.elapsed(), out)
+}
+
 /// Claude Code's after-tool hook (`PostToolUse`) for call `n`, spawn to exit: it finds the
 /// call's question in the session's log and records that the call ran.
 fn after_tool(project: &Project, n: usize) -> Duration {
@@ -180,16 +185,7 @@ fn after_tool(project: &Project, n: usize) -> Duration {
         .arg(&project.state)
         .args(["hook", "claude-code", "--after-tool", "--config"])
         .arg(&project.deployment);
-    let start = Instant::now();
-    let mut child = c.spawn().unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let took = start.elapsed();
+    let (took, out) = timed(&mut c, &input.to_string());
     assert!(
         out.status.success(),
         "after-tool: {}",

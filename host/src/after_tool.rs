@@ -252,19 +252,7 @@ fn from_last_question(
     let lines: Vec<&[u8]> = body.split(|&b| b == b'\n').collect();
     let mut records = Vec::new();
     for (i, line) in lines.iter().enumerate().rev() {
-        let corrupt = |reason: String| crate::audit::error::LogError::Corrupt {
-            log: session.to_owned(),
-            line: i + 1,
-            reason,
-        };
-        let record = Record::parse_line(line).map_err(corrupt)?;
-        if record.seq != i as u64 + 1 {
-            return Err(corrupt(format!(
-                "seq {} where {} was expected",
-                record.seq,
-                i + 1
-            )));
-        }
+        let record = crate::audit::store::parse_record(session, line, i + 1)?;
         let found = matches!(&record.event, Event::Asked(a)
             if a.call_id.as_deref() == Some(call_id) && a.tool_name == tool);
         records.push(record);

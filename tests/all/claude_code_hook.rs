@@ -143,13 +143,7 @@ fn a_call_the_server_cannot_record_is_blocked_not_left_to_the_fallback() {
     let state = dir.path();
     let config = deployment(state, "");
     let server = SocketServer::start(state, &config);
-    let nested = |depth: usize| {
-        let mut v = json!("x");
-        for _ in 0..depth {
-            v = json!([v]);
-        }
-        v
-    };
+    let nested = crate::support::nested;
     // Copilot's arguments come as a string: the server reads the request, and refuses the record.
     let copilot = json!({"sessionId": "cp-deep", "timestamp": 1, "cwd": "/w", "toolName": "bash",
         "toolArgs": json!({"command": "ls", "x": nested(118)}).to_string()})

@@ -309,16 +309,22 @@ fn help_is_still_an_answer() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("Codex"));
 }
 
-#[test]
-fn a_command_nested_deeper_than_any_reader_follows_is_answered_not_a_crash() {
-    let dir = tempfile::tempdir().unwrap();
+/// A deployment whose one rule allows the whole `Bash` tool, and a state directory beside it.
+fn bash_allowed(dir: &Path) -> (String, String) {
     let config = write(
-        dir.path(),
+        dir,
         "good.toml",
         "[approval]\npolicy = \"ask\"\n\n[[rule]]\nrule = \"Bash\"\n",
     );
-    let state = dir.path().join("state");
-    let state = state.to_str().unwrap();
+    let state = dir.join("state").to_str().unwrap().to_owned();
+    (config, state)
+}
+
+#[test]
+fn a_command_nested_deeper_than_any_reader_follows_is_answered_not_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let (config, state) = bash_allowed(dir.path());
+    let state = state.as_str();
     for (open, close) in [("if true; then ", "; fi"), ("$(", ")"), ("{ ", "; }")] {
         let command = format!("{}touch pwned{}", open.repeat(3000), close.repeat(3000));
         for (cli, mut input) in clis() {
@@ -351,21 +357,13 @@ fn a_command_nested_deeper_than_any_reader_follows_is_answered_not_a_crash() {
 #[test]
 fn arguments_nested_deeper_than_a_log_line_may_are_blocked_and_the_session_still_answers() {
     let dir = tempfile::tempdir().unwrap();
-    let config = write(
-        dir.path(),
-        "good.toml",
-        "[approval]\npolicy = \"ask\"\n\n[[rule]]\nrule = \"Bash\"\n",
-    );
-    let state = dir.path().join("state");
-    let state = state.to_str().unwrap();
+    let (config, state) = bash_allowed(dir.path());
+    let state = state.as_str();
     let (cli, benign) = clis()
         .into_iter()
         .find(|(cli, _)| *cli == "copilot")
         .unwrap();
-    let mut deep = json!("x");
-    for _ in 0..126 {
-        deep = json!([deep]);
-    }
+    let deep = crate::support::nested(126);
     let mut input = benign.clone();
     input["toolArgs"] = json!(json!({"command": "ls", "x": deep}).to_string());
     let run = |input: &Value| {

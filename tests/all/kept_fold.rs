@@ -5,13 +5,13 @@
 
 use approval_host::audit::kept::{self, FoldKey, KeySource};
 use approval_host::audit::redact::Redaction;
-use approval_host::event::{Event, PolicySwitch, RuleAdded, ToolCall};
+use approval_host::event::{Event, PolicySwitch, RuleAdded};
 use approval_host::fold::{SessionFold, Violation};
 use approval_host::log::SessionLog;
 use approval_host::{ApprovalService, DirStore, LogError, Policy, Store};
 use serde_json::json;
 
-use crate::session_log::{asked, decided};
+use crate::session_log::{asked, bash_call as call, decided};
 
 const SESSION: &str = "long-1";
 
@@ -22,16 +22,6 @@ fn key(byte: u8) -> FoldKey {
 /// A store over `dir` keeping folds sealed with `key`.
 fn keeping(dir: &std::path::Path, key: FoldKey) -> DirStore {
     DirStore::new(dir).keeping_folds(KeySource::fixed(key))
-}
-
-fn call(id: &str, arguments: serde_json::Value) -> Event {
-    Event::ToolCall(ToolCall {
-        call_id: id.to_owned(),
-        name: "Bash".to_owned(),
-        arguments,
-        permission_mode: None,
-        redacted: Vec::new(),
-    })
 }
 
 fn rule(id: &str) -> Event {
@@ -316,11 +306,8 @@ async fn an_older_kept_fold_still_fits_and_the_records_after_it_are_read() {
 async fn a_kept_fold_holds_question_ids_numbers_and_deep_arguments_exactly() {
     let dir = tempfile::tempdir().unwrap();
     let store = keeping(dir.path(), key(1));
-    let mut deep = json!("bottom");
     // As deep as a record may nest: the line, its data, the arguments, then these.
-    for _ in 0..approval_host::event::MOST_NESTING - 3 {
-        deep = json!([deep]);
-    }
+    let deep = crate::support::nested(approval_host::event::MOST_NESTING - 3);
     let numbers = json!([
         0.1,
         1e-300,

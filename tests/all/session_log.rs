@@ -16,6 +16,17 @@ pub(crate) fn asked(id: &str, tool: &str) -> Event {
     Event::Asked(Asked::new(id, tool))
 }
 
+/// A `tool/call` of `Bash` with these arguments.
+pub(crate) fn bash_call(id: &str, arguments: serde_json::Value) -> Event {
+    Event::ToolCall(approval_host::event::ToolCall {
+        call_id: id.to_owned(),
+        name: "Bash".to_owned(),
+        arguments,
+        permission_mode: None,
+        redacted: Vec::new(),
+    })
+}
+
 pub(crate) fn decided(id: &str) -> Event {
     Event::Decided(Decided::bare(id, Outcome::Rejected))
 }
@@ -206,25 +217,11 @@ async fn a_session_reopened_while_its_last_handle_closes_elsewhere_opens() {
 /// written, its line could not be read back, and the session's log would not open again.
 #[tokio::test]
 async fn an_event_nested_deeper_than_a_log_line_may_is_refused_and_the_log_still_opens() {
-    use approval_host::event::{MOST_NESTING, ToolCall, ToolResult};
+    use approval_host::event::{MOST_NESTING, ToolResult};
     let dir = tempfile::tempdir().unwrap();
     let store = DirStore::new(dir.path());
-    let nested = |depth: usize| {
-        let mut v = json!("x");
-        for _ in 0..depth {
-            v = json!([v]);
-        }
-        v
-    };
-    let call = |id: &str, arguments| {
-        Event::ToolCall(ToolCall {
-            call_id: id.to_owned(),
-            name: "Bash".to_owned(),
-            arguments,
-            permission_mode: None,
-            redacted: Vec::new(),
-        })
-    };
+    let nested = crate::support::nested;
+    let call = bash_call;
     let log = SessionLog::open(&store, "deep").unwrap();
     log.append(Event::TurnStart).await.unwrap();
     // The line, its data and the arguments' object, then the arrays.

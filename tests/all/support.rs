@@ -601,3 +601,12 @@ pub fn rules_on(service: &ApprovalService, project: &str) -> Arc<approval_host::
     service.set_rules(Some(book.clone()));
     book
 }
+
+/// A string nested in `depth` arrays: JSON as deep as a test needs.
+pub fn nested(depth: usize) -> Value {
+    let mut v = Value::from("x");
+    for _ in 0..depth {
+        v = Value::Array(vec![v]);
+    }
+    v
+}

@@ -350,10 +350,7 @@ async fn an_unasked_call_too_deep_to_record_is_still_an_alarm() {
     let dir = tempfile::tempdir().unwrap();
     let service = ApprovalService::open_dir(dir.path(), Policy::Ask);
     let agent = service.agent("s-deep", "claude-code").await.unwrap();
-    let mut deep = json!("x");
-    for _ in 0..approval_host::event::MOST_NESTING {
-        deep = json!([deep]);
-    }
+    let deep = crate::support::nested(approval_host::event::MOST_NESTING);
     let ran = Ran {
         tool_name: "Bash".to_owned(),
         arguments: json!({"command": "touch x", "x": deep}),

@@ -608,23 +608,28 @@ pub fn parse_lines_after(name: &str, bytes: &[u8], before: u64) -> Result<Vec<Re
     }
     let before = usize::try_from(before).unwrap_or(usize::MAX);
     for (i, line) in body.split(|&b| b == b'\n').enumerate() {
-        let number = before.saturating_add(i + 1);
-        let record = Record::parse_line(line).map_err(|reason| LogError::Corrupt {
-            log: name.to_owned(),
-            line: number,
-            reason,
-        })?;
-        let expected = number as u64;
-        if record.seq != expected {
-            return Err(LogError::Corrupt {
-                log: name.to_owned(),
-                line: number,
-                reason: format!("seq {} where {expected} was expected", record.seq),
-            });
-        }
-        records.push(record);
+        records.push(parse_record(name, line, before.saturating_add(i + 1))?);
     }
     Ok(records)
+}
+
+/// Line `number` (counted from 1 in the whole log `name`) as a record: corruption when it does not
+/// parse or its `seq` is not its number.
+pub fn parse_record(name: &str, line: &[u8], number: usize) -> Result<Record, LogError> {
+    let corrupt = |reason: String| LogError::Corrupt {
+        log: name.to_owned(),
+        line: number,
+        reason,
+    };
+    let record = Record::parse_line(line).map_err(corrupt)?;
+    let expected = number as u64;
+    if record.seq != expected {
+        return Err(corrupt(format!(
+            "seq {} where {expected} was expected",
+            record.seq
+        )));
+    }
+    Ok(record)
 }
 
 /// The file store's journal: appends, then `fdatasync`, through its place in the store's
